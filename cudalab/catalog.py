@@ -250,6 +250,11 @@ def load_family(directory: Path) -> FamilySpec:
     )
 
 
+def src_root() -> Path:
+    """The kernel folder: ``$CUDALAB_SRC`` when set, else the checkout's ``cuda_src``."""
+    return Path(os.environ.get("CUDALAB_SRC") or SRC_ROOT)
+
+
 def load_catalog(root: Path | None = None) -> dict[str, FamilySpec]:
     """Read every family under ``root`` (default :data:`SRC_ROOT`), sorted by name."""
     root = root or SRC_ROOT

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from cudalab.errors import CompileError, GpuError, GpuUnavailableError, OutOfMemoryError
-from cudalab.launch import DeviceLimits, Dim3
+from cudalab.launch import DeviceLimits, Dim3, fmt_dims
 
 INSTALL_HINT = "install it on a machine with an NVIDIA driver: pip install -e '.[gpu]'"
 
@@ -205,6 +205,8 @@ class Kernel:
             self._fn.set_attribute(self._dev.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             self._dyn_limit = shared
         vals = [a.ptr if isinstance(a, DeviceArray) else a for a in args]
+        if self._dev.launch_log is not None:  # child runs under a tool: how its launches are matched
+            self._dev.launch_log.append((self.name, fmt_dims(grid), fmt_dims(block)))
         try:
             self._fn.prepared_call(tuple(grid), tuple(block), *vals, shared_size=shared)
         except self._dev.drv.Error as exc:
@@ -263,6 +265,8 @@ class Device:
         )
         self._scratch = None
         self._modules: dict[tuple, Any] = {}
+        #: (kernel, grid, block) of every launch, when a child run under a tool sets it to a list
+        self.launch_log: list[tuple[str, str, str]] | None = None
 
     def close(self) -> None:
         """Free what this object holds and release the context (safe to call twice)."""

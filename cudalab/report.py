@@ -9,7 +9,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -18,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudalab.runner import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
+from cudalab.files import atomic_write
+from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED: "yellow"}
 
@@ -63,6 +63,46 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
         kern = f", copy kernel {roofline.kernel_gbs:,.0f}" if roofline.kernel_gbs else ""
         lines.append(f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern})")
     return lines
+
+
+#: ncu columns a family table gains with ``--ncu`` (keys in ``Result.extra``): shared memory, or the
+#: ``memory`` set (the book's Table 3-6: global load/store efficiency). Shown when any row has them.
+NCU_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ncu_ld_wpr", "smem ld wf/req"), ("ncu_st_wpr", "smem st wf/req"),
+    ("ncu_ld_conflicts", "ld conflicts"), ("ncu_st_conflicts", "st conflicts"),
+    ("ncu_dram", "DRAM % peak"), ("ncu_gld", "gld eff %"), ("ncu_gst", "gst eff %"), ("ncu_l2", "L2 hit %"),
+    ("ncu_ms", "ncu ms"),
+)
+
+
+def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = ()) -> None:
+    """Print one point of a run record: header lines, the table, its legend and notes.
+
+    Args:
+        con: where to print.
+        record: the :class:`cudalab.results.RunRecord` (device, incomplete).
+        point: the :class:`cudalab.results.RunPoint`.
+        extra_columns: the family's ``EXTRA_COLUMNS``.
+    """
+    from cudalab.bench import Protocol
+
+    title = f"cudalab {point.family}" + (f" --block {point.block}" if point.block else "") + (
+        "  [INCOMPLETE: interrupted]" if record.incomplete else "")
+    prob = point.problem
+    size = "x".join(str(d) for d in prob.get("dims", ()))
+    line = f"size {size} · dtype {prob.get('dtype', '')}" + "".join(
+        f" · {k} {v}" for k, v in sorted((prob.get("options") or {}).items()))
+    line += "".join(f" · -D {k}={v}" for k, v in point.defines)
+    proto = Protocol(**point.protocol) if point.protocol else None
+    for text in header_lines(record.device, title, line, proto, point.roofline):
+        con.print(text, markup=False, highlight=False)
+    rows = point.results
+    ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
+    con.print(results_table(rows, point.metric, extra_columns, ncu_cols))
+    con.print(LEGEND.get(point.metric, LEGEND["none"]), markup=False)
+    if any(r.legacy for r in rows):
+        con.print("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
+                  f"{point.family}`); its correct twin runs beside it.", markup=False)
 
 
 LEGEND = {
@@ -135,20 +175,6 @@ def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
     if ref is None:
         return list(results)
     return [replace(r, pct_roofline=100.0 * r.gflops / ref.gflops) if r.gflops else r for r in results]
-
-
-def atomic_write(path: str | os.PathLike, text: str) -> None:
-    """Write through a temporary file in the same folder and rename: a crash never leaves half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:

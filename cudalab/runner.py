@@ -7,10 +7,8 @@ failing variant never stops the others.
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import asdict, dataclass, field, replace
-from types import ModuleType
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -27,59 +25,20 @@ from cudalab.errors import (
     UsageError,
 )
 from cudalab.expr import evaluate
-from cudalab.families import Case, Launch, Problem, load
+from cudalab.families import Case, Family, Launch, Problem, load
+from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
-PASSED, INCORRECT, FAILED, SKIPPED = "passed", "incorrect", "failed", "skipped"
-
-
-@dataclass(frozen=True)
-class Result:
-    """One variant's row: launch, timing statistics, rate, verification and status."""
-
-    variant: str
-    kind: str
-    status: str
-    reason: str = ""
-    block: str = ""
-    grid: str = ""
-    shared: int = 0
-    stats: Stats | None = None
-    gbs: float | None = None
-    gflops: float | None = None
-    pct_roofline: float | None = None
-    max_error: float | None = None
-    tolerance: float | None = None
-    legacy: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def median_ms(self) -> float | None:
-        """Median time, or None when not timed."""
-        return self.stats.median if self.stats else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON, raw samples included."""
-        d = asdict(self)
-        d["stats"] = asdict(self.stats) if self.stats else None
-        for k, v in list(d.items()):
-            if isinstance(v, float) and not math.isfinite(v):
-                d[k] = str(v)
-        return d
-
-
-@dataclass(frozen=True)
-class Roofline:
-    """The bandwidth every variant is compared with: the faster of the driver copy and the best copy kernel."""
-
-    gbs: float
-    source: str
-    dtod_gbs: float
-    kernel_gbs: float | None = None
+__all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "measure_roofline", "plan_launch", "precheck",
+           "PASSED", "INCORRECT", "FAILED", "SKIPPED", "Result", "Roofline"]
 
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Everything a user chose for one family run."""
+    """Everything a user chose for one family run; JSON round-trips it for child runs (:mod:`cudalab.child`).
+
+    ``profile``: under a tool (ncu, compute-sanitizer) each variant runs one warm-up and one verified
+    launch, nothing is timed and no roofline is measured.
+    """
 
     family: str
     variants: str | None = None
@@ -96,6 +55,30 @@ class RunRequest:
     profile: bool = False
     keep_outputs: bool = False
     defines: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON (tuples become lists)."""
+        d = asdict(self)
+        d["options"] = [list(o) for o in self.options]
+        d["defines"] = [list(x) for x in self.defines]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunRequest":
+        """Read :meth:`to_dict`'s output.
+
+        Raises:
+            UsageError: a key this RunRequest does not have.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise UsageError(f"run request has unknown keys {sorted(unknown)}")
+        d = dict(d)
+        d["options"] = tuple((str(k), v) for k, v in d.get("options", ()))
+        d["defines"] = tuple((str(k), str(v)) for k, v in d.get("defines", ()))
+        d["protocol"] = Protocol(**d.get("protocol", {}))
+        return cls(**d)
 
 
 class Context:
@@ -123,7 +106,7 @@ class Context:
 
 # --- planning (pure: runs without a GPU) --------------------------------------------------------
 
-def make_problem(spec: FamilySpec, module: ModuleType, req: RunRequest) -> Problem:
+def make_problem(spec: FamilySpec, fam: Family, req: RunRequest) -> Problem:
     """Parse the request's sizes, dtype and options into the family's Problem.
 
     Raises:
@@ -132,7 +115,7 @@ def make_problem(spec: FamilySpec, module: ModuleType, req: RunRequest) -> Probl
     dtype = req.dtype or spec.default_dtype
     if dtype not in spec.dtypes:
         raise UsageError(f"{spec.name} has no dtype {dtype!r}; valid: {', '.join(spec.dtypes)}")
-    return module.problem(req.n, req.shape, dtype, dict(req.options))
+    return fam.problem(req.n, req.shape, dtype, dict(req.options))
 
 
 def names_for(problem: Problem, block: L.Dim3, tile: L.Dim3) -> dict[str, int]:
@@ -147,7 +130,7 @@ def names_for(problem: Problem, block: L.Dim3, tile: L.Dim3) -> dict[str, int]:
 
 
 def plan_launch(
-    variant: VariantSpec, module: ModuleType, problem: Problem, block: str | None = None, grid: str | None = None,
+    variant: VariantSpec, fam: Family, problem: Problem, block: str | None = None, grid: str | None = None,
     limits: L.DeviceLimits = L.DeviceLimits(), overrides: tuple[tuple[str, str], ...] = (),
 ) -> Launch:
     """Resolve block, tile, grid, shared memory and defines for one variant, checking every rule.
@@ -157,7 +140,7 @@ def plan_launch(
         SizeError: the size breaks the variant's divisibility rule.
         UsageError: the block breaks the variant's own rule (power of two, fixed block).
     """
-    default = module.default_block(variant, problem) if hasattr(module, "default_block") else variant.block
+    default = fam.default_block(variant, problem)
     b = L.parse_dims(block) if block else default
     if variant.fixed_block and b != default:
         raise UsageError(f"{variant.name} is compiled for block {L.fmt_dims(default)} only (got {L.fmt_dims(b)})")
@@ -172,7 +155,7 @@ def plan_launch(
     for rule in variant.require:
         if not evaluate(rule, names):
             raise UsageError(f"{variant.name} needs {rule} (block {L.fmt_dims(b)})")
-    extent = module.extent(problem, variant)
+    extent = fam.extent(problem, variant)
     if variant.divisible:
         for axis in range(3):
             if extent[axis] % tile[axis]:
@@ -194,8 +177,7 @@ def plan_launch(
         g = L.parse_dims(variant.grid, "grid")
     shared = evaluate(variant.shared, names)
     defines = tuple((k, _define_value(v, names)) for k, v in variant.defines)
-    if hasattr(module, "defines"):  # e.g. the element type for the problem's dtype
-        defines += tuple(module.defines(problem, variant).items())
+    defines += tuple(fam.defines(problem, variant).items())  # e.g. the element type for the problem's dtype
     if overrides:  # --define NAME=VALUE: the user's word wins over the family's
         merged = dict(defines)
         merged.update({k: _define_value(v, names) for k, v in overrides})
@@ -213,15 +195,15 @@ def _define_value(value: str, names: dict[str, int]) -> str:
         return value
 
 
-def precheck(req: RunRequest) -> tuple[FamilySpec, ModuleType, Problem, list[VariantSpec]]:
+def precheck(req: RunRequest) -> tuple[FamilySpec, Family, Problem, list[VariantSpec]]:
     """Everything that can be refused without a GPU: names, sizes, dtype, block and grid rules.
 
     Raises:
         UsageError: when every selected variant breaks a rule (the first reason is the message).
     """
     spec = catalog.family(req.family)
-    module = load(spec.module)
-    problem = make_problem(spec, module, req)
+    fam = load(spec.module)
+    problem = make_problem(spec, fam, req)
     variants = spec.select(req.variants)
     if req.profile:  # under ncu only cudalab's own kernels are of interest
         variants = [v for v in variants if v.kind == "kernel"]
@@ -233,12 +215,12 @@ def precheck(req: RunRequest) -> tuple[FamilySpec, ModuleType, Problem, list[Var
     reasons = []
     for v in kernels:  # with the default device limits; the real ones are checked again per launch
         try:
-            plan_launch(v, module, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
+            plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
         except (UsageError, LaunchConfigError) as exc:
             reasons.append(exc)
     if kernels and len(reasons) == len(kernels):  # no kernel can run: refuse before opening a GPU
         raise reasons[0]
-    return spec, module, problem, variants
+    return spec, fam, problem, variants
 
 
 # --- running --------------------------------------------------------------------------------------
@@ -249,7 +231,7 @@ class FamilyRun:
     def __init__(self, req: RunRequest, device: Any, on_result: Callable[[Result], None] | None = None):
         self.req = req
         self.device = device
-        self.spec, self.module, self.problem, self.variants = precheck(req)
+        self.spec, self.family, self.problem, self.variants = precheck(req)
         self.rng = np.random.default_rng(req.seed)
         self.on_result = on_result or (lambda r: None)
         self.results: list[Result] = []
@@ -259,12 +241,12 @@ class FamilyRun:
 
     def run(self) -> list[Result]:
         """Run every selected variant; rows arrive through ``on_result`` as they finish."""
-        need = self.module.device_bytes(self.problem)
+        need = self.family.device_bytes(self.problem)
         free, _ = self.device.mem_info()
         if need > free:
             raise OutOfMemoryError(need, free, f"{self.spec.name} {self.problem.label} {self.problem.dtype}")
-        inputs = self.inputs = self.module.make_inputs(self.problem, self.rng)
-        ref = self.module.reference(self.problem, inputs)
+        inputs = self.inputs = self.family.make_inputs(self.problem, self.rng)
+        ref = self.family.reference(self.problem, inputs)
         ctx = Context(self.device, self.rng)
         try:
             for v in self.variants:
@@ -273,10 +255,9 @@ class FamilyRun:
                 self.on_result(row)
         finally:
             ctx.release()
-        work = self.module.work(self.problem)
+        work = self.family.work(self.problem)
         if self.req.roofline and not self.req.profile and self.spec.metric == "bandwidth" and work.bytes:
-            nbytes = (self.module.roofline_bytes(self.problem) if hasattr(self.module, "roofline_bytes")
-                      else work.bytes // 2)  # default: bytes counted read + written, so the input is half
+            nbytes = self.family.roofline_bytes(self.problem)
             self.roofline = measure_roofline(self.device, nbytes, self.req.protocol)
             self.results = [self._with_roofline(r) for r in self.results]
         return self.results
@@ -294,7 +275,7 @@ class FamilyRun:
         case: Case | None = None
         try:
             if v.kind == "kernel":
-                lau = plan_launch(v, self.module, self.problem, self.req.block, self.req.grid,
+                lau = plan_launch(v, self.family, self.problem, self.req.block, self.req.grid,
                                   self.device.limits, self.req.defines)
                 base = replace(base, block=L.fmt_dims(lau.block), grid=L.fmt_dims(lau.grid), shared=lau.shared)
                 defines = dict(lau.defines)
@@ -307,7 +288,7 @@ class FamilyRun:
 
                 def kernels(name: str):
                     raise CudalabError(f"{v.name} is a {v.kind} row and has no kernels")
-            case = self.module.setup(ctx, v, lau, self.problem, inputs, kernels)
+            case = self.family.setup(ctx, v, lau, self.problem, inputs, kernels)
             return self._drive(base, v, case, ref)
         except (UsageError, LaunchConfigError) as exc:
             return replace(base, status=SKIPPED, reason=str(exc))
@@ -335,21 +316,25 @@ class FamilyRun:
             if not host:
                 dev.synchronize()
 
-        launch_once()  # first launch: module load and first-launch costs (also a crash check)
+        if not self.req.profile:  # under a tool the verified launch is the only one it sees
+            launch_once()  # first launch: module load and first-launch costs (also a crash check)
+        log = dev.launch_log
+        mark = len(log) if log is not None else 0
         case.reset()
         case.poison()
         case.run()
         if not host:
             dev.synchronize()
         out = case.result()
-        chk = self.module.check(self.problem, out, ref)
+        chk = self.family.check(self.problem, out, ref)
         if self.req.keep_outputs:
             self.outputs[v.name] = out
         status = PASSED if chk.ok else INCORRECT
         reason = "" if chk.ok else f"max error {chk.max_error:.3g} > {chk.tolerance:.3g}{chk.detail}"
-        if self.req.profile:  # under ncu: the warm-up and this one verified launch are all it sees
+        if self.req.profile:  # the kernels this launch ran, in order: how a tool's launches are matched
+            launches = [list(x) for x in log[mark:]] if log is not None else []
             return replace(base, status=status, reason=reason, max_error=chk.max_error,
-                           tolerance=chk.tolerance, extra=dict(case.notes))
+                           tolerance=chk.tolerance, extra=dict(case.notes, launches=launches))
 
         def sample() -> float:
             case.reset()
@@ -373,7 +358,7 @@ class FamilyRun:
                 return (time.perf_counter() - t0) * 1e3
             tstats = measure(total, replace(proto, warmup=1, min_samples=min(proto.min_samples, 5), budget_s=proto.budget_s / 2))
             extra["to_result_ms"] = tstats.median
-        work = self.module.work(self.problem)
+        work = self.family.work(self.problem)
         sec = stats.median / 1e3
         gbs = work.bytes / sec / 1e9 if work.bytes and sec > 0 else None
         gflops = work.flops / sec / 1e9 if work.flops and sec > 0 else None

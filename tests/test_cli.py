@@ -185,7 +185,9 @@ def test_interrupted_run_keeps_rows_marks_incomplete_and_frees_the_gpu(monkeypat
     assert res.exit_code == 130, res.output
     assert "INCOMPLETE" in res.output and "naive" in res.output
     data = json.loads(out.read_text())
-    assert data["incomplete"] is True and [r["variant"] for r in data["results"]] == ["naive"]
+    data = json.loads(out.read_text())
+    assert data["schema_version"] == 2
+    assert data["incomplete"] is True and [r["variant"] for r in data["points"][0]["results"]] == ["naive"]
     assert closed == [True]
     assert sig.getsignal(sig.SIGTERM) is before  # the previous handler is back
 

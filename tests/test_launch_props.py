@@ -13,7 +13,7 @@ from cudalab import launch as L
 from cudalab import runner
 from cudalab.catalog import VariantSpec
 from cudalab.errors import LaunchConfigError, SizeError, UsageError
-from cudalab.families import Problem
+from cudalab.families import Family, Problem
 
 dim = st.integers(min_value=1, max_value=40)
 dims3 = st.tuples(dim, st.integers(1, 12), st.integers(1, 4))
@@ -114,12 +114,14 @@ def test_parse_size_never_crashes(text):
 
 # --- plan_launch over a synthetic family module ------------------------------------------------
 
-class FlatModule:
-    """A minimal family: a 2-D extent (cols, rows)."""
+class Flat(Family):
+    """A minimal family: a 2-D extent (cols, rows); every other hook is the contract's default."""
 
-    @staticmethod
-    def extent(problem, variant):
+    def extent(self, problem, variant):
         return (problem.dims[1], problem.dims[0], 1)
+
+
+FlatModule = Flat()
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,170 +1,21 @@
-"""Family modules and the contract they keep with the runner.
+"""Family modules: the contract (:mod:`cudalab.families.base`), the data they exchange with the runner
+(:mod:`cudalab.families.model`), and :func:`load`.
 
-A family module (``cudalab/families/<family>.py``, ``-`` in the family name becomes ``_``)
-defines these module-level names; the runner finds it through the family's ``module`` key:
-
-``OPTIONS``
-    tuple of :class:`FamilyOption`: extra command-line options (``--tile``, ``--ipad``...). Their
-    values are in ``Problem.options`` and, when integers, usable as names in family.toml
-    expressions (``defines``, ``shared``).
-``SIZE_HELP``
-    one line for ``--n`` / ``--shape`` help.
-``problem(n, shape, dtype, options) -> Problem``
-    parse the user's size (``n`` and ``shape`` are the raw strings or None); raise UsageError.
-``extent(problem, variant) -> Dim3``
-    elements the variant's grid covers along x, y, z (x fastest), for the ``tiles`` grid rule
-    and the ``divisible`` check.
-``work(problem) -> Work``
-    necessary bytes (each counted once) and FLOPs, for GB/s and GFLOP/s.
-``device_bytes(problem) -> int``
-    device memory one variant needs at most (checked against free memory before the run).
-``make_inputs(problem, rng) -> dict[str, np.ndarray]``
-    fresh random inputs (never zeros).
-``reference(problem, inputs) -> np.ndarray``
-    the NumPy answer.
-``check(problem, result, reference) -> Check``
-    compare; :func:`compare` is the usual implementation.
-``setup(ctx, variant, launch, problem, inputs, kernels) -> Case``
-    allocate, upload (share inputs across variants with ``ctx.shared``) and return the
-    callables that run the variant. ``kernels(name)`` returns a compiled kernel from the
-    variant's source with its defines (the variant's own kernel is ``kernels(variant.kernel)``).
-
-Optional: ``default_block(variant, problem) -> Dim3`` when the default block depends on an
-option (matmul's ``--tile``), ``defines(problem, variant) -> dict[str, str]`` for macros that
-depend on the problem (the element type of ``--dtype``), ``roofline_bytes(problem) -> int``
-(the size of the copy that sets the roofline, when it is not ``work().bytes``), and
-``EXTRA_COLUMNS``: tuple of (key, header) read from
-``Result.extra`` for the table, and ``smem_expect(problem, variant) -> dict | None``: expected
-shared-memory wavefronts per request ``{"ld", "st"}`` when they depend on an option
-(smem-rect's ``--ipad``); otherwise ``cudalab ncu`` reads ``params.smem_expect`` from family.toml.
+A family module ``cudalab/families/<module>.py`` (``-`` in the family name becomes ``_``) defines a
+subclass of :class:`~cudalab.families.base.Family` and an instance of it named ``FAMILY``.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, Callable
 
-import numpy as np
+from cudalab.families.base import Family
+from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, Work, compare
 
-from cudalab.launch import Dim3
+__all__ = ["Case", "Check", "Family", "FamilyOption", "Launch", "Problem", "Work", "compare", "load"]
 
 
-@dataclass(frozen=True)
-class FamilyOption:
-    """An extra command-line option of one family (``--tile 32``)."""
-
-    name: str
-    type: type
-    default: Any
-    help: str
-
-
-@dataclass(frozen=True)
-class Problem:
-    """The size of one run: dims in the family's own order, dtype name and option values."""
-
-    dims: tuple[int, ...]
-    dtype: str
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def opt(self, name: str, default: Any = None) -> Any:
-        """Value of a family option."""
-        return dict(self.options).get(name, default)
-
-    @property
-    def label(self) -> str:
-        """Dims joined with x (``16384x16384``)."""
-        return "x".join(str(d) for d in self.dims)
-
-    @property
-    def np_dtype(self) -> np.dtype:
-        """The NumPy dtype."""
-        return np.dtype(self.dtype)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON."""
-        return {"dims": list(self.dims), "dtype": self.dtype, "options": dict(self.options)}
-
-
-@dataclass(frozen=True)
-class Work:
-    """What one launch must move and compute: bytes (each necessary byte once) and FLOPs."""
-
-    bytes: int = 0
-    flops: int = 0
-
-
-@dataclass(frozen=True)
-class Launch:
-    """A resolved launch configuration for one variant."""
-
-    block: Dim3
-    grid: Dim3
-    tile: Dim3
-    shared: int = 0
-    defines: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class Check:
-    """The outcome of comparing a result with the reference."""
-
-    ok: bool
-    max_error: float
-    tolerance: float
-    detail: str = ""
-
-
-@dataclass
-class Case:
-    """How the runner drives one variant.
-
-    The runner calls ``reset`` (untimed) before every launch, ``poison`` before the verified
-    launch, ``run`` between two CUDA events (or a host clock when ``timer == "host"``),
-    ``result`` after synchronising, and ``close`` at the end. ``to_result`` (optional) runs
-    ``run`` plus whatever turns the output into the final answer (e.g. the host sum of partial
-    sums) and is timed with a host clock after a synchronise: the 'time to result'.
-    """
-
-    run: Callable[[], None]
-    result: Callable[[], np.ndarray]
-    reset: Callable[[], None] = lambda: None
-    poison: Callable[[], None] = lambda: None
-    close: Callable[[], None] = lambda: None
-    to_result: Callable[[], Any] | None = None
-    timer: str = "events"
-    notes: dict[str, Any] = field(default_factory=dict)
-
-
-def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relative: bool = True) -> Check:
-    """Compare element-wise; NaN (the poison) anywhere fails.
-
-    Args:
-        result: what the variant produced.
-        reference: the NumPy answer.
-        tolerance: largest allowed error.
-        relative: scale the error by max(1, |reference|) element-wise.
-    """
-    result = np.asarray(result)
-    reference = np.asarray(reference)
-    if result.shape != reference.shape:
-        return Check(False, float("inf"), tolerance, f" (shape {result.shape}, expected {reference.shape})")
-    r = result.astype(np.float64, copy=False)
-    ref = reference.astype(np.float64, copy=False)
-    nan = int(np.count_nonzero(np.isnan(r)))
-    if nan:
-        return Check(False, float("nan"), tolerance, f" ({nan} elements unwritten or NaN)")
-    if r.size == 0:
-        return Check(True, 0.0, tolerance)
-    err = np.abs(r - ref)
-    if relative:
-        err = err / np.maximum(1.0, np.abs(ref))
-    worst = float(err.max())
-    return Check(worst <= tolerance, worst, tolerance)
-
-
-def load(module_name: str) -> ModuleType:
-    """Import ``cudalab.families.<module_name>``."""
-    return importlib.import_module(f"cudalab.families.{module_name}")
+def load(module_name: str) -> Family:
+    """Import ``cudalab.families.<module_name>`` and return its ``FAMILY``."""
+    module = importlib.import_module(f"cudalab.families.{module_name}")
+    return module.FAMILY

@@ -9,6 +9,7 @@ from cudalab import launch as L
 from cudalab.catalog import VariantSpec, family
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.families.base import Family
 
 OPTIONS: tuple[FamilyOption, ...] = ()
 EXTRA_COLUMNS = (("pitch", "pitch"), ("registers", "regs"))
@@ -107,3 +108,22 @@ def roofline_variant() -> VariantSpec:
         if v.param("roofline"):
             return v
     raise UsageError("the copy family marks no variant with params.roofline = true")
+
+
+class Copy(Family):
+    """Matrix copy: the roofline of every matrix operation."""
+
+    OPTIONS = OPTIONS
+    SIZE_HELP = SIZE_HELP
+    EXTRA_COLUMNS = EXTRA_COLUMNS
+    problem = staticmethod(problem)
+    extent = staticmethod(extent)
+    work = staticmethod(work)
+    device_bytes = staticmethod(device_bytes)
+    make_inputs = staticmethod(make_inputs)
+    reference = staticmethod(reference)
+    check = staticmethod(check)
+    setup = staticmethod(setup)
+
+
+FAMILY = Copy()

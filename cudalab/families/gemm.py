@@ -16,6 +16,7 @@ from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.families.matmul import Matmul
 from cudalab.families.matmul import (
     SIZE_HELP,
     check_product,
@@ -154,3 +155,20 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
         poison=(lambda: None) if in_place else d_z.poison,
         notes=notes,
     )
+
+
+class Gemm(Matmul):
+    """fp32 Z = α·A·B + β·C: matmul's sizes and show, its own inputs, reference and setup."""
+
+    OPTIONS = OPTIONS
+    problem = staticmethod(problem)
+    extent = staticmethod(extent)
+    work = staticmethod(work)
+    device_bytes = staticmethod(device_bytes)
+    make_inputs = staticmethod(make_inputs)
+    reference = staticmethod(reference)
+    check = staticmethod(check)
+    setup = staticmethod(setup)
+
+
+FAMILY = Gemm()

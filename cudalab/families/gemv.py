@@ -16,6 +16,7 @@ from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.families.base import Family
 from cudalab.families.matmul import (
     check_product,
     cublas_function,
@@ -157,3 +158,21 @@ def _cublas_case(variant: VariantSpec, d_a, d_x, d_y, d_z, alpha: float, beta: f
         poison=(lambda: None) if in_place else d_z.poison,
         notes=notes,
     )
+
+
+class Gemv(Family):
+    """fp32 y = α·A·x + β·y."""
+
+    OPTIONS = OPTIONS
+    SIZE_HELP = SIZE_HELP
+    problem = staticmethod(problem)
+    extent = staticmethod(extent)
+    work = staticmethod(work)
+    device_bytes = staticmethod(device_bytes)
+    make_inputs = staticmethod(make_inputs)
+    reference = staticmethod(reference)
+    check = staticmethod(check)
+    setup = staticmethod(setup)
+
+
+FAMILY = Gemv()

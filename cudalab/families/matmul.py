@@ -28,6 +28,7 @@ from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.families.base import Family
 
 MAX_TILE = 32  # tiled and tiled-any: a TILE×TILE block has at most 1024 threads
 OPTIONS: tuple[FamilyOption, ...] = (
@@ -275,3 +276,24 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
         result=d_c.download, poison=d_c.poison, close=d_c.free,
         notes={"registers": kern.num_regs},
     )
+
+
+class Matmul(Family):
+    """fp32 C = A·B."""
+
+    OPTIONS = OPTIONS
+    SIZE_HELP = SIZE_HELP
+    SHOW = True
+    problem = staticmethod(problem)
+    extent = staticmethod(extent)
+    work = staticmethod(work)
+    device_bytes = staticmethod(device_bytes)
+    make_inputs = staticmethod(make_inputs)
+    reference = staticmethod(reference)
+    check = staticmethod(check)
+    setup = staticmethod(setup)
+    default_block = staticmethod(default_block)
+    show = staticmethod(show)
+
+
+FAMILY = Matmul()

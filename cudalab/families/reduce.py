@@ -36,12 +36,13 @@ from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.families.base import Family
 
 OPTIONS: tuple[FamilyOption, ...] = ()
 SIZE_HELP = "number of elements (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216"
 EXTRA_COLUMNS = (("to_result_ms", "to result ms"), ("value", "result"))
 #: compute-sanitizer sizes: a multiple of the unrolled tiles (8 × 512 × 2) and one that is not.
-SANITIZE_SIZES = ("8192", "8191")
+SANITIZE_SIZES = ({"n": "8192"}, {"n": "8191"})
 
 DEFAULT_N = 2**24
 #: The textbook kernels index with 32-bit unsigned ints (idx + 7 * blockDim.x must not wrap).
@@ -259,3 +260,25 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
         run=run, result=result, reset=reset, poison=d_part.poison, close=d_part.free, to_result=to_result,
         notes={"blocks": blocks, "registers": k.num_regs, "in_place": inplace},
     )
+
+
+class Reduce(Family):
+    """Sum of n elements."""
+
+    OPTIONS = OPTIONS
+    SIZE_HELP = SIZE_HELP
+    EXTRA_COLUMNS = EXTRA_COLUMNS
+    SANITIZE_SIZES = SANITIZE_SIZES
+    problem = staticmethod(problem)
+    extent = staticmethod(extent)
+    work = staticmethod(work)
+    device_bytes = staticmethod(device_bytes)
+    make_inputs = staticmethod(make_inputs)
+    reference = staticmethod(reference)
+    check = staticmethod(check)
+    setup = staticmethod(setup)
+    roofline_bytes = staticmethod(roofline_bytes)
+    defines = staticmethod(defines)
+
+
+FAMILY = Reduce()

@@ -19,6 +19,7 @@ import numpy as np
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import FamilyOption, Problem, smem_square
+from cudalab.families.smem_square import SmemSquare
 from cudalab.families.smem_square import (  # the machinery is the square family's
     Pattern,
     blocks_problem,
@@ -111,3 +112,15 @@ def expected_out(problem: Problem, variant: VariantSpec) -> np.ndarray:
 
 
 setup = make_setup(PATTERNS, ipad, smem_expect)
+
+
+class SmemRect(SmemSquare):
+    """Shared-memory bank conflicts on a 32x16 tile, padding set by ``--ipad``."""
+
+    OPTIONS = OPTIONS
+    problem = staticmethod(problem)
+    setup = staticmethod(setup)
+    smem_expect = staticmethod(smem_expect)
+
+
+FAMILY = SmemRect()

@@ -31,6 +31,7 @@ from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.families.base import Family
 
 BDIMX, BDIMY = 32, 32
 #: Padding of the padded square variants (family.toml's IPAD define for them).
@@ -244,3 +245,23 @@ def smem_expect(problem: Problem, variant: VariantSpec) -> dict[str, float] | No
 
 
 setup = make_setup(PATTERNS, lambda p: SQUARE_IPAD, smem_expect)
+
+
+class SmemSquare(Family):
+    """Shared-memory bank conflicts on a 32x32 tile."""
+
+    OPTIONS = OPTIONS
+    SIZE_HELP = SIZE_HELP
+    EXTRA_COLUMNS = EXTRA_COLUMNS
+    problem = staticmethod(problem)
+    extent = staticmethod(extent)
+    work = staticmethod(work)
+    device_bytes = staticmethod(device_bytes)
+    make_inputs = staticmethod(make_inputs)
+    reference = staticmethod(reference)
+    check = staticmethod(check)
+    setup = staticmethod(setup)
+    smem_expect = staticmethod(smem_expect)
+
+
+FAMILY = SmemSquare()

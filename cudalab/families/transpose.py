@@ -7,6 +7,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.families import Case, Launch, Problem
+from cudalab.families.copy import Copy
 from cudalab.families.copy import (  # the matrix helpers are the copy family's
     EXTRA_COLUMNS,
     OPTIONS,
@@ -52,3 +53,14 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
         result=d_out.download, poison=d_out.poison, close=d_out.free,
         notes={"pitch": d_in.pitch_elems, "pitch_out": d_out.pitch_elems, "registers": k.num_regs},
     )
+
+
+class Transpose(Copy):
+    """Matrix transpose: the copy family's sizes, inputs and check, its own extent, reference and setup."""
+
+    extent = staticmethod(extent)
+    reference = staticmethod(reference)
+    setup = staticmethod(setup)
+
+
+FAMILY = Transpose()

@@ -1,0 +1,64 @@
+"""The click group: one command per module of this package, one per kernel family (made from the
+catalog), and the one place where cudalab's errors become a message and an exit code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cudalab import __version__, catalog
+from cudalab.errors import CudalabError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+class CudalabGroup(click.Group):
+    """A group whose subcommands include one per kernel family, and which turns cudalab's errors
+    into one message and an exit code (a traceback only with ``--debug``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        fixed = super().list_commands(ctx)
+        try:
+            families = list(catalog.load_catalog())
+        except CudalabError:
+            families = []
+        return fixed + sorted(set(families) - set(fixed))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is not None:
+            return cmd
+        try:
+            spec = catalog.load_catalog().get(name)
+        except CudalabError:
+            return None
+        from cudalab.cli.family import family_command  # noqa: PLC0415
+
+        return family_command(spec) if spec else None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CudalabError as exc:
+            if ctx.meta.get("cudalab.debug"):
+                raise
+            click.echo(f"cudalab: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=CudalabGroup, context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="cudalab")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """cudalab: compile, launch, verify and time CUDA kernel variants side by side.
+
+    \b
+    Examples:
+      cudalab list
+      cudalab transpose --variant bankopt --n 16384
+      cudalab reduce --all
+      cudalab compile transpose
+    """
+    ctx.meta["cudalab.debug"] = debug

@@ -1,0 +1,109 @@
+"""``cudalab list``, ``info`` and ``compile``: the catalog, the GPUs, and nvcc's report."""
+
+from __future__ import annotations
+
+import click
+
+from cudalab import catalog, gpu
+from cudalab.bench import Protocol
+from cudalab.cli.app import cli
+from cudalab.cli.options import parse_defines
+from cudalab.errors import CudalabError
+from cudalab.families import load
+from cudalab.launch import fmt_dims
+
+
+@cli.command("list")
+@click.argument("family", required=False)
+def list_cmd(family: str | None) -> None:
+    """List families, or one family's variants with their launch rules."""
+    from cudalab import report
+
+    con = report.console()
+    if family is None:
+        cat = catalog.load_catalog()
+        con.print(report.simple_table(
+            ["family", "variants", "description"],
+            [(f.name, ", ".join(f.names()), f.description) for f in cat.values()],
+            title="cudalab families (cudalab list FAMILY for details)"))
+        return
+    spec = catalog.family(family)
+    rows = []
+    for v in spec.variants:
+        if v.kind == "kernel":
+            launch = (v.kernel, fmt_dims(v.block), v.grid if not v.tile else "tiles " + " × ".join(v.tile),
+                      v.constraints())
+        else:
+            launch = (f"({v.kind})", "–", "–", "–")
+        desc = v.description + (f"  [legacy: {v.legacy}]" if v.legacy else "")
+        rows.append((v.name, *launch, desc))
+    con.print(report.simple_table(["variant", "kernel", "block", "grid", "constraints", "description"], rows,
+                                  title=f"{spec.name}: {spec.description} (dtypes {', '.join(spec.dtypes)})"))
+
+
+@cli.command()
+@click.option("--device", "device_index", type=int, default=None, help="Only this GPU (default: all).")
+@click.option("--no-bandwidth", is_flag=True, help="Skip the memcpy_dtod roofline measurement.")
+@click.option("--mib", type=int, default=1024, show_default=True, help="Buffer size for the roofline copy.")
+def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
+    """Show every GPU: name, compute capability, SMs, memory, L2, clocks, versions and roofline."""
+    from cudalab import report, runner
+
+    count = gpu.device_count()
+    if count == 0:
+        raise CudalabError("no CUDA GPU found")
+    indices = [device_index] if device_index is not None else list(range(count))
+    rows = []
+    for i in indices:
+        dev = gpu.Device(i)
+        d = dev.info
+        bw = ""
+        if not no_bandwidth:
+            nbytes = min(mib * 2**20, dev.mem_info()[0] // 4)
+            roof = runner.measure_roofline(dev, nbytes, Protocol())
+            bw = f"{roof.dtod_gbs:,.0f}" + (f" (copy kernel {roof.kernel_gbs:,.0f})" if roof.kernel_gbs else "")
+        rows.append((i, d.name, d.arch, d.sm_count, f"{d.total_memory / 2**30:.1f} GiB",
+                     f"{d.l2_bytes / 2**20:.0f} MiB", f"{d.sm_clock_mhz} / {d.mem_clock_mhz} MHz",
+                     f"{d.peak_bandwidth_gbs:,.0f}", bw, d.driver_release or "–", d.driver_version, d.cuda_version))
+        dev.close()
+    report.console().print(report.simple_table(
+        ["#", "GPU", "arch", "SMs", "memory", "L2", "SM / mem clock", "peak GB/s", "memcpy_dtod GB/s",
+         "driver", "driver API", "CUDA (pycuda)"], rows))
+
+
+@cli.command("compile")
+@click.argument("family")
+@click.option("--variant", "variants", default=None, help="Comma list of variants (default: all).")
+@click.option("--arch", default="sm_90", show_default=True, help="nvcc architecture.")
+@click.option("--block", default=None, help="Block dims (default: each variant's own); sets block-derived macros.")
+@click.option("--dtype", default=None, help="Element type, for families with several.")
+@click.option("--define", "-D", "defines", multiple=True, metavar="NAME=VALUE", help="Override a kernel macro.")
+def compile_cmd(family: str, variants: str | None, arch: str, block: str | None, dtype: str | None,
+                defines: tuple[str, ...]) -> None:
+    """Compile a family's kernels with nvcc (no GPU needed): registers, shared memory, spills."""
+    from cudalab import launch as L
+    from cudalab import nvcc, report, runner
+
+    spec = catalog.family(family)
+    module = load(spec.module)
+    problem = runner.make_problem(spec, module, runner.RunRequest(family=family, dtype=dtype))
+    overrides = parse_defines(defines)
+    rows = []
+    compiled: dict[tuple, dict] = {}  # variants that share a source and its defines compile once
+    for v in spec.select(variants):
+        if v.kind != "kernel":
+            continue
+        lau = runner.plan_launch(v, module, problem, block, None, L.DeviceLimits(), overrides)
+        key = (v.source, tuple(sorted(lau.defines)))
+        if key not in compiled:
+            compiled[key] = {r.kernel: r for r in nvcc.compile_resources(spec.directory / v.source,
+                                                                         dict(lau.defines), arch)}
+        r = compiled[key].get(v.kernel)
+        if r is None:
+            raise CudalabError(f"{v.source} has no kernel {v.kernel!r} (is it extern \"C\"?)")
+        defs = " ".join(f"{k}={val}" for k, val in lau.defines)
+        rows.append((v.name, v.kernel, defs or "–", r.registers, r.static_shared, lau.shared, r.spill_stores,
+                     r.spill_loads, r.stack_frame))
+    report.console().print(report.simple_table(
+        ["variant", "kernel", "defines", "registers", "static smem B", "dynamic smem B", "spill st B",
+         "spill ld B", "stack B"], rows, title=f"{spec.name} compiled for {arch}"))

@@ -1,0 +1,109 @@
+"""The family contract: every hook a family provides, required or optional, with its default.
+
+A family is a folder ``cuda_src/<family>/`` (its ``family.toml`` and kernels) plus one module
+``cudalab/families/<module>.py`` that defines a subclass of :class:`Family` and an instance of it
+named ``FAMILY``. runner, cli, ncu and sanitize talk to a family only through this class; nothing
+looks hooks up by name. A family module may bind its module-level functions as the hooks
+(``extent = staticmethod(extent)``), so helpers stay importable on their own for tests.
+
+Required hooks raise :class:`NotImplementedError` here; optional ones have the default written
+next to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from cudalab import launch as L
+from cudalab.catalog import VariantSpec
+from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, Work
+
+
+class Family:
+    """Base of every family; subclass it once per family module and set ``FAMILY = YourFamily()``.
+
+    Class attributes (optional):
+        OPTIONS: extra command-line options (``--tile``, ``--ipad``); their values are in
+            ``Problem.options`` and, when integers, usable as names in family.toml expressions.
+        SIZE_HELP: one line for ``--n`` / ``--shape`` help.
+        EXTRA_COLUMNS: (key, header) pairs read from ``Result.extra`` for the table.
+        SANITIZE_SIZES: the problems ``cudalab sanitize`` runs each variant at, as request fields
+            (``{"n": "64"}``, ``{"shape": "33x17x65"}``): one a multiple of every variant's tile and
+            one not, both small (the tools slow kernels 10-100 times).
+        SHOW: the family can print small inputs and results (``--show``, :meth:`show`).
+    """
+
+    OPTIONS: tuple[FamilyOption, ...] = ()
+    SIZE_HELP: str = "problem size (16k, 1M, 2^24)"
+    EXTRA_COLUMNS: tuple[tuple[str, str], ...] = ()
+    SANITIZE_SIZES: tuple[dict[str, str], ...] = ({"n": "64"}, {"n": "33"})
+    SHOW: bool = False
+
+    # --- required -----------------------------------------------------------------------------
+
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict[str, Any]) -> Problem:
+        """Parse the user's size (raw ``--n`` / ``--shape`` strings or None) into a Problem.
+
+        Raises:
+            UsageError: a bad size or option.
+        """
+        raise NotImplementedError
+
+    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+        """Elements the variant's grid covers along x, y, z (for the ``tiles`` rule and ``divisible``)."""
+        raise NotImplementedError
+
+    def work(self, problem: Problem) -> Work:
+        """Necessary bytes (each counted once) and FLOPs of one launch, for GB/s and GFLOP/s."""
+        raise NotImplementedError
+
+    def device_bytes(self, problem: Problem) -> int:
+        """Device memory one variant needs at most (checked against free memory before the run)."""
+        raise NotImplementedError
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Fresh random inputs (never zeros)."""
+        raise NotImplementedError
+
+    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """The NumPy answer."""
+        raise NotImplementedError
+
+    def check(self, problem: Problem, result: np.ndarray, reference: np.ndarray) -> Check:
+        """Compare a variant's result with the reference (:func:`cudalab.families.model.compare`)."""
+        raise NotImplementedError
+
+    def setup(self, ctx: Any, variant: VariantSpec, launch: Launch, problem: Problem,
+              inputs: dict[str, np.ndarray], kernels: Callable[[str], Any]) -> Case:
+        """Allocate, upload (shared across variants with ``ctx.shared``) and return the Case.
+
+        ``kernels(name)`` returns a compiled kernel from the variant's source with its defines.
+        """
+        raise NotImplementedError
+
+    # --- optional -----------------------------------------------------------------------------
+
+    def default_block(self, variant: VariantSpec, problem: Problem) -> L.Dim3:
+        """The block a variant runs with when the user gives none. Default: family.toml's ``block``."""
+        return variant.block
+
+    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+        """Macros that depend on the problem (the element type of ``--dtype``). Default: none."""
+        return {}
+
+    def roofline_bytes(self, problem: Problem) -> int:
+        """Size of the copy that sets the roofline. Default: half of ``work().bytes`` (bytes are
+        counted read + written, so the input is half)."""
+        return self.work(problem).bytes // 2
+
+    def smem_expect(self, problem: Problem, variant: VariantSpec) -> dict[str, float] | None:
+        """Expected shared-memory wavefronts per request ``{"ld", "st"}`` for ncu's ✓/✗.
+        Default: family.toml's ``params.smem_expect``."""
+        exp = variant.param("smem_expect")
+        return {k: float(v) for k, v in exp.items()} if exp else None
+
+    def show(self, problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
+        """Text of a small problem's inputs (result None) or of one result; only when ``SHOW``."""
+        return ""

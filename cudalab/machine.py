@@ -1,0 +1,41 @@
+"""Facts about the host a run happened on, for the saved record (pure Python; no GPU)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from typing import Any
+
+from cudalab import catalog
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def kernel_revision() -> str:
+    """The git revision of the kernel folder (``+dirty`` when it has changes), or '' outside git."""
+    root = catalog.src_root()
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        if rev.returncode != 0:
+            return ""
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."], capture_output=True,
+                               text=True, timeout=5)
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def facts() -> dict[str, Any]:
+    """Host name, Python, NumPy, pycuda and CuPy versions, and the kernel tree's revision."""
+    return {
+        "hostname": platform.node(), "python": platform.python_version(), "numpy": _version("numpy"),
+        "pycuda": _version("pycuda"), "cupy": _version("cupy-cuda13x") or _version("cupy-cuda12x") or _version("cupy"),
+        "kernel_revision": kernel_revision(),
+    }

@@ -1,0 +1,295 @@
+"""One result model: the status vocabulary, a variant's row, the roofline, and the saved run record.
+
+Run, ncu and sanitize rows all use :class:`Status`. A saved file is one :class:`RunRecord`
+(``schema_version`` :data:`SCHEMA_VERSION`, documented in ``docs/result-schema.json``): the machine it
+ran on and one :class:`RunPoint` per problem (a sweep has several). :func:`load_record` also reads
+the files older versions wrote (no ``schema_version``: version 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from cudalab.bench import Stats
+from cudalab.errors import UsageError
+from cudalab.files import atomic_write
+
+SCHEMA_VERSION = 2
+
+
+class Status(str, Enum):
+    """What became of one row (a variant's run, its ncu profile or one sanitizer run).
+
+    passed: verified (and, for a tool, the tool found nothing); incorrect: the result differs from
+    the reference; findings: a tool (compute-sanitizer) reported errors; failed: an error while
+    compiling, launching or running a tool; skipped: a rule the variant cannot meet (reason given);
+    missing: a tool saw no launch of the variant.
+    """
+
+    PASSED = "passed"
+    INCORRECT = "incorrect"
+    FINDINGS = "findings"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    MISSING = "missing"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def bad(self) -> bool:
+        """Whether this status fails a command (exit code 1)."""
+        return self in (Status.INCORRECT, Status.FINDINGS, Status.FAILED)
+
+
+PASSED, INCORRECT, FINDINGS, FAILED, SKIPPED, MISSING = (
+    Status.PASSED, Status.INCORRECT, Status.FINDINGS, Status.FAILED, Status.SKIPPED, Status.MISSING)
+
+
+def _finite(x: Any) -> Any:
+    """JSON has no inf/nan: write them as strings ("inf", "nan")."""
+    return str(x) if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def _float(x: Any) -> float | None:
+    if x is None:
+        return None
+    return float(x)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One variant's row: launch, timing statistics, rate, verification and status."""
+
+    variant: str
+    kind: str
+    status: Status
+    reason: str = ""
+    block: str = ""
+    grid: str = ""
+    shared: int = 0
+    stats: Stats | None = None
+    gbs: float | None = None
+    gflops: float | None = None
+    pct_roofline: float | None = None
+    max_error: float | None = None
+    tolerance: float | None = None
+    legacy: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median_ms(self) -> float | None:
+        """Median time, or None when not timed."""
+        return self.stats.median if self.stats else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON, raw samples included."""
+        d = asdict(self)
+        d["status"] = self.status.value
+        d["stats"] = asdict(self.stats) if self.stats else None
+        d["extra"] = {k: _finite(v) for k, v in self.extra.items()}
+        return {k: _finite(v) for k, v in d.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Result":
+        """Read a row written by :meth:`to_dict` (any schema version)."""
+        s = d.get("stats")
+        stats = None
+        if s:
+            stats = Stats(median=float(s["median"]), iqr=float(s["iqr"]), min=float(s["min"]),
+                          max=float(s["max"]), mean=float(s["mean"]), n=int(s["n"]),
+                          samples=tuple(float(x) for x in s.get("samples", ())))
+        return cls(
+            variant=str(d["variant"]), kind=str(d.get("kind", "kernel")), status=Status(d["status"]),
+            reason=str(d.get("reason", "")), block=str(d.get("block", "")), grid=str(d.get("grid", "")),
+            shared=int(d.get("shared", 0) or 0), stats=stats, gbs=_float(d.get("gbs")),
+            gflops=_float(d.get("gflops")), pct_roofline=_float(d.get("pct_roofline")),
+            max_error=_float(d.get("max_error")), tolerance=_float(d.get("tolerance")),
+            legacy=str(d.get("legacy", "")), extra=dict(d.get("extra") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The bandwidth every variant is compared with: the faster of the driver copy and the best copy kernel."""
+
+    gbs: float
+    source: str
+    dtod_gbs: float
+    kernel_gbs: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "Roofline | None":
+        """Read :meth:`to_dict`'s output (None stays None)."""
+        if not d:
+            return None
+        return cls(gbs=float(d["gbs"]), source=str(d["source"]), dtod_gbs=float(d["dtod_gbs"]),
+                   kernel_gbs=_float(d.get("kernel_gbs")))
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One family at one problem (size, dtype, options, block): its rows and roofline.
+
+    Attributes:
+        family: family name.
+        metric: ``bandwidth``, ``flops`` or ``none`` (how rates are reported).
+        problem: ``{"dims": [...], "dtype": ..., "options": {...}}``.
+        block: the ``--block`` the point ran with ('' for each variant's own).
+        protocol: the timing protocol (:class:`cudalab.bench.Protocol` as a dict).
+        roofline: the copy roofline measured in the same run (bandwidth families).
+        results: one row per variant, in run order.
+        defines: ``-D`` overrides of this point.
+    """
+
+    family: str
+    metric: str
+    problem: dict[str, Any]
+    block: str = ""
+    protocol: dict[str, Any] = field(default_factory=dict)
+    roofline: Roofline | None = None
+    results: tuple[Result, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``16384x16384 float32`` plus options, block and defines: what identifies the point."""
+        p = self.problem
+        text = "x".join(str(d) for d in p.get("dims", ())) + f" {p.get('dtype', '')}"
+        text += "".join(f" {k}={v}" for k, v in sorted((p.get("options") or {}).items()))
+        text += f" block={self.block}" if self.block else ""
+        text += "".join(f" -D{k}={v}" for k, v in self.defines)
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return {"family": self.family, "metric": self.metric, "problem": self.problem, "block": self.block,
+                "defines": [list(d) for d in self.defines], "protocol": self.protocol,
+                "roofline": self.roofline.to_dict() if self.roofline else None,
+                "results": [r.to_dict() for r in self.results]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], family: str = "", metric: str = "") -> "RunPoint":
+        """Read :meth:`to_dict`'s output, or a version-1 payload (``family``/``metric`` as fallbacks)."""
+        return cls(
+            family=str(d.get("family") or family), metric=str(d.get("metric") or metric or "bandwidth"),
+            problem=dict(d.get("problem") or {}), block=str(d.get("block") or ""),
+            protocol=dict(d.get("protocol") or {}), roofline=Roofline.from_dict(d.get("roofline")),
+            results=tuple(Result.from_dict(r) for r in d.get("results", ())),
+            defines=tuple((str(k), str(v)) for k, v in d.get("defines") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A saved run: what ran where, and every point's rows.
+
+    Attributes:
+        schema_version: :data:`SCHEMA_VERSION` for files this version writes.
+        cudalab: the cudalab version.
+        command: the command line.
+        started: seconds since the epoch.
+        incomplete: the run was interrupted (or a point failed) and holds what was measured.
+        device: the GPU (:meth:`cudalab.gpu.DeviceInfo.to_dict`), with measured clocks where known.
+        machine: host facts (hostname, Python, NumPy, pycuda, CuPy, kernel tree revision).
+        points: one per problem.
+    """
+
+    cudalab: str
+    command: tuple[str, ...]
+    started: float
+    device: dict[str, Any]
+    points: tuple[RunPoint, ...]
+    incomplete: bool = False
+    machine: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def gpu(self) -> str:
+        """The GPU's name ('' when unknown)."""
+        return str(self.device.get("name", ""))
+
+    def rows(self) -> list[tuple[RunPoint, Result]]:
+        """Every (point, row) pair."""
+        return [(p, r) for p in self.points for r in p.results]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return {"schema_version": self.schema_version, "cudalab": self.cudalab, "command": list(self.command),
+                "started": self.started, "incomplete": self.incomplete, "device": self.device,
+                "machine": self.machine, "points": [p.to_dict() for p in self.points]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunRecord":
+        """Read any schema version this cudalab knows.
+
+        Raises:
+            UsageError: the data is not a cudalab run record, or is from a newer schema.
+        """
+        if not isinstance(d, dict):
+            raise UsageError("not a cudalab run record (expected a JSON object)")
+        version = d.get("schema_version", 1)
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise UsageError(f"run record schema_version {version!r} is newer than this cudalab reads "
+                             f"({SCHEMA_VERSION}); upgrade cudalab")
+        if version == 1:  # one payload per run, or {"sweep": [payloads]}; no machine block
+            payloads = d.get("sweep") or [d]
+            if "results" not in payloads[0]:
+                raise UsageError("not a cudalab run record (no results)")
+            family = str(d.get("family", ""))
+            points = tuple(RunPoint.from_dict(p, family, _metric_of(family)) for p in payloads)
+        else:
+            points = tuple(RunPoint.from_dict(p) for p in d.get("points", ()))
+        command = d.get("command") or ()
+        return cls(cudalab=str(d.get("cudalab", "")), command=tuple(str(c) for c in command),
+                   started=float(d.get("started") or 0.0), device=dict(d.get("device") or {}), points=points,
+                   incomplete=bool(d.get("incomplete", False)), machine=dict(d.get("machine") or {}),
+                   schema_version=version)
+
+
+def _metric_of(family: str) -> str:
+    """The family's metric from the catalog (version-1 files did not store it); '' if unknown."""
+    from cudalab import catalog  # noqa: PLC0415  (only old files need it)
+
+    try:
+        return catalog.family(family).metric
+    except Exception:  # a family this cudalab no longer has: rates are still read from the rows
+        return ""
+
+
+def save_record(path: str | os.PathLike, record: RunRecord) -> None:
+    """Write a record as JSON, atomically."""
+    atomic_write(path, json.dumps(record.to_dict(), indent=1, default=str) + "\n")
+
+
+def load_record(path: str | os.PathLike) -> RunRecord:
+    """Read a saved run.
+
+    Raises:
+        UsageError: no such file, not JSON, or not a cudalab run record.
+    """
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{p}: cannot read it ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    try:
+        return RunRecord.from_dict(data)
+    except UsageError as exc:
+        raise UsageError(f"{p}: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{p}: not a cudalab run record ({type(exc).__name__}: {exc})") from None
