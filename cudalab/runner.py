@@ -15,7 +15,7 @@ import numpy as np
 
 from cudalab import catalog
 from cudalab import launch as L
-from cudalab.bench import Protocol, Stats, measure
+from cudalab.bench import Protocol, Stats, measure, summarize
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import (
     CudalabError,
@@ -81,13 +81,29 @@ class RunRequest:
         return cls(**d)
 
 
+#: Host rows whose estimated sample takes longer are skipped unless named in ``--variant``.
+HOST_SKIP_S = 2.0
+#: A host sample longer than this is taken once.
+HOST_ONE_SAMPLE_S = 1.0
+
+
 class Context:
     """What a family's ``setup`` gets: the device, the random generator and a per-run cache."""
 
     def __init__(self, device: Any, rng: np.random.Generator):
         self.device = device
         self.rng = rng
-        self._shared: dict[str, Any] = {}
+        self._shared: dict[Any, Any] = {}
+        self._keep: list[np.ndarray] = []
+
+    def upload(self, host: np.ndarray, pitched: bool = False) -> Any:
+        """The device copy of a host array, uploaded once per run (keyed by the array itself, so
+        every variant, and the roofline copy of the same input, share it)."""
+        key = ("upload", id(host), pitched)
+        if key not in self._shared:
+            self._keep.append(host)  # keeps id(host) unique for the life of this context
+            self._shared[key] = self.device.to_device(host, pitched=pitched)
+        return self._shared[key]
 
     def shared(self, key: str, make: Callable[[], Any]) -> Any:
         """Return the object stored under ``key``, making it once (e.g. uploaded inputs)."""
@@ -102,6 +118,7 @@ class Context:
             if callable(free):
                 free()
         self._shared.clear()
+        self._keep.clear()
 
 
 # --- planning (pure: runs without a GPU) --------------------------------------------------------
@@ -228,7 +245,16 @@ def precheck(req: RunRequest) -> tuple[FamilySpec, Family, Problem, list[Variant
 class FamilyRun:
     """Runs the selected variants of one family on one device and collects the rows."""
 
-    def __init__(self, req: RunRequest, device: Any, on_result: Callable[[Result], None] | None = None):
+    def __init__(self, req: RunRequest, device: Any, on_result: Callable[[Result], None] | None = None,
+                 inputs: dict[str, np.ndarray] | None = None):
+        """Plan the run (all CPU-side refusals happen here).
+
+        Args:
+            req: what to run.
+            device: the GPU (or a fake with the same methods).
+            on_result: called with each row as it finishes.
+            inputs: inputs to use instead of drawing fresh ones (the roofline copies the run's own).
+        """
         self.req = req
         self.device = device
         self.spec, self.family, self.problem, self.variants = precheck(req)
@@ -237,30 +263,40 @@ class FamilyRun:
         self.results: list[Result] = []
         self.roofline: Roofline | None = None
         self.outputs: dict[str, np.ndarray] = {}
-        self.inputs: dict[str, np.ndarray] = {}
+        self.inputs: dict[str, np.ndarray] = inputs or {}
 
-    def run(self) -> list[Result]:
+    def run(self, ctx: Context | None = None) -> list[Result]:
         """Run every selected variant; rows arrive through ``on_result`` as they finish."""
         need = self.family.device_bytes(self.problem)
         free, _ = self.device.mem_info()
         if need > free:
             raise OutOfMemoryError(need, free, f"{self.spec.name} {self.problem.label} {self.problem.dtype}")
-        inputs = self.inputs = self.family.make_inputs(self.problem, self.rng)
+        inputs = self.inputs = self.inputs or self.family.make_inputs(self.problem, self.rng)
         ref = self.family.reference(self.problem, inputs)
-        ctx = Context(self.device, self.rng)
+        own = ctx is None
+        ctx = ctx or Context(self.device, self.rng)
         try:
             for v in self.variants:
                 row = self.run_variant(ctx, v, inputs, ref)
                 self.results.append(row)
                 self.on_result(row)
+            work = self.family.work(self.problem)
+            if self.req.roofline and not self.req.profile and self.spec.metric == "bandwidth" and work.bytes:
+                # the same run's bytes: the copy reads the family's own first input (no new random
+                # data; a matrix input of copy's shape is even the same device buffer)
+                source = next(iter(inputs.values()), None)
+                nbytes = self.family.roofline_bytes(self.problem)
+                self.roofline = measure_roofline(self.device, nbytes, self.req.protocol, source, ctx)
+                self.results = [self._with_roofline(r) for r in self.results]
         finally:
-            ctx.release()
-        work = self.family.work(self.problem)
-        if self.req.roofline and not self.req.profile and self.spec.metric == "bandwidth" and work.bytes:
-            nbytes = self.family.roofline_bytes(self.problem)
-            self.roofline = measure_roofline(self.device, nbytes, self.req.protocol)
-            self.results = [self._with_roofline(r) for r in self.results]
+            if own:
+                ctx.release()
         return self.results
+
+    def _named(self, name: str) -> bool:
+        """Whether ``--variant`` names this variant (not merely 'all')."""
+        wanted = self.req.variants or ""
+        return name in [w.strip() for w in wanted.split(",")]
 
     def _with_roofline(self, r: Result) -> Result:
         if r.gbs is None or self.roofline is None:
@@ -272,6 +308,11 @@ class FamilyRun:
         base = Result(variant=v.name, kind=v.kind, status=FAILED, legacy=v.legacy)
         if v.dtypes and self.problem.dtype not in v.dtypes:
             return replace(base, status=SKIPPED, reason=f"supports dtype {'|'.join(v.dtypes)} only")
+        if v.kind == "host" and not self._named(v.name):
+            est = self.family.host_seconds(self.problem)
+            if est > HOST_SKIP_S:
+                return replace(base, status=SKIPPED, reason=f"NumPy would take ~{est:.0f} s a sample at this size "
+                                                            f"(--variant {v.name} runs it)")
         case: Case | None = None
         try:
             if v.kind == "kernel":
@@ -316,13 +357,15 @@ class FamilyRun:
             if not host:
                 dev.synchronize()
 
-        if not self.req.profile:  # under a tool the verified launch is the only one it sees
+        if not self.req.profile and not host:  # under a tool the verified launch is the only one it sees
             launch_once()  # first launch: module load and first-launch costs (also a crash check)
         log = dev.launch_log
         mark = len(log) if log is not None else 0
         case.reset()
         case.poison()
+        t0 = time.perf_counter()
         case.run()
+        verified_ms = (time.perf_counter() - t0) * 1e3
         if not host:
             dev.synchronize()
         out = case.result()
@@ -346,8 +389,12 @@ class FamilyRun:
                 return (time.perf_counter() - t0) * 1e3
             return dev.time_ms(case.run)
 
-        host_proto = replace(proto, min_samples=min(proto.min_samples, 3), warmup=0) if host else proto
-        stats = measure(sample, host_proto)
+        if host and verified_ms > HOST_ONE_SAMPLE_S * 1e3:
+            stats = summarize([verified_ms])  # one sample when one takes over a second: the verified run
+        elif host:
+            stats = measure(sample, replace(proto, min_samples=min(proto.min_samples, 3), warmup=0))
+        else:
+            stats = measure(sample, proto)
         extra = dict(case.notes)
         if case.to_result is not None:
             def total() -> float:
@@ -367,16 +414,39 @@ class FamilyRun:
         )
 
 
-def measure_roofline(device: Any, nbytes: int, protocol: Protocol) -> Roofline:
-    """Measure the copy roofline for a buffer of ``nbytes``: the driver copy and the copy family's
-    best kernel (``params.roofline = true``) on the same bytes; the faster is the roofline."""
-    best = load("copy").roofline_variant()
+def roofline_matrix(nbytes: int, source: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+    """The float32 matrix the roofline copies: ``source`` itself when it is a float32 matrix of those
+    bytes, else a view of ``source``'s first ``nbytes`` as rows of 4096, else fresh random data."""
+    if source is not None and source.dtype == np.float32 and source.ndim == 2 and source.nbytes == nbytes:
+        return source
     elems = max(1, nbytes // 4)
     cols = min(elems, 4096)
     rows = max(1, elems // cols)
+    if source is not None and source.flags.c_contiguous and source.nbytes >= rows * cols * 4:
+        return source.reshape(-1).view(np.uint8)[: rows * cols * 4].view(np.float32).reshape(rows, cols)
+    from cudalab import hostwork  # noqa: PLC0415
+
+    return hostwork.uniform(rng, (rows, cols), np.float32)
+
+
+def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.ndarray | None = None,
+                     ctx: Context | None = None) -> Roofline:
+    """Measure the copy roofline for a buffer of ``nbytes``: the driver copy and the copy family's
+    best kernel (``params.roofline = true``) on the same bytes; the faster is the roofline.
+
+    Args:
+        device: the GPU.
+        nbytes: bytes the copy reads (and writes).
+        protocol: the run's timing protocol.
+        source: the run's input, copied as it is (no new random data) when given.
+        ctx: the run's context: an input already uploaded there is not uploaded again.
+    """
+    best = load("copy").roofline_variant()
+    a = roofline_matrix(nbytes, source, np.random.default_rng())
+    rows, cols = a.shape
     req = RunRequest(family="copy", variants=f"memcpy_dtod,{best.name}", shape=f"{rows}x{cols}",
                      roofline=False, protocol=protocol)
-    rows_ = {r.variant: r for r in FamilyRun(req, device).run()}
+    rows_ = {r.variant: r for r in FamilyRun(req, device, inputs={"a": a}).run(ctx)}
     dtod = rows_["memcpy_dtod"]
     kern = rows_[best.name]
     if dtod.status != PASSED or not dtod.gbs:

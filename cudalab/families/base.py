@@ -77,7 +77,8 @@ class Family:
 
     def setup(self, ctx: Any, variant: VariantSpec, launch: Launch, problem: Problem,
               inputs: dict[str, np.ndarray], kernels: Callable[[str], Any]) -> Case:
-        """Allocate, upload (shared across variants with ``ctx.shared``) and return the Case.
+        """Allocate, upload (``ctx.upload(array)``: once per run, shared by every variant and the
+        roofline) and return the Case.
 
         ``kernels(name)`` returns a compiled kernel from the variant's source with its defines.
         """
@@ -97,6 +98,12 @@ class Family:
         """Size of the copy that sets the roofline. Default: half of ``work().bytes`` (bytes are
         counted read + written, so the input is half)."""
         return self.work(problem).bytes // 2
+
+    def host_seconds(self, problem: Problem) -> float:
+        """A rough estimate of one NumPy (host row) sample, to skip host rows that would hold up the
+        table (over :data:`cudalab.runner.HOST_SKIP_S` unless asked for by name). Default: the work's
+        bytes at 4 GB/s."""
+        return self.work(problem).bytes / 4e9
 
     def smem_expect(self, problem: Problem, variant: VariantSpec) -> dict[str, float] | None:
         """Expected shared-memory wavefronts per request ``{"ld", "st"}`` for ncu's ✓/✗.

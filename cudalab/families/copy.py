@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec, family
 from cudalab.errors import UsageError
@@ -52,8 +53,7 @@ def device_bytes(problem: Problem) -> int:
 
 def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A random matrix in [-1, 1): distinct values, so a misplaced element shows."""
-    rows, cols = problem.dims
-    return {"a": rng.uniform(-1.0, 1.0, size=(rows, cols)).astype(problem.np_dtype)}
+    return {"a": hostwork.uniform(rng, problem.dims, problem.np_dtype)}
 
 
 def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -62,15 +62,25 @@ def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def check(problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
-    """Moves must be exact: compare bit for bit first, fall back to the error for the message."""
-    if result.shape == ref.shape and np.array_equal(result, ref):
+    """Moves must be exact: compare bit for bit in blocks across threads (``ref`` may be a transposed
+    view, never copied); on a difference, the error and the first wrong element for the message."""
+    if result.shape != ref.shape:
+        return Check(False, float("inf"), 0.0, f" (shape {result.shape}, expected {ref.shape})")
+    first = hostwork.first_difference(result, ref)
+    if first is None:
         return Check(True, 0.0, 0.0)
-    return compare(result, ref, tolerance=0.0)
+    where = ", ".join(str(i) for i in first)
+    got, want = result[first], ref[first]
+    if np.isnan(got):
+        unwritten = int(np.count_nonzero(np.isnan(result)))
+        return Check(False, float("nan"), 0.0, f" ({unwritten} elements unwritten or NaN; first at row, col {where})")
+    wrong = compare(result, ref, tolerance=0.0)
+    return Check(False, wrong.max_error, 0.0, f" (first wrong element at row, col {where}: {got!r}, expected {want!r})")
 
 
 def upload_matrix(ctx, problem: Problem, a: np.ndarray):
     """Upload the input once per run, pitched as the seed kernels expect (shared by variants)."""
-    return ctx.shared("a", lambda: ctx.device.to_device(a, pitched=True))
+    return ctx.upload(a, pitched=True)
 
 
 def host_case(fn, a: np.ndarray) -> Case:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
@@ -79,9 +80,9 @@ def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndar
     """A, B and C uniform in [-1, 1)."""
     m, k, n = problem.dims
     return {
-        "a": rng.uniform(-1.0, 1.0, size=(m, k)).astype(np.float32),
-        "b": rng.uniform(-1.0, 1.0, size=(k, n)).astype(np.float32),
-        "c": rng.uniform(-1.0, 1.0, size=(m, n)).astype(np.float32),
+        "a": hostwork.uniform(rng, (m, k), np.float32),
+        "b": hostwork.uniform(rng, (k, n), np.float32),
+        "c": hostwork.uniform(rng, (m, n), np.float32),
     }
 
 

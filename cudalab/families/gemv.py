@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
@@ -79,9 +80,9 @@ def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndar
     """A, x and y uniform in [-1, 1)."""
     m, n = problem.dims
     return {
-        "a": rng.uniform(-1.0, 1.0, size=(m, n)).astype(np.float32),
-        "x": rng.uniform(-1.0, 1.0, size=n).astype(np.float32),
-        "y": rng.uniform(-1.0, 1.0, size=m).astype(np.float32),
+        "a": hostwork.uniform(rng, (m, n), np.float32),
+        "x": hostwork.uniform(rng, n, np.float32),
+        "y": hostwork.uniform(rng, m, np.float32),
     }
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SizeError, UsageError
@@ -120,8 +121,8 @@ def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndar
     """A and B uniform in [-1, 1): no structure a wrong index could hide behind."""
     m, k, n = problem.dims
     return {
-        "a": rng.uniform(-1.0, 1.0, size=(m, k)).astype(np.float32),
-        "b": rng.uniform(-1.0, 1.0, size=(k, n)).astype(np.float32),
+        "a": hostwork.uniform(rng, (m, k), np.float32),
+        "b": hostwork.uniform(rng, (k, n), np.float32),
     }
 
 
@@ -192,7 +193,7 @@ def show(problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | N
 
 def upload(ctx, inputs: dict[str, np.ndarray], *names: str) -> list[Any]:
     """Upload the named inputs once per run (contiguous, unpitched: the kernels index rows by their length)."""
-    return [ctx.shared(name, lambda name=name: ctx.device.to_device(np.ascontiguousarray(inputs[name])))
+    return [ctx.upload(np.ascontiguousarray(inputs[name]))
             for name in names]
 
 

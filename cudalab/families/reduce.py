@@ -225,7 +225,7 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     x = inputs["x"]
     if variant.kind == "host":
         return _host_case(problem, x)
-    d_x = ctx.shared("x", lambda: ctx.device.to_device(x))   # pristine: never written
+    d_x = ctx.upload(x)   # pristine: never written
     if variant.kind == "library":
         return _library_case(d_x, problem)
     if variant.kind != "kernel":

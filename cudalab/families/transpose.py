@@ -34,8 +34,8 @@ def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
 
 
 def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """NumPy's transpose, made contiguous."""
-    return np.ascontiguousarray(inputs["a"].T)
+    """NumPy's transpose as a view: the check compares against it in blocks, never materialising it."""
+    return inputs["a"].T
 
 
 def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
@@ -57,6 +57,10 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
 
 class Transpose(Copy):
     """Matrix transpose: the copy family's sizes, inputs and check, its own extent, reference and setup."""
+
+    def host_seconds(self, problem: Problem) -> float:
+        """NumPy's strided transpose moves about 0.35 GB/s (5.5-6.7 s at 16384² on an H100 host)."""
+        return self.work(problem).bytes / 0.35e9
 
     extent = staticmethod(extent)
     reference = staticmethod(reference)
