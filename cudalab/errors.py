@@ -50,10 +50,10 @@ class OutOfMemoryError(CudalabError):
 
 
 class CompileError(CudalabError):
-    """nvcc (directly or through PyCUDA) rejected a source file.
+    """nvcc rejected a source file (or the driver its cubin).
 
     Attributes:
-        log: the compiler's output, which names file and line.
+        log: the compiler's output, which names the original file and line (never the temporary copy).
     """
 
     def __init__(self, message: str, log: str = ""):

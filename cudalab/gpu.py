@@ -1,7 +1,7 @@
 """The only module that imports pycuda, and only inside functions, when a GPU command runs.
 
 It wraps what the rest of cudalab needs: the device and its properties, device arrays (pitched or
-not), compiling a ``.cu`` file with ``SourceModule`` and launching its kernels, CUDA-event timing,
+not), loading the cubin :mod:`cudalab.build` makes and launching its kernels, CUDA-event timing,
 the L2 flush, and a CuPy view of device memory for the library reference rows.
 """
 
@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from cudalab import build
 from cudalab.errors import CompileError, GpuError, GpuUnavailableError, OutOfMemoryError
 from cudalab.launch import DeviceLimits, Dim3, fmt_dims
 
@@ -182,10 +183,11 @@ class DeviceArray:
 class Kernel:
     """A compiled ``extern "C"`` kernel, launched with explicit grid, block and dynamic shared memory."""
 
-    def __init__(self, dev: "Device", function: Any, name: str):
+    def __init__(self, dev: "Device", function: Any, name: str, info: "build.KernelInfo | None" = None):
         self._dev = dev
         self._fn = function
         self.name = name
+        self.info = info  # ptxas's report and the parameter sizes of the build this kernel came from
         attr = dev.drv.function_attribute
         self.num_regs = function.get_attribute(attr.NUM_REGS)
         self.static_shared = function.get_attribute(attr.SHARED_SIZE_BYTES)
@@ -317,33 +319,29 @@ class Device:
 
     # --- compile and time ---------------------------------------------------------------------
     def compile(self, source: Path, defines: dict[str, str], kernels: Sequence[str]) -> dict[str, Kernel]:
-        """Compile ``source`` with SourceModule for this GPU and return the named kernels.
+        """Build ``source`` for this GPU (:func:`cudalab.build.build`) and return the named kernels.
 
-        Modules are cached per (file, defines) in this process; PyCUDA's own disk cache stays on.
+        The cubin is the one ``cudalab compile`` reports (same flags, same disk cache); modules stay
+        loaded per (file, defines) for the life of this process.
 
         Raises:
-            CompileError: with nvcc's log (file and line).
+            UsageError: a define is refused.
+            CompileError: with nvcc's log (file and line), or the driver refused the cubin.
         """
-        from pycuda.compiler import SourceModule  # noqa: PLC0415
-
         key = (str(source), tuple(sorted(defines.items())))
-        mod = self._modules.get(key)
-        if mod is None:
-            options = [f"-D{k}={v}" for k, v in sorted(defines.items())] + ["-lineinfo"]
+        entry = self._modules.get(key)
+        if entry is None:
+            b = build.build(source, defines, self.info.arch)
             try:
-                mod = SourceModule(
-                    source.read_text(), options=options, arch=self.info.arch, no_extern_c=True,
-                    include_dirs=[str(source.parent)],
-                )
-            except self.drv.CompileError as exc:
-                log = getattr(exc, "stderr", "") or str(exc)
-                log = log.replace("kernel.cu", source.name)
-                raise CompileError(f"nvcc could not compile {source}", log) from None
-            self._modules[key] = mod
+                mod = self.drv.module_from_buffer(b.cubin)
+            except self.drv.Error as exc:
+                raise CompileError(f"the driver could not load the {b.arch} cubin of {source}: {exc}") from None
+            entry = self._modules[key] = (mod, b)
+        mod, b = entry
         out = {}
         for name in kernels:
             try:
-                out[name] = Kernel(self, mod.get_function(name), name)
+                out[name] = Kernel(self, mod.get_function(name), name, b.kernel(name))
             except self.drv.LogicError:
                 raise CompileError(f"{source} has no kernel named {name!r} (is it extern \"C\"?)") from None
         return out

@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _build_cache(tmp_path_factory):
+    """Keep the tests' nvcc builds out of the user's cache folder (and the user's builds out of the tests)."""
+    before = os.environ.get("CUDALAB_CACHE")
+    os.environ["CUDALAB_CACHE"] = str(tmp_path_factory.mktemp("cudalab-cache"))
+    yield
+    if before is None:
+        os.environ.pop("CUDALAB_CACHE", None)
+    else:
+        os.environ["CUDALAB_CACHE"] = before
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,5 +1,5 @@
-"""Every kernel variant of every family compiles with the real nvcc for sm_90, with the defines
-its default launch gives it (no GPU needed)."""
+"""Every kernel variant of every family builds (:func:`cudalab.build.build`, the path runs load) with
+the real nvcc for sm_90, with the defines its default launch gives it (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from cudalab import catalog, nvcc, runner
+from cudalab import build, catalog, runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
@@ -25,10 +25,10 @@ def _cases():
 
 
 @functools.lru_cache(maxsize=None)
-def _compile(source: str, defines: tuple) -> dict:
+def _compile(source: str, defines: tuple) -> build.Build:
     from pathlib import Path
 
-    return {r.kernel: r for r in nvcc.compile_resources(Path(source), dict(defines), "sm_90")}
+    return build.build(Path(source), dict(defines), "sm_90")
 
 
 @pytest.mark.parametrize("family, variant", list(_cases()))
@@ -42,8 +42,9 @@ def test_variant_compiles_for_sm90(family, variant):
     except UsageError:  # e.g. a divisible variant at the family's default size cannot happen; say so
         pytest.fail(f"{family}/{variant} refuses its own family's default size")
     res = _compile(str(spec.directory / v.source), tuple(sorted(lau.defines)))
-    assert v.kernel in res, f"{v.kernel} missing from {v.source}: has {sorted(res)}"
-    r = res[v.kernel]
-    assert r.arch == "sm_90"
+    r = res.kernel(v.kernel)
+    assert r is not None, f"{v.kernel} missing from {v.source}: has {[k.name for k in res.kernels]}"
+    assert res.arch == "sm_90"
     assert r.registers > 0
+    assert r.params and all(size in (1, 2, 4, 8) or size % 4 == 0 for size in r.params)
     assert r.spill_stores == 0 and r.spill_loads == 0, f"{family}/{variant} spills registers"

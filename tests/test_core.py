@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cudalab import bench, catalog, expr, nvcc
+from cudalab import bench, build, catalog, expr
 from cudalab import launch as L
 from cudalab.errors import CatalogError, LaunchConfigError, UsageError
 
@@ -208,7 +208,7 @@ ptxas info    : Used 12 registers, used 0 barriers
 
 
 def test_parse_ptxas():
-    a, b = nvcc.parse_ptxas(PTXAS)
-    assert (a.kernel, a.registers, a.static_shared, a.stack_frame, a.spill_stores, a.spill_loads, a.barriers) == (
+    a, b = build.parse_ptxas(PTXAS)
+    assert (a.name, a.registers, a.static_shared, a.stack_frame, a.spill_stores, a.spill_loads, a.barriers) == (
         "transpose_tiled", 32, 16640, 8, 4, 12, 1)
-    assert (b.kernel, b.registers, b.static_shared, b.spill_stores) == ("transpose_naive", 12, 0, 0)
+    assert (b.name, b.registers, b.static_shared, b.spill_stores) == ("transpose_naive", 12, 0, 0)

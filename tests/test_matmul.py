@@ -4,15 +4,13 @@ kernel compiled by the real nvcc for sm_90 with each define set its family.toml 
 from __future__ import annotations
 
 import math
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cudalab import catalog
+from cudalab import build, catalog
 from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Problem, load
@@ -273,29 +271,10 @@ def define_sets() -> list[tuple[str, str, tuple[tuple[str, str], ...], tuple[str
 
 
 def ptxas(path: Path, defines, tmp_path: Path) -> dict[str, dict[str, int]]:
-    """Compile with nvcc for sm_90 and return per kernel: registers, spill stores/loads, stack, smem."""
-    argv = [NVCC, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(path)]
-    argv[1:1] = [f"-D{k}={v}" for k, v in defines]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    out: dict[str, dict[str, int]] = {}
-    current = None
-    for line in proc.stderr.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line)
-        if m:
-            current = out.setdefault(m.group(1), {})
-            continue
-        if current is None:
-            continue
-        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
-        if m:
-            current.update(stack=int(m.group(1)), spill_st=int(m.group(2)), spill_ld=int(m.group(3)))
-        m = re.search(r"Used (\d+) registers", line)
-        if m:
-            current["regs"] = int(m.group(1))
-            sm = re.search(r"(\d+) bytes smem", line)
-            current["smem"] = int(sm.group(1)) if sm else 0
-    return out
+    """Build for sm_90 as a run does and return per kernel: registers, spill stores/loads, stack, smem."""
+    return {k.name: {"regs": k.registers, "spill_st": k.spill_stores, "spill_ld": k.spill_loads,
+                     "stack": k.stack_frame, "smem": k.static_shared}
+            for k in build.build(path, dict(defines), "sm_90").kernels}
 
 
 @needs_nvcc

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from cudalab import catalog, nvcc, runner
+from cudalab import build, catalog, runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
@@ -36,7 +36,7 @@ def test_compiles_for_sm90_with_every_define_set(family, ipad):
     p = prob(family, **({} if ipad is None else {"ipad": ipad}))
     for v in spec.variants:
         lau = runner.plan_launch(v, mod, p, None, None, L.DeviceLimits())
-        res = {r.kernel: r for r in nvcc.compile_resources(spec.directory / v.source, dict(lau.defines), "sm_90")}
+        res = {r.name: r for r in build.build(spec.directory / v.source, dict(lau.defines), "sm_90").kernels}
         assert v.kernel in res, f"{v.name}: {v.kernel} missing from {sorted(res)}"
         r = res[v.kernel]
         assert r.spill_stores == 0 and r.spill_loads == 0

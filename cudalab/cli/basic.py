@@ -74,36 +74,33 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
 @cli.command("compile")
 @click.argument("family")
 @click.option("--variant", "variants", default=None, help="Comma list of variants (default: all).")
-@click.option("--arch", default="sm_90", show_default=True, help="nvcc architecture.")
+@click.option("--arch", default="sm_90", show_default=True, help="nvcc architecture (a run uses its GPU's).")
 @click.option("--block", default=None, help="Block dims (default: each variant's own); sets block-derived macros.")
 @click.option("--dtype", default=None, help="Element type, for families with several.")
 @click.option("--define", "-D", "defines", multiple=True, metavar="NAME=VALUE", help="Override a kernel macro.")
 def compile_cmd(family: str, variants: str | None, arch: str, block: str | None, dtype: str | None,
                 defines: tuple[str, ...]) -> None:
-    """Compile a family's kernels with nvcc (no GPU needed): registers, shared memory, spills."""
+    """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills."""
+    from cudalab import build, report, runner
     from cudalab import launch as L
-    from cudalab import nvcc, report, runner
 
     spec = catalog.family(family)
     module = load(spec.module)
     problem = runner.make_problem(spec, module, runner.RunRequest(family=family, dtype=dtype))
     overrides = parse_defines(defines)
     rows = []
-    compiled: dict[tuple, dict] = {}  # variants that share a source and its defines compile once
     for v in spec.select(variants):
         if v.kind != "kernel":
             continue
         lau = runner.plan_launch(v, module, problem, block, None, L.DeviceLimits(), overrides)
-        key = (v.source, tuple(sorted(lau.defines)))
-        if key not in compiled:
-            compiled[key] = {r.kernel: r for r in nvcc.compile_resources(spec.directory / v.source,
-                                                                         dict(lau.defines), arch)}
-        r = compiled[key].get(v.kernel)
+        # The build a run of this variant loads; variants sharing a source and defines hit the cache.
+        b = build.build(spec.directory / v.source, dict(lau.defines), arch)
+        r = b.kernel(v.kernel)
         if r is None:
             raise CudalabError(f"{v.source} has no kernel {v.kernel!r} (is it extern \"C\"?)")
         defs = " ".join(f"{k}={val}" for k, val in lau.defines)
         rows.append((v.name, v.kernel, defs or "–", r.registers, r.static_shared, lau.shared, r.spill_stores,
-                     r.spill_loads, r.stack_frame))
+                     r.spill_loads, r.stack_frame, "yes" if b.cached else "no"))
     report.console().print(report.simple_table(
         ["variant", "kernel", "defines", "registers", "static smem B", "dynamic smem B", "spill st B",
-         "spill ld B", "stack B"], rows, title=f"{spec.name} compiled for {arch}"))
+         "spill ld B", "stack B", "cached"], rows, title=f"{spec.name} compiled for {arch}"))

@@ -56,18 +56,19 @@ def timing_options() -> list[click.Parameter]:
 
 
 def parse_defines(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """Parse repeated ``NAME=VALUE`` options.
+    """Parse repeated ``NAME=VALUE`` options; values go into a source prelude, never a command line.
 
     Raises:
-        UsageError: an item is not NAME=VALUE with a C identifier for NAME.
+        UsageError: an item is not NAME=VALUE, or :func:`cudalab.build.validate_define` refuses it.
     """
-    import re
+    from cudalab.build import validate_define
 
     out = []
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name) or not value:
+        if not sep:
             raise UsageError(f"--define {item!r} must be NAME=VALUE (example: -D UNROLL=8)")
+        validate_define(name, value)
         out.append((name, value))
     return tuple(out)
 

@@ -1,0 +1,384 @@
+"""The one build path: a ``.cu`` file and its defines -> a cubin, ptxas's resource report and the
+kernels' parameter sizes, cached on disk.
+
+Runs load the cubin this module builds (``gpu.Device.compile``) and ``cudalab compile`` prints the
+report of the same build, so what the table shows is what the GPU runs.
+
+Defines never reach a command line: nvcc hands ``-D`` values to the host compiler through ``sh``,
+so they are written as a ``#define`` prelude in front of the source instead, followed by a ``#line``
+directive so that nvcc's messages and the cubin's line info still name the original file and line.
+No GPU is needed here; only nvcc.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from cudalab.errors import CompileError, UsageError
+from cudalab.tools import find_cuda_tool
+
+# Every flag but -arch and -I (both in the cache key on their own). Part of the cache key.
+FLAGS = ("-cubin", "-lineinfo", "-Xptxas", "-v")
+# Bump when the cache entry's layout or the prelude changes: old entries then simply miss.
+CACHE_FORMAT = 1
+
+_ARCH = re.compile(r"sm_\d+[af]?")  # sm_90, sm_90a, sm_100f
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# One token of a define value: a number with its C suffix (8u, 1.5f, 1e-3, 0x1F), an identifier,
+# or an arithmetic operator. Spaces separate tokens; nothing else may appear.
+_NUMBER = r"(?:0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFlLuU]*)"
+_TOKEN = re.compile(rf"{_NUMBER}(?![A-Za-z0-9_.])|[A-Za-z_][A-Za-z0-9_]*|<<|>>|[-+*/%()]| +", re.ASCII)
+
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\r\n]+)"', re.M)
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
+_PTX_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\)")
+_PTX_PARAM = re.compile(r"\.param\b.*?\.[busf](\d+)\b[^,\[]*?(?:\[(\d+)\])?\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What one kernel of a build uses: ptxas's report and its parameter sizes.
+
+    Attributes:
+        params: size in bytes of each parameter, in order, from the PTX ``.entry`` signature
+            (a pointer is 8, an int 4, a 16-byte struct 16): what a user's kernel must match to
+            take the family's arguments.
+    """
+
+    name: str
+    registers: int
+    static_shared: int
+    stack_frame: int
+    spill_stores: int
+    spill_loads: int
+    barriers: int
+    params: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Build:
+    """One compiled source: the cubin to load and the report of that very cubin.
+
+    Attributes:
+        defines: the ``(NAME, VALUE)`` pairs, sorted, that the prelude defined.
+        kernels: one record per ``.entry`` of the cubin, in source order.
+        log: nvcc's output (ptxas's ``-v`` report) from the run that made the cubin.
+        cached: True when it came from the disk cache and nvcc did not run.
+        key: the cache key (sha256 hex).
+    """
+
+    source: Path
+    arch: str
+    defines: tuple[tuple[str, str], ...]
+    cubin: bytes = field(repr=False)
+    kernels: tuple[KernelInfo, ...]
+    log: str = field(repr=False)
+    cached: bool
+    nvcc_version: str
+    key: str
+
+    def kernel(self, name: str) -> KernelInfo | None:
+        """The record of kernel ``name``, or None when the cubin has no such entry."""
+        return next((k for k in self.kernels if k.name == name), None)
+
+
+# --- validation ---------------------------------------------------------------------------------------
+
+def validate_define(name: str, value: str) -> None:
+    """Refuse a define that is not a plain C macro name and a plain value.
+
+    Values may hold numbers (``8``, ``8u``, ``1.5f``, ``0x20``), identifiers (``float``,
+    ``unsigned int``), ``+ - * / % << >> ( )`` and spaces; nothing that could end a line, start a
+    string or a directive.
+
+    Raises:
+        UsageError: one line naming the define and what is wrong with it.
+    """
+    if not _NAME.fullmatch(name):
+        raise UsageError(f"define name {name!r} is not a C identifier (example: -D UNROLL=8)")
+    if name.startswith("__") or re.match(r"_[A-Z]", name) or name == "defined":
+        raise UsageError(f"define name {name!r} is reserved for the compiler (as are all names starting "
+                         "with __ or with _ and a capital)")
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"define {name} has an empty value (example: -D {name}=8)")
+    pos = 0
+    depth = 0
+    while pos < len(value):
+        m = _TOKEN.match(value, pos)
+        if m is None:
+            word = re.match(r"[\w.]+", value[pos:])  # a malformed number such as 2x or 1.5.3
+            bad = f"{word.group()!r} is not a number or identifier" if word else f"{value[pos]!r} is not allowed"
+            raise UsageError(f"define {name}={value!r}: {bad}; a value holds numbers, identifiers, "
+                             "+ - * / % << >> ( ) and spaces")
+        depth += {"(": 1, ")": -1}.get(m.group(), 0)
+        if depth < 0:
+            break
+        pos = m.end()
+    if depth:
+        raise UsageError(f"define {name}={value!r}: unbalanced parentheses")
+
+
+def _check_path(source: Path) -> None:
+    # The path goes into a #line string and from there, unescaped, into the PTX's .file directive,
+    # where ptxas fails on a quote ("Parsing error"): refuse it here, in words.
+    if any(c in str(source.absolute()) for c in '"\n\r'):
+        raise UsageError(f"cannot build {str(source)!r}: its path holds a double quote or a line break; "
+                         "move or rename it")
+
+
+def _check_arch(arch: str) -> None:
+    if not _ARCH.fullmatch(arch):
+        raise UsageError(f"--arch {arch!r} is not a GPU architecture such as sm_90 (a cubin needs sm_XX)")
+
+
+# --- nvcc ----------------------------------------------------------------------------------------------
+
+def find_nvcc() -> str:
+    """Path of nvcc (see :func:`cudalab.tools.find_cuda_tool`)."""
+    return find_cuda_tool("nvcc", "nvcc", "install the CUDA toolkit")
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    """Run one nvcc command (an argv list, no shell). Tests replace this to prove nvcc did not run."""
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _version_of(nvcc: str) -> str:
+    proc = _run([nvcc, "--version"])
+    if proc.returncode != 0:
+        raise CompileError(f"{nvcc} --version failed (exit {proc.returncode})", proc.stderr)
+    return proc.stdout.strip()
+
+
+def nvcc_version() -> str:
+    """``nvcc --version``'s output (read once per process): part of every cache key."""
+    return _version_of(find_nvcc())
+
+
+def parse_ptxas(text: str) -> list[KernelInfo]:
+    """Parse ``-Xptxas -v`` output into one record per kernel, in the order ptxas reports them
+    (``params`` left empty: ptxas does not report them)."""
+    out: list[KernelInfo] = []
+    current: dict | None = None
+    for line in text.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            current = {"name": m.group(1), "frame": (0, 0, 0)}
+            continue
+        if current is None:
+            continue
+        m = _FRAME.search(line)
+        if m:
+            current["frame"] = tuple(int(x) for x in m.groups())
+            continue
+        m = _USED.search(line)
+        if m:
+            stack, st, ld = current["frame"]
+            out.append(KernelInfo(name=current["name"], registers=int(m.group(1)),
+                                  static_shared=int(m.group(3) or 0), stack_frame=stack, spill_stores=st,
+                                  spill_loads=ld, barriers=int(m.group(2) or 0)))
+            current = None
+    return out
+
+
+def parse_ptx_params(ptx: str) -> dict[str, tuple[int, ...]]:
+    """Parameter sizes in bytes of every ``.entry`` in PTX text, in source order.
+
+    ``.param .u64 p`` is 8 bytes, ``.param .align 8 .b8 p[16]`` (a struct passed by value) 16.
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    for m in _PTX_ENTRY.finditer(ptx):
+        sizes = []
+        for decl in filter(str.strip, m.group(2).split(",")):
+            p = _PTX_PARAM.search(decl.strip())
+            if p is None:
+                raise CompileError(f"cannot read the PTX parameter {decl.strip()!r} of {m.group(1)}")
+            sizes.append(int(p.group(1)) // 8 * int(p.group(2) or 1))
+        out[m.group(1)] = tuple(sizes)
+    return out
+
+
+# --- the source as nvcc sees it ------------------------------------------------------------------------
+
+def includes(source: Path) -> list[Path]:
+    """Every local file ``source`` pulls in with ``#include "..."``, recursively, as nvcc finds them:
+    beside the including file first, then in the source's folder (the ``-I``). Quoted names that
+    are not found there (toolkit headers) are left to the nvcc version in the cache key."""
+    seen: dict[Path, None] = {}
+    todo = [source.resolve()]
+    while todo:
+        current = todo.pop()
+        try:
+            text = current.read_bytes()
+        except OSError:
+            continue  # nvcc will say so, with the including line
+        for m in _INCLUDE.finditer(text):
+            name = m.group(1).decode(errors="replace")
+            for place in (current.parent, source.resolve().parent):
+                found = (place / name).resolve()
+                if found.is_file():
+                    if found not in seen and found != source.resolve():
+                        seen[found] = None
+                        todo.append(found)
+                    break
+    return sorted(seen)
+
+
+def prelude(source: Path, defines: Mapping[str, str]) -> bytes:
+    """The lines put in front of the source: one ``#define`` each, then ``#line 1 "<source>"`` so
+    errors and line info name the original file and line."""
+    # Absolute, so that the cubin's line info (ncu, compute-sanitizer) finds the file from anywhere.
+    path = str(source.absolute()).replace("\\", "\\\\")  # a string literal (quotes: _check_path)
+    lines = [f"#define {k} {v}" for k, v in sorted(defines.items())] + [f'#line 1 "{path}"', ""]
+    return "\n".join(lines).encode()
+
+
+def cache_key(source: Path, text: bytes, defines: Mapping[str, str], arch: str, version: str) -> str:
+    """sha256 of everything the cubin depends on: the source and its local includes (text and path),
+    the defines, the arch, the flags, the nvcc version and the cache format."""
+    h = hashlib.sha256()
+    parts: dict[str, Any] = {
+        # The path too: the prelude's #line writes it into the cubin's line info.
+        "format": CACHE_FORMAT, "source": str(source.absolute()), "defines": sorted(defines.items()),
+        "arch": arch, "flags": FLAGS, "nvcc": version,
+        "text": hashlib.sha256(text).hexdigest(),
+        "files": [(str(p), hashlib.sha256(p.read_bytes()).hexdigest()) for p in includes(source)],
+    }
+    h.update(json.dumps(parts, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+# --- the disk cache ---------------------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    """``$CUDALAB_CACHE``, else ``$XDG_CACHE_HOME/cudalab``, else ``~/.cache/cudalab``; builds live in
+    its ``build/`` folder as ``<key>.cubin`` and ``<key>.json``."""
+    if os.environ.get("CUDALAB_CACHE"):
+        root = Path(os.environ["CUDALAB_CACHE"])
+    elif os.environ.get("XDG_CACHE_HOME"):
+        root = Path(os.environ["XDG_CACHE_HOME"]) / "cudalab"
+    else:
+        root = Path.home() / ".cache" / "cudalab"
+    return root / "build"
+
+
+def _load(key: str, source: Path) -> Build | None:
+    """The cached build for ``key``, or None when it is absent, unreadable or does not match."""
+    folder = cache_dir()
+    try:
+        meta = json.loads((folder / f"{key}.json").read_text())
+        cubin = (folder / f"{key}.cubin").read_bytes()
+        if meta["format"] != CACHE_FORMAT or meta["key"] != key or hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
+            return None
+        return Build(source=source, arch=meta["arch"], defines=tuple((k, v) for k, v in meta["defines"]),
+                     cubin=cubin, kernels=tuple(KernelInfo(**{**k, "params": tuple(k["params"])}) for k in meta["kernels"]),
+                     log=meta["log"], cached=True, nvcc_version=meta["nvcc_version"], key=key)
+    except (OSError, ValueError, KeyError, TypeError):  # missing or corrupt: build again
+        return None
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _store(b: Build) -> None:
+    """Save a build; a cache folder that cannot be written just means no caching."""
+    meta = {
+        "format": CACHE_FORMAT, "key": b.key, "source": str(b.source), "arch": b.arch, "defines": b.defines,
+        "nvcc_version": b.nvcc_version, "cubin_sha256": hashlib.sha256(b.cubin).hexdigest(),
+        "kernels": [asdict(k) for k in b.kernels], "log": b.log,
+    }
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # The cubin first: the JSON names its hash, so a half-written pair never loads.
+        _write_atomic(folder / f"{b.key}.cubin", b.cubin)
+        _write_atomic(folder / f"{b.key}.json", json.dumps(meta, indent=1).encode())
+    except OSError:
+        pass
+
+
+# --- build -------------------------------------------------------------------------------------------------
+
+def build(source: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Build:
+    """Compile ``source`` with ``defines`` for ``arch`` into a cubin, or take it from the disk cache.
+
+    nvcc runs as ``nvcc -cubin -arch=ARCH -lineinfo -Xptxas -v -I <source folder>`` on a temporary
+    copy of the source behind a ``#define`` prelude; its PTX is kept to read the parameter sizes.
+
+    Args:
+        source: the ``.cu`` file.
+        defines: macro name -> value; each must pass :func:`validate_define`.
+        arch: ``sm_XX`` of the GPU that will load the cubin.
+
+    Raises:
+        UsageError: a define or the arch is refused (before nvcc runs).
+        CompileError: the source cannot be read or nvcc rejected it; the log names the original file.
+        ToolMissingError: nvcc is not installed.
+    """
+    source = Path(source)
+    defines = {str(k): str(v) for k, v in defines.items()}
+    for name, value in defines.items():
+        validate_define(name, value)
+    _check_arch(arch)
+    _check_path(source)
+    try:
+        text = source.read_bytes()
+    except OSError as exc:
+        raise CompileError(f"cannot read {source}: {exc.strerror or exc}") from None
+    version = nvcc_version()
+    key = cache_key(source, text, defines, arch, version)
+    hit = _load(key, source)
+    if hit is not None:
+        return hit
+
+    with tempfile.TemporaryDirectory(prefix="cudalab-build-") as tmp:
+        work = Path(tmp) / (source.name if source.suffix == ".cu" else source.name + ".cu")
+        work.write_bytes(prelude(source, defines) + text)
+        keep = Path(tmp) / "keep"
+        keep.mkdir()
+        out = Path(tmp) / "out.cubin"
+        argv = [find_nvcc(), *FLAGS, f"-arch={arch}", "-I", str(source.resolve().parent),
+                "--keep", "--keep-dir", str(keep), "-o", str(out), str(work)]
+        proc = _run(argv)
+        # Only the prelude lines and nvcc's summary name the temporary copy: show the real file.
+        log = (proc.stdout + proc.stderr).replace(str(work), str(source))
+        if proc.returncode != 0:
+            raise CompileError(f"nvcc could not compile {source} (exit {proc.returncode})", log)
+        cubin = out.read_bytes()
+        ptx = "\n".join(p.read_text(errors="replace") for p in sorted(keep.glob("*.ptx")))
+    params = parse_ptx_params(ptx)
+    report = {k.name: k for k in parse_ptxas(log)}
+    # Source order (the PTX's), with ptxas's numbers and the PTX's parameter sizes.
+    names = list(params) + [n for n in report if n not in params]
+    kernels = tuple(
+        replace(report[n], params=params.get(n, ())) if n in report
+        else KernelInfo(n, 0, 0, 0, 0, 0, 0, params[n])
+        for n in names
+    )
+    b = Build(source=source, arch=arch, defines=tuple(sorted(defines.items())), cubin=cubin, kernels=kernels,
+              log=log, cached=False, nvcc_version=version, key=key)
+    _store(b)
+    return b

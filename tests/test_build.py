@@ -1,0 +1,260 @@
+"""The one build path (cudalab.build) with the real nvcc, no GPU: resources and parameter sizes, the
+disk cache (hits, misses, corrupt entries, an unwritable folder), defines that never reach a shell,
+and compile errors that name the original file and line."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cudalab import build, catalog
+from cudalab.cli import cli
+from cudalab.errors import CompileError, UsageError
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+                                reason="nvcc not installed")
+
+TRANSPOSE = catalog.SRC_ROOT / "transpose" / "transpose.cu"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A private, empty cache folder for one test."""
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "build"
+
+
+@pytest.fixture
+def no_nvcc(monkeypatch):
+    """After this, running nvcc fails the test (the version, read once per process, is kept)."""
+    build.nvcc_version()
+
+    def refuse(argv):
+        raise AssertionError(f"nvcc ran: {argv}")
+
+    monkeypatch.setattr(build, "_run", refuse)
+
+
+def test_build_of_a_family_source_reports_resources_and_param_sizes(cache):
+    b = build.build(TRANSPOSE, {"TILE": "32"}, "sm_90")
+    assert not b.cached and b.arch == "sm_90" and b.defines == (("TILE", "32"),)
+    assert b.cubin[:4] == b"\x7fELF"
+    assert "release" in b.nvcc_version and "ptxas info" in b.log
+    naive = b.kernel("transpose_naive")
+    assert naive.params == (8, 8, 4, 4, 4, 4)  # two pointers, four ints
+    assert naive.registers > 0 and naive.barriers == 0 and naive.static_shared == 0
+    tiled = b.kernel("transpose_tiled")
+    assert tiled.static_shared > 0 and tiled.barriers >= 1 and tiled.spill_stores == 0
+    assert b.kernel("nosuch") is None
+    assert sorted(p.suffix for p in cache.iterdir()) == [".cubin", ".json"]
+
+
+def test_second_build_is_a_hit_without_nvcc(cache, monkeypatch):
+    first = build.build(TRANSPOSE, {"TILE": "32"}, "sm_90")
+    monkeypatch.setattr(build, "_run", lambda argv: pytest.fail(f"nvcc ran: {argv}"))
+    again = build.build(TRANSPOSE, {"TILE": "32"}, "sm_90")
+    assert again.cached and not first.cached
+    assert (again.cubin, again.kernels, again.key, again.log) == (first.cubin, first.kernels, first.key, first.log)
+
+
+@pytest.mark.parametrize("change", ["define", "arch", "value"])
+def test_a_change_of_define_or_arch_misses(cache, change):
+    build.build(TRANSPOSE, {"TILE": "32"}, "sm_90")
+    defines, arch = {"TILE": "32"}, "sm_90"
+    if change == "define":
+        defines = {"TILE": "32", "PAD": "1"}
+    elif change == "value":
+        defines = {"TILE": "16"}
+    else:
+        arch = "sm_80"
+    b = build.build(TRANSPOSE, defines, arch)
+    assert not b.cached and b.arch == arch
+    assert build.build(TRANSPOSE, defines, arch).cached
+
+
+def test_a_change_of_an_included_header_misses(cache, tmp_path):
+    # gemm.cu includes ../matmul/sgemm.cuh: a header outside its own folder, found beside the includer.
+    src = tmp_path / "src"
+    for fam in ("matmul", "gemm"):
+        shutil.copytree(catalog.SRC_ROOT / fam, src / fam)
+    gemm = src / "gemm" / "gemm.cu"
+    assert build.includes(gemm) == [(src / "matmul" / "sgemm.cuh").resolve()]
+    assert not build.build(gemm, {}, "sm_90").cached
+    assert build.build(gemm, {}, "sm_90").cached
+    header = src / "matmul" / "sgemm.cuh"
+    header.write_text(header.read_text() + "\n// edited\n")
+    assert not build.build(gemm, {}, "sm_90").cached
+
+
+def test_a_change_of_the_source_misses(cache, tmp_path):
+    src = tmp_path / "transpose.cu"
+    shutil.copy(TRANSPOSE, src)
+    assert not build.build(src, {"TILE": "32"}, "sm_90").cached
+    src.write_text(src.read_text() + "\n// edited\n")
+    assert not build.build(src, {"TILE": "32"}, "sm_90").cached
+
+
+@pytest.mark.parametrize("damage", ["cubin", "json", "truncated-json", "cubin-missing"])
+def test_a_corrupt_cache_entry_is_rebuilt(cache, damage):
+    first = build.build(TRANSPOSE, {"TILE": "32"}, "sm_90")
+    cubin, meta = cache / f"{first.key}.cubin", cache / f"{first.key}.json"
+    if damage == "cubin":
+        cubin.write_bytes(b"not a cubin")
+    elif damage == "json":
+        meta.write_text('{"format": 1, "kernels": "what"}')
+    elif damage == "truncated-json":
+        meta.write_text(meta.read_text()[:40])
+    else:
+        cubin.unlink()
+    again = build.build(TRANSPOSE, {"TILE": "32"}, "sm_90")
+    assert not again.cached and again.kernels == first.kernels  # (cubins differ: nvcc hashes the temp path into internal names)
+    assert build.build(TRANSPOSE, {"TILE": "32"}, "sm_90").cached  # and the entry is whole again
+
+
+def test_an_unwritable_cache_folder_means_no_caching(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a file where the folder should be: mkdir fails even for root
+    monkeypatch.setenv("CUDALAB_CACHE", str(blocker / "cache"))
+    assert not build.build(TRANSPOSE, {"TILE": "32"}, "sm_90").cached
+    assert not build.build(TRANSPOSE, {"TILE": "32"}, "sm_90").cached
+
+
+def test_cache_folder_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "a"))
+    assert build.cache_dir() == tmp_path / "a" / "build"
+    monkeypatch.delenv("CUDALAB_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert build.cache_dir() == tmp_path / "x" / "cudalab" / "build"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "h"))
+    assert build.cache_dir() == tmp_path / "h" / ".cache" / "cudalab" / "build"
+
+
+# --- defines ---------------------------------------------------------------------------------------------
+
+GOOD_VALUES = ["8", "8u", "8UL", "1.5f", "2.", ".5", "1e-3", "0x20", "-1", "float", "unsigned int",
+               "(TILE + 1) * 2", "1 << 4", "block_x/2", "64 % 7", "__half"]
+BAD_VALUES = ["$(touch F)", "`touch F`", "'a'", '"a"', "1;", "#x", "1\n#include <x>", "a\\", "", "  ",
+              "(1", "1)", "a, b", "a && b", "x[1]", "1.5.3", "2x"]
+
+
+@pytest.mark.parametrize("value", GOOD_VALUES)
+def test_plain_values_are_accepted(value):
+    build.validate_define("X", value)
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_other_values_are_refused_in_one_line(value):
+    with pytest.raises(UsageError) as exc:
+        build.validate_define("X", value)
+    assert "\n" not in str(exc.value) and "X" in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["1X", "A-B", "", "__X", "_Reserved", "defined", "A B", "X$"])
+def test_bad_names_are_refused(name):
+    with pytest.raises(UsageError):
+        build.validate_define(name, "1")
+
+
+@pytest.mark.parametrize("value", ["$(touch {f})", "`touch {f}`"])
+def test_shell_injection_is_refused_before_nvcc(cache, no_nvcc, tmp_path, value):
+    flag = tmp_path / "F"
+    with pytest.raises(UsageError):
+        build.build(TRANSPOSE, {"X": value.format(f=flag)}, "sm_90")
+    assert not flag.exists()
+
+
+def test_defines_reach_the_source_as_a_prelude(cache, tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text('#if !(WIDTH == 24)\n#error "WIDTH"\n#endif\n'
+                   'extern "C" __global__ void k(ELEM_T *p) { p[threadIdx.x] = WIDTH; }\n')
+    b = build.build(src, {"WIDTH": "(4 + 2) * 4", "ELEM_T": "unsigned int"}, "sm_90")
+    assert b.kernel("k").params == (8,)
+    assert b"-D" not in build.prelude(src, {"A": "1"}) and build.prelude(src, {"A": "1"}).startswith(b"#define A 1\n")
+
+
+def test_a_bad_arch_is_a_usage_error(cache, no_nvcc):
+    with pytest.raises(UsageError, match="sm_90"):
+        build.build(TRANSPOSE, {}, "compute_90; rm")
+
+
+# --- errors ----------------------------------------------------------------------------------------------
+
+def test_syntax_error_names_the_original_file_and_line(cache, tmp_path):
+    src = tmp_path / "broken.cu"
+    lines = TRANSPOSE.read_text().splitlines()
+    lines.insert(9, "this is not CUDA;")  # line 10
+    src.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CompileError) as exc:
+        build.build(src, {"TILE": "32"}, "sm_90")
+    log = exc.value.log
+    assert f"{src}(10): error" in log, log
+    assert "cudalab-build-" not in log  # the temporary copy is never named
+    assert str(src) in str(exc.value).splitlines()[0]
+    assert not cache.exists() or not any(cache.iterdir())  # a failed build leaves no entry
+
+
+def test_missing_source_is_a_compile_error(cache, tmp_path):
+    with pytest.raises(CompileError, match="cannot read"):
+        build.build(tmp_path / "nope.cu", {}, "sm_90")
+
+
+def test_ptx_params_of_every_kind():
+    ptx = """
+.visible .entry a(
+\t.param .align 8 .b8 a_param_0[16],
+\t.param .u8 a_param_1,
+\t.param .u16 a_param_2,
+\t.param .f32 a_param_3,
+\t.param .u64 .ptr .global .align 4 a_param_4,
+\t.param .f64 a_param_5
+)
+{ ret; }
+.visible .entry b()
+{ ret; }
+"""
+    assert build.parse_ptx_params(ptx) == {"a": (16, 1, 2, 4, 8, 8), "b": ()}
+
+
+# --- the command line ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["compile", "transpose"], ["compile", "transpose", "--variant", "naive"],
+                                  ["transpose", "--n", "64"]])
+@pytest.mark.parametrize("value", ["X=$(touch {f})", "X=`touch {f}`"])
+def test_cli_refuses_a_shell_value_in_one_line(tmp_path, args, value):
+    flag = tmp_path / "F"
+    res = CliRunner().invoke(cli, [*args, "-D", value.format(f=flag)])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudalab: define X="), res.output
+    assert "pycuda" not in res.output  # refused before any GPU work
+    assert not flag.exists()
+
+
+def test_compile_command_shows_the_cached_column(cache):
+    first = CliRunner().invoke(cli, ["compile", "transpose", "--variant", "naive"])
+    again = CliRunner().invoke(cli, ["compile", "transpose", "--variant", "naive"])
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    assert "cached" in first.output
+    last = lambda out: next(ln for ln in out.splitlines() if "transpose_naive" in ln).split()[-1]  # noqa: E731
+    assert (last(first.output), last(again.output)) == ("no", "yes")
+
+
+def test_a_path_with_spaces_and_shell_text_builds(cache, tmp_path):
+    odd = tmp_path / "a dir $(touch F) `x`" / "t.cu"
+    odd.parent.mkdir()
+    shutil.copy(TRANSPOSE, odd)
+    assert build.build(odd, {"TILE": "32"}, "sm_90").kernel("transpose_naive") is not None
+    assert not (tmp_path / "F").exists() and not Path("F").exists()
+
+
+def test_a_path_with_a_double_quote_is_refused_in_words(cache, no_nvcc, tmp_path):
+    # nvcc copies the #line name unescaped into the PTX's .file directive, where ptxas fails on it.
+    odd = tmp_path / 'a "quoted" dir' / "t.cu"
+    odd.parent.mkdir()
+    shutil.copy(TRANSPOSE, odd)
+    with pytest.raises(UsageError, match="double quote"):
+        build.build(odd, {"TILE": "32"}, "sm_90")
