@@ -26,6 +26,7 @@ from cudalab.errors import (
 )
 from cudalab.expr import evaluate
 from cudalab.families import Case, Family, Launch, Problem, load
+from cudalab.families import copy as copy_family  # the roofline is a copy
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
 __all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "measure_roofline", "plan_launch", "precheck",
@@ -441,7 +442,7 @@ def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.nd
         source: the run's input, copied as it is (no new random data) when given.
         ctx: the run's context: an input already uploaded there is not uploaded again.
     """
-    best = load("copy").roofline_variant()
+    best = copy_family.roofline_variant()
     a = roofline_matrix(nbytes, source, np.random.default_rng())
     rows, cols = a.shape
     req = RunRequest(family="copy", variants=f"memcpy_dtod,{best.name}", shape=f"{rows}x{cols}",

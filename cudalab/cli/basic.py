@@ -85,14 +85,14 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
     from cudalab import launch as L
 
     spec = catalog.family(family)
-    module = load(spec.module)
-    problem = runner.make_problem(spec, module, runner.RunRequest(family=family, dtype=dtype))
+    fam = load(spec.module)
+    problem = runner.make_problem(spec, fam, runner.RunRequest(family=family, dtype=dtype))
     overrides = parse_defines(defines)
     rows = []
     for v in spec.select(variants):
         if v.kind != "kernel":
             continue
-        lau = runner.plan_launch(v, module, problem, block, None, L.DeviceLimits(), overrides)
+        lau = runner.plan_launch(v, fam, problem, block, None, L.DeviceLimits(), overrides)
         # The build a run of this variant loads; variants sharing a source and defines hit the cache.
         b = build.build(spec.directory / v.source, dict(lau.defines), arch)
         r = b.kernel(v.kernel)

@@ -1,0 +1,167 @@
+"""The run core on the CPU with a fake device: poison, verify, time, failures become rows.
+
+The fake device holds NumPy arrays and its kernels are Python functions, so the real runner and the
+real copy and transpose families run unchanged; only what a GPU would do is played by NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cudalab import runner
+from cudalab.bench import Protocol
+from cudalab.errors import GpuError
+from cudalab.launch import DeviceLimits
+from cudalab.results import Status
+
+FAST = Protocol(warmup=1, min_samples=3, max_samples=5, budget_s=0.01, flush_l2=True)
+
+
+class FakeArray:
+    """A device array: NumPy memory with the methods families use."""
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.data = np.zeros(self.shape, self.dtype)
+        self.pitch_elems = self.shape[-1] if self.shape else 1
+        self.nbytes = self.data.nbytes
+        self.freed = False
+
+    def poison(self, byte=0xFF):
+        self.data.view(np.uint8)[...] = byte
+
+    def download(self):
+        return self.data.copy()
+
+    def upload(self, host):
+        self.data[...] = host
+
+    def copy_from(self, other):
+        self.data[...] = other.data
+
+    def free(self):
+        self.freed = True
+
+
+class FakeKernel:
+    def __init__(self, fn):
+        self.fn = fn
+        self.num_regs = 16
+
+    def launch(self, grid, block, args, shared=0):
+        self.fn(*args)
+
+
+def good_copy(out, src, rows, cols, pitch):
+    out.data[...] = src.data
+
+
+def drops_last(out, src, rows, cols, pitch):
+    out.data.reshape(-1)[:-1] = src.data.reshape(-1)[:-1]  # the last element is never written
+
+
+def crashes(out, src, rows, cols, pitch):
+    raise GpuError("the GPU reported an error: an illegal memory access was encountered")
+
+
+def good_transpose(out, src, rows, cols, pin, pout):
+    out.data[...] = src.data.T
+
+
+class FakeDevice:
+    """Plays a GPU: allocations are NumPy arrays, each sample takes 1 ms, kernels are the functions given."""
+
+    def __init__(self, kernels):
+        self.kernels = kernels
+        self.limits = DeviceLimits()
+        self.launch_log = None
+        self.flushes = 0
+        self.timed = 0
+
+    def mem_info(self):
+        return (80 << 30, 80 << 30)
+
+    def empty(self, shape, dtype, pitched=False):
+        return FakeArray(shape, dtype)
+
+    def to_device(self, host, pitched=False):
+        arr = FakeArray(host.shape, host.dtype)
+        arr.upload(host)
+        return arr
+
+    def compile(self, source, defines, names):
+        return {n: FakeKernel(self.kernels[n]) for n in names}
+
+    def memcpy_dtod(self, dst, src, nbytes):
+        dst.data[...] = src.data
+
+    def synchronize(self):
+        pass
+
+    def flush_l2(self):
+        self.flushes += 1
+
+    def time_ms(self, enqueue):
+        enqueue()
+        self.timed += 1
+        return 1.0
+
+
+def run(device, family="copy", **kw):
+    req = runner.RunRequest(family=family, protocol=FAST, seed=1, **kw)
+    return {r.variant: r for r in runner.FamilyRun(req, device).run()}
+
+
+def test_good_kernels_pass_and_are_timed_with_the_l2_flushed():
+    dev = FakeDevice({"copy_naive": good_copy, "copy_shared": good_copy, "copy_vec4": good_copy})
+    rows = run(dev, variants="memcpy_dtod,naive,shared,vec4", n="64", roofline=False)
+    assert {r.status for r in rows.values()} == {Status.PASSED}
+    naive = rows["naive"]
+    assert naive.stats.median == 1.0 and naive.stats.n >= 3
+    assert naive.gbs == pytest.approx(2 * 64 * 64 * 4 / 1e-3 / 1e9)
+    assert dev.flushes >= dev.timed > 0  # one flush before every timed sample
+
+
+def test_an_unwritten_element_is_incorrect_and_the_others_still_run():
+    dev = FakeDevice({"copy_naive": drops_last, "copy_shared": good_copy, "copy_vec4": good_copy})
+    rows = run(dev, variants="naive,shared", n="33", roofline=False)
+    assert rows["naive"].status == Status.INCORRECT
+    assert "unwritten" in rows["naive"].reason and "32, 32" in rows["naive"].reason
+    assert rows["shared"].status == Status.PASSED
+
+
+def test_a_crashing_kernel_becomes_a_failed_row():
+    dev = FakeDevice({"copy_naive": crashes, "copy_shared": good_copy, "copy_vec4": good_copy})
+    rows = run(dev, variants="naive,shared", n="16", roofline=False)
+    assert rows["naive"].status == Status.FAILED and "illegal memory access" in rows["naive"].reason
+    assert rows["shared"].status == Status.PASSED
+
+
+def test_the_roofline_copies_the_runs_own_input():
+    dev = FakeDevice({"copy_vec4": good_copy, "transpose_naive": good_transpose})
+    seen = []
+    real = dev.to_device
+
+    def to_device(host, pitched=False):
+        seen.append(host)
+        return real(host, pitched)
+
+    dev.to_device = to_device
+    rows = run(dev, family="transpose", variants="naive", n="48")
+    assert rows["naive"].status == Status.PASSED and rows["naive"].pct_roofline == pytest.approx(100.0)
+    assert len(seen) == 1  # the transpose input, uploaded once, is also what the roofline copies
+
+
+def test_profile_mode_runs_one_verified_launch_and_logs_it():
+    calls = []
+
+    def counting(out, src, rows, cols, pitch):
+        calls.append(1)
+        good_copy(out, src, rows, cols, pitch)
+
+    dev = FakeDevice({"copy_naive": counting})
+    dev.launch_log = []
+    row = run(dev, variants="naive", n="16", profile=True)["naive"]
+    assert row.status == Status.PASSED and row.stats is None and len(calls) == 1
