@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cudalab import __version__, catalog, gpu
+from cudalab import __version__, catalog, files, gpu
 from cudalab.bench import Protocol
 from cudalab.errors import CudalabError, UsageError
 from cudalab.families import load
@@ -251,6 +251,9 @@ def run_family(spec: catalog.FamilySpec, module: Any, kw: dict[str, Any]) -> Non
         raise UsageError("give --all or --variant, not both")
     if kw["budget"] <= 0 or kw["min_samples"] < 1:
         raise UsageError("--budget must be positive and --min-samples at least 1")
+    for opt in ("json", "csv"):  # refused now, not after minutes of measuring
+        if kw[f"{opt}_path"] is not None:
+            files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
     blocks = [b.strip() for b in kw["block"].split(",")] if kw["block"] else [None]
     if kw["block"] and not all(blocks):
         raise UsageError(f"--block {kw['block']!r} has an empty entry (example: --block 128,256,512)")
@@ -397,6 +400,8 @@ def ncu_cmd(ctx: click.Context, target: str, variants: str | None, n: str | None
     args = ncu.run_args(n, shape, block, dtype, grid, seed, device, ctx.args)
     if import_path and export_path:
         raise UsageError("give --import or --export, not both")
+    if export_path is not None:
+        files.check_output_path(export_path, "--export")
     if import_path:
         rep = ncu.load_import(import_path, target, variants, args, metrics)
     else:
@@ -437,6 +442,10 @@ def sanitize_cmd(family: str, variants: str | None, tool: str, sizes: tuple[str,
     from cudalab import sanitize as S
 
     tools = S.tools_for(tool)
+    if json_path is not None:
+        files.check_output_path(json_path, "--json")
+    if log_dir is not None:
+        files.check_output_dir(log_dir, "--log")
     err = report.console(stderr=True)
 
     done: list = []

@@ -9,8 +9,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rich import box
@@ -18,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cudalab.files import atomic_write  # re-exported: callers move to cudalab.files
 from cudalab.runner import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED: "yellow"}
@@ -135,20 +134,6 @@ def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
     if ref is None:
         return list(results)
     return [replace(r, pct_roofline=100.0 * r.gflops / ref.gflops) if r.gflops else r for r in results]
-
-
-def atomic_write(path: str | os.PathLike, text: str) -> None:
-    """Write through a temporary file in the same folder and rename: a crash never leaves half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:
