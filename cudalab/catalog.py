@@ -6,18 +6,27 @@ family is a folder here plus a module in ``cudalab/families``. Nothing else list
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
 import re
 import tomllib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from cudalab.errors import CatalogError, UsageError
 from cudalab.launch import Dim3, fmt_dims, parse_dims
 
-#: Where the kernels live; ``CUDALAB_SRC`` points cudalab at another tree of families.
-SRC_ROOT = Path(os.environ.get("CUDALAB_SRC", Path(__file__).resolve().parent.parent / "cuda_src"))
+#: The kernels of an installed cudalab: the build ships the repository's cuda_src/ as the
+#: ``cudalab.kernels`` package data (pyproject.toml, ``package-dir``).
+PACKAGED_ROOT = Path(__file__).resolve().parent / "kernels"
+#: The kernels of a checkout or an editable install: cuda_src/ beside the cudalab/ package.
+CHECKOUT_ROOT = Path(__file__).resolve().parent.parent / "cuda_src"
+#: Names a tree of the user's own families instead (overrides both).
+SRC_ENV = "CUDALAB_SRC"
 
 KINDS = ("kernel", "host", "driver", "library")
 """kernel: a .cu kernel launched by cudalab; host: NumPy on the CPU; driver: a CUDA driver call
@@ -32,6 +41,55 @@ _FAMILY_KEYS = {"name", "description", "module", "metric", "dtypes", "default_dt
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GRID = re.compile(r"^(tiles|sm:\d+|\d+(x\d+){0,2})$")
+_FAMILIES_PACKAGE = "cudalab.families"
+
+
+def src_root() -> Path:
+    """Return the folder of families, resolved now (not at import, so tests can set the variable).
+
+    ``$CUDALAB_SRC`` when set; else the kernels shipped inside the installed package; else the
+    checkout's ``cuda_src/`` (a plain checkout or an editable install).
+
+    Raises:
+        CatalogError: one line, when ``CUDALAB_SRC`` is empty or names no folder, or when neither
+            default folder exists.
+    """
+    raw = os.environ.get(SRC_ENV)
+    if raw is None:
+        for root in (PACKAGED_ROOT, CHECKOUT_ROOT):
+            if root.is_dir():
+                return root
+        raise CatalogError(f"kernel folder not found: neither {PACKAGED_ROOT} (installed) nor {CHECKOUT_ROOT} "
+                           f"(checkout) exists; set {SRC_ENV} to a folder of families")
+    if not raw.strip():
+        # An empty value is more likely a broken script than a wish for no families.
+        raise CatalogError(f"{SRC_ENV} is set but empty; unset it to use cudalab's own kernels, or set it "
+                           "to a folder of families (<folder>/<family>/family.toml)")
+    root = Path(raw).expanduser()
+    if not root.exists():
+        raise CatalogError(f"{SRC_ENV}={raw}: no such folder")
+    if not root.is_dir():
+        raise CatalogError(f"{SRC_ENV}={raw} is a file, not a folder of families")
+    return root
+
+
+def __getattr__(name: str) -> Any:
+    """Keep ``catalog.SRC_ROOT`` readable for old callers; it is :func:`src_root` evaluated now."""
+    if name == "SRC_ROOT":
+        return src_root()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def module_exists(module: str) -> bool:
+    """Say whether ``cudalab/families/<module>.py`` (or a package) exists, without importing it.
+
+    Only the ``cudalab.families`` package's location is looked up, so neither it (NumPy) nor the
+    family module (whatever it imports) is imported.
+    """
+    package = importlib.util.find_spec(_FAMILIES_PACKAGE)
+    if package is None or not package.submodule_search_locations:
+        return False
+    return importlib.machinery.PathFinder.find_spec(module, list(package.submodule_search_locations)) is not None
 
 
 @dataclass(frozen=True)
@@ -131,12 +189,25 @@ class FamilySpec:
         return [v.name for v in self.variants]
 
     def select(self, names: str | None) -> list[VariantSpec]:
-        """Select variants from a comma list (None or ``all``: every variant, in order)."""
-        if not names or names.strip() == "all":
+        """Select variants from a comma list (None or ``all``: every variant, in order).
+
+        Raises:
+            UsageError: the list is empty (``''`` does not mean all), has an empty entry, names a
+                variant twice, or names an unknown variant.
+        """
+        if names is None or names.strip() == "all":
             return list(self.variants)
-        wanted = [n.strip() for n in names.split(",") if n.strip()]
-        if not wanted:
-            raise UsageError(f"--variant {names!r} names no variant; valid: {', '.join(self.names())}")
+        valid = ", ".join(self.names())
+        wanted = [n.strip() for n in names.split(",")]
+        if not any(wanted):
+            raise UsageError(f"--variant {names!r} names no variant; valid: {valid}")
+        if not all(wanted):
+            raise UsageError(f"--variant {names!r} has an empty entry; valid: {valid}")
+        seen: set[str] = set()
+        for n in wanted:
+            if n in seen:
+                raise UsageError(f"--variant {names!r} names {n!r} twice")
+            seen.add(n)
         return [self.variant(n) for n in wanted]
 
 
@@ -210,10 +281,16 @@ def load_family(directory: Path) -> FamilySpec:
     """
     path = directory / "family.toml"
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise CatalogError(f"{path}: {exc}") from None
     fam = data.get("family", {})
+    raw_variants = data.get("variant", [])
+    # Shapes first: a value of the wrong type would otherwise fail later as a TypeError.
+    if not isinstance(fam, dict):
+        raise CatalogError(f"{path}: 'family' must be a table ([family])")
+    if not isinstance(raw_variants, list) or not all(isinstance(v, dict) for v in raw_variants):
+        raise CatalogError(f"{path}: 'variant' must be an array of tables ([[variant]])")
     unknown = set(fam) - _FAMILY_KEYS
     if unknown:
         raise CatalogError(f"{path}: unknown [family] keys {sorted(unknown)}")
@@ -226,8 +303,17 @@ def load_family(directory: Path) -> FamilySpec:
     metric = fam.get("metric", "bandwidth")
     if metric not in ("bandwidth", "flops", "none"):
         raise CatalogError(f"{path}: metric {metric!r} must be bandwidth, flops or none")
-    dtypes = tuple(fam.get("dtypes", ["float32"]))
-    variants = tuple(_variant(v, directory, f"{path}: variant #{i + 1}") for i, v in enumerate(data.get("variant", [])))
+    dtypes = fam.get("dtypes", ["float32"])
+    if not isinstance(dtypes, list) or not dtypes or not all(isinstance(d, str) for d in dtypes):
+        raise CatalogError(f"{path}: 'dtypes' must be a non-empty list of strings")
+    dtypes = tuple(dtypes)
+    default_dtype = str(fam.get("default_dtype", dtypes[0]))
+    if default_dtype not in dtypes:
+        raise CatalogError(f"{path}: default_dtype {default_dtype!r} is not one of the family's dtypes {list(dtypes)}")
+    module = fam.get("module", name.replace("-", "_"))
+    if not isinstance(module, str) or not _SYMBOL.match(module):
+        raise CatalogError(f"{path}: module {module!r} must be a Python module name (cudalab/families/<module>.py)")
+    variants = tuple(_variant(v, directory, f"{path}: variant #{i + 1}") for i, v in enumerate(raw_variants))
     if not variants:
         raise CatalogError(f"{path}: no [[variant]] tables")
     seen: set[str] = set()
@@ -242,34 +328,105 @@ def load_family(directory: Path) -> FamilySpec:
         name=name,
         description=str(fam.get("description", "")),
         directory=directory,
-        module=str(fam.get("module", name.replace("-", "_"))),
+        module=module,
         metric=metric,
         dtypes=dtypes,
-        default_dtype=str(fam.get("default_dtype", dtypes[0])),
+        default_dtype=default_dtype,
         variants=variants,
     )
 
 
-def src_root() -> Path:
-    """The kernel folder: ``$CUDALAB_SRC`` when set, else the checkout's ``cuda_src``."""
-    return Path(os.environ.get("CUDALAB_SRC") or SRC_ROOT)
+class BrokenFamily(NamedTuple):
+    """A family folder that could not be loaded: ``(folder, reason)``, the reason one line."""
+
+    folder: Path
+    reason: str
+
+    @property
+    def name(self) -> str:
+        """The family's name (its folder's)."""
+        return self.folder.name
 
 
-def load_catalog(root: Path | None = None) -> dict[str, FamilySpec]:
-    """Read every family under ``root`` (default :data:`SRC_ROOT`), sorted by name."""
-    root = root or SRC_ROOT
+@dataclass(frozen=True, eq=False)
+class Catalog(Mapping[str, FamilySpec]):
+    """Every family under one root: the good ones by name (a read-only mapping, sorted by name)
+    and the broken ones beside them, so one bad family.toml does not hide the others.
+
+    Attributes:
+        root: the folder the families were read from.
+        families: the families that loaded, by name.
+        broken: the folders whose family.toml (or module) is broken, with the reason.
+    """
+
+    root: Path
+    families: Mapping[str, FamilySpec]
+    broken: tuple[BrokenFamily, ...] = ()
+
+    def __getitem__(self, name: str) -> FamilySpec:
+        return self.families[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.families)
+
+    def __len__(self) -> int:
+        return len(self.families)
+
+    def broken_reason(self, name: str) -> str | None:
+        """Why family ``name`` is broken, or None when it is not (or does not exist)."""
+        return next((b.reason for b in self.broken if b.name == name), None)
+
+
+def load_catalog(root: Path | None = None) -> Catalog:
+    """Read every family under ``root`` (default :func:`src_root`), each on its own.
+
+    A family that fails to load is recorded in ``Catalog.broken`` and the others still load.
+
+    Raises:
+        CatalogError: one line, when the root itself is unusable: ``CUDALAB_SRC`` is bad (see
+            :func:`src_root`), or the folder holds no ``<family>/family.toml`` at all.
+    """
+    from_env = root is None and os.environ.get(SRC_ENV) is not None
+    root = root if root is not None else src_root()
+    where = f"{SRC_ENV}={root}" if from_env else f"kernel folder {root}"
     if not root.is_dir():
-        raise CatalogError(f"kernel folder {root} not found (set CUDALAB_SRC to your cuda_src folder)")
-    return {d.name: load_family(d) for d in sorted(root.iterdir()) if (d / "family.toml").is_file()}
+        raise CatalogError(f"{where} not found")
+    try:
+        folders = sorted(d for d in root.iterdir() if (d / "family.toml").is_file())
+    except OSError as exc:
+        raise CatalogError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    if not folders:
+        hint = ("; it is one family's folder, point at its parent" if (root / "family.toml").is_file()
+                else " (expected <folder>/<family>/family.toml)")
+        raise CatalogError(f"{where} holds no family{hint}")
+    good: dict[str, FamilySpec] = {}
+    broken: list[BrokenFamily] = []
+    for d in folders:
+        try:
+            spec = load_family(d)
+            # Checked here, not in load_family: a family.toml is valid on its own (and tested so),
+            # but a command needs the family's code too.
+            if not module_exists(spec.module):
+                raise CatalogError(f"{d / 'family.toml'}: no module {_FAMILIES_PACKAGE}.{spec.module} (a family "
+                                   f"needs cudalab/families/{spec.module}.py; 'module' in [family] names another)")
+        except CatalogError as exc:
+            broken.append(BrokenFamily(d, str(exc)))
+        else:
+            good[d.name] = spec
+    return Catalog(root=root, families=MappingProxyType(good), broken=tuple(broken))
 
 
 def family(name: str, root: Path | None = None) -> FamilySpec:
     """Return one family by name.
 
     Raises:
-        UsageError: naming the valid families.
+        CatalogError: the family exists but is broken (its reason).
+        UsageError: no such family, naming the valid ones.
     """
     cat = load_catalog(root)
-    if name not in cat:
-        raise UsageError(f"no family {name!r}; valid: {', '.join(cat)}")
-    return cat[name]
+    if name in cat:
+        return cat[name]
+    reason = cat.broken_reason(name)
+    if reason is not None:
+        raise CatalogError(f"broken family {name}: {reason}")
+    raise UsageError(f"no family {name!r}; valid: {', '.join(cat)}")

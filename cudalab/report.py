@@ -9,7 +9,6 @@ import math
 import os
 import shutil
 import sys
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rich import box
@@ -17,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudalab.files import atomic_write
+from cudalab.files import atomic_write  # noqa: F401  (re-exported)
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED: "yellow"}

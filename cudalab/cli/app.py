@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from cudalab import __version__, catalog
-from cudalab.errors import CudalabError
+from cudalab.errors import CatalogError, CudalabError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
@@ -20,9 +20,10 @@ class CudalabGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         fixed = super().list_commands(ctx)
         try:
-            families = list(catalog.load_catalog())
-        except CudalabError:
-            families = []
+            cat = catalog.load_catalog()
+        except CudalabError:  # a bad CUDALAB_SRC: the fixed commands still get help; families say why
+            return fixed
+        families = [*cat, *(b.name for b in cat.broken)]  # broken ones listed with their reason
         return fixed + sorted(set(families) - set(fixed))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
@@ -30,12 +31,25 @@ class CudalabGroup(click.Group):
         if cmd is not None:
             return cmd
         try:
-            spec = catalog.load_catalog().get(name)
-        except CudalabError:
-            return None
-        from cudalab.cli.family import family_command  # noqa: PLC0415
+            cat = catalog.load_catalog()
+        except CudalabError as exc:  # 'cudalab transpose' with a bad CUDALAB_SRC says what is wrong with it
+            return self._unusable(name, exc)
+        if name in cat:
+            from cudalab.cli.family import family_command  # noqa: PLC0415
 
-        return family_command(spec) if spec else None
+            return family_command(cat[name])
+        reason = cat.broken_reason(name)
+        return self._unusable(name, CatalogError(f"broken family {name}: {reason}")) if reason else None
+
+    @staticmethod
+    def _unusable(name: str, error: CudalabError) -> click.Command:
+        """A command that only reports ``error`` (one line, exit 2), whatever its arguments."""
+
+        def fail(**_: Any) -> None:
+            raise error
+
+        return click.Command(name, callback=fail, add_help_option=False, short_help=str(error),
+                             context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

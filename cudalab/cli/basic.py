@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from cudalab import catalog, gpu
@@ -26,6 +28,10 @@ def list_cmd(family: str | None) -> None:
             ["family", "variants", "description"],
             [(f.name, ", ".join(f.names()), f.description) for f in cat.values()],
             title="cudalab families (cudalab list FAMILY for details)"))
+        for b in cat.broken:  # the others work; each broken one gets its line, and the exit says so
+            click.echo(f"cudalab: broken family {b.name}: {b.reason}", err=True)
+        if cat.broken:
+            sys.exit(2)
         return
     spec = catalog.family(family)
     rows = []

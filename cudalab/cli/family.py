@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from cudalab import __version__, catalog, gpu, machine, report, runner
+from cudalab import __version__, catalog, files, gpu, machine, report, runner
 from cudalab.cli.app import CONTEXT
 from cudalab.cli.options import problem_options, requests_from, timing_options
 from cudalab.errors import UsageError
@@ -39,6 +39,9 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
 
 def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Precheck on the CPU, open the GPU, run every request, render, save; exit 1 on a bad row."""
+    for opt in ("json", "csv"):  # refused now, not after minutes of measuring
+        if kw[f"{opt}_path"] is not None:
+            files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
     requests = requests_from(spec, fam, kw)
     for req in requests:
         runner.precheck(req)  # everything that can be refused without a GPU, before opening one

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from cudalab import files
 from cudalab.cli.app import CONTEXT, cli
 from cudalab.errors import UsageError
 
@@ -49,6 +50,8 @@ def ncu_cmd(ctx: click.Context, target: str, variants: str | None, n: str | None
     args = ncu.run_args(n, shape, block, dtype, grid, seed, device, ctx.args)
     if import_path and export_path:
         raise UsageError("give --import or --export, not both")
+    if export_path is not None:
+        files.check_output_path(export_path, "--export")
     if import_path:
         rep = ncu.load_import(import_path, target, variants, args, metrics)
     else:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cudalab import __version__
+from cudalab import __version__, files
 from cudalab.cli.app import cli
 
 
@@ -35,6 +35,10 @@ def sanitize_cmd(family: str, variants: str | None, tool: str, sizes: tuple[str,
     from cudalab import sanitize as S
 
     tools = S.tools_for(tool)
+    if json_path is not None:
+        files.check_output_path(json_path, "--json")
+    if log_dir is not None:
+        files.check_output_dir(log_dir, "--log")
     err = report.console(stderr=True)
 
     done: list = []

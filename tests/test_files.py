@@ -1,0 +1,146 @@
+"""Output files (CPU): bad --json/--csv/--export/--log paths refused in one line before any GPU
+work (so no measured result is lost), and atomic writes that keep the replaced file's mode."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cudalab import files, gpu, report
+from cudalab.cli import cli
+from cudalab.errors import UsageError
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def assert_one_line_exit_2(res, fragment: str) -> None:
+    """Exit 2, no traceback, exactly one 'cudalab: ' line, and it holds the fragment."""
+    assert res.exit_code == 2, f"exit {res.exit_code}: {res.output!r} {res.exception!r}"
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in res.output and "No such command" not in res.output, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("cudalab: ")]
+    assert len(lines) == 1, res.output
+    assert fragment in lines[0], res.output
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """Opening the GPU fails the test: what it guards must be refused before."""
+
+    def opened(*_a, **_k):
+        raise AssertionError("the GPU was opened before the bad input was refused")
+
+    monkeypatch.setattr(gpu, "Device", opened)
+
+
+# --- output paths ---------------------------------------------------------------------------------------
+
+def _bad_paths(tmp_path: Path) -> list[tuple[str, str]]:
+    (tmp_path / "dir").mkdir(exist_ok=True)
+    (tmp_path / "file").write_text("x")
+    return [
+        (str(tmp_path / "dir"), "is a folder"),
+        ("/no/such/dir/x.json", "folder /no/such/dir does not exist"),
+        (str(tmp_path / "file" / "x.json"), "is not a folder"),
+        ("", "needs a file name"),
+    ]
+
+
+@pytest.mark.parametrize("option", ["--json", "--csv"])
+def test_family_output_paths_are_refused_before_the_gpu(option, tmp_path, no_gpu):
+    for path, fragment in _bad_paths(tmp_path):
+        assert_one_line_exit_2(invoke("transpose", "--variant", "naive", "--n", "64", option, path),
+                               f"{option} ")
+        assert fragment in invoke("transpose", option, path).output
+
+
+def test_a_good_output_path_gets_to_the_gpu(tmp_path, no_gpu):
+    res = invoke("transpose", "--variant", "naive", "--n", "64", "--json", str(tmp_path / "new.json"),
+                 "--csv", str(tmp_path / "new.csv"))
+    assert "the GPU was opened" in repr(res.exception)
+
+
+def test_ncu_export_is_refused_before_profiling(tmp_path, monkeypatch):
+    from cudalab import ncu
+
+    monkeypatch.setattr(ncu, "profile", lambda *a, **k: pytest.fail("profiled before checking --export"))
+    for path, fragment in _bad_paths(tmp_path):
+        assert_one_line_exit_2(invoke("ncu", "transpose", "--export", path), fragment)
+
+
+def test_sanitize_outputs_are_refused_before_running(tmp_path, monkeypatch):
+    from cudalab import sanitize
+
+    monkeypatch.setattr(sanitize, "sanitize", lambda *a, **k: pytest.fail("ran before checking the outputs"))
+    for path, fragment in _bad_paths(tmp_path):
+        assert_one_line_exit_2(invoke("sanitize", "transpose", "--json", path), fragment)
+    assert_one_line_exit_2(invoke("sanitize", "transpose", "--log", "/no/such/dir/logs"),
+                           "--log /no/such/dir/logs: folder /no/such/dir does not exist")
+
+
+def test_check_output_path_accepts_new_and_existing_files(tmp_path):
+    assert files.check_output_path(tmp_path / "new.json", "--json") == tmp_path / "new.json"
+    (tmp_path / "old.csv").write_text("x")
+    assert files.check_output_path(str(tmp_path / "old.csv"), "--csv") == tmp_path / "old.csv"
+    assert files.check_output_dir(tmp_path / "logs", "--log") == tmp_path / "logs"
+    assert files.check_output_dir(tmp_path, "--log") == tmp_path
+    with pytest.raises(UsageError, match="is a file, not a folder"):
+        files.check_output_dir(tmp_path / "old.csv", "--log")
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write anywhere")
+def test_check_output_path_refuses_what_cannot_be_written(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "x.json").write_text("{}")
+    ro.chmod(0o555)
+    try:
+        with pytest.raises(UsageError, match="cannot write in folder"):
+            files.check_output_path(ro / "x.json", "--json")
+    finally:
+        ro.chmod(0o755)
+    (tmp_path / "locked.json").write_text("{}")
+    (tmp_path / "locked.json").chmod(0o444)
+    with pytest.raises(UsageError, match="not writable"):
+        files.check_output_path(tmp_path / "locked.json", "--json")
+
+
+# --- atomic_write -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o600, 0o755, 0o664])
+def test_atomic_write_keeps_the_mode_of_the_file_it_replaces(tmp_path, mode):
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    path.chmod(mode)
+    files.atomic_write(path, "new")
+    assert path.read_text() == "new"
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_write_gives_a_new_file_the_usual_mode(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        files.atomic_write(tmp_path / "new.csv", "a,b\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o666 & ~umask
+
+
+def test_report_atomic_write_is_the_files_one():
+    assert report.atomic_write is files.atomic_write
+
+
+def test_write_json_replacing_a_file_keeps_its_mode(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text("{}")
+    path.chmod(0o644)
+    report.write_json(path, {"a": 1})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644 and '"a": 1' in path.read_text()
