@@ -38,12 +38,16 @@ class GpuUnavailableError(CudalabError):
 
 
 class OutOfMemoryError(CudalabError):
-    """The problem needs more device memory than is free."""
+    """The problem needs more memory (GPU or host) than is free.
 
-    def __init__(self, needed: int, free: int, what: str = ""):
+    Attributes:
+        needed: bytes the run needs at its peak.
+        free: bytes available.
+    """
+
+    def __init__(self, needed: int, free: int, what: str = "", hint: str = "", where: str = "GPU memory free"):
         super().__init__(
-            f"{what + ': ' if what else ''}needs {needed / 2**20:,.1f} MiB of GPU memory, "
-            f"{free / 2**20:,.1f} MiB free"
+            f"{what + ': ' if what else ''}needs {needed / 2**30:,.2f} GiB, {free / 2**30:,.2f} GiB of {where}{hint}"
         )
         self.needed = needed
         self.free = free

@@ -74,7 +74,16 @@ NCU_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = ()) -> None:
+def problem_line(problem: dict[str, Any], defines: Iterable[tuple[str, str]] = ()) -> str:
+    """``size 16384x16384 · dtype float32`` plus options and ``-D`` overrides."""
+    size = "x".join(str(d) for d in problem.get("dims", ()))
+    line = f"size {size} · dtype {problem.get('dtype', '')}" + "".join(
+        f" · {k} {v}" for k, v in sorted((problem.get("options") or {}).items()))
+    return line + "".join(f" · -D {k}={v}" for k, v in defines)
+
+
+def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = (),
+                header: bool = True) -> None:
     """Print one point of a run record: header lines, the table, its legend and notes.
 
     Args:
@@ -82,18 +91,17 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         record: the :class:`cudalab.results.RunRecord` (device, incomplete).
         point: the :class:`cudalab.results.RunPoint`.
         extra_columns: the family's ``EXTRA_COLUMNS``.
+        header: print the GPU and protocol lines too (a live run printed them before it started).
     """
     from cudalab.bench import Protocol
 
     title = f"cudalab {point.family}" + (f" --block {point.block}" if point.block else "") + (
         "  [INCOMPLETE: interrupted]" if record.incomplete else "")
-    prob = point.problem
-    size = "x".join(str(d) for d in prob.get("dims", ()))
-    line = f"size {size} · dtype {prob.get('dtype', '')}" + "".join(
-        f" · {k} {v}" for k, v in sorted((prob.get("options") or {}).items()))
-    line += "".join(f" · -D {k}={v}" for k, v in point.defines)
     proto = Protocol(**point.protocol) if point.protocol else None
-    for text in header_lines(record.device, title, line, proto, point.roofline):
+    lines = header_lines(record.device, title, problem_line(point.problem, point.defines), proto, point.roofline)
+    if not header:  # the title, the problem and the roofline: what this point adds
+        lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(("size ", "roofline "))]
+    for text in lines:
         con.print(text, markup=False, highlight=False)
     rows = point.results
     ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]

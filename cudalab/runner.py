@@ -112,14 +112,16 @@ class Context:
             self._shared[key] = make()
         return self._shared[key]
 
-    def release(self) -> None:
-        """Free everything made through :meth:`shared`."""
-        for obj in self._shared.values():
+    def release(self, keep: np.ndarray | None = None) -> None:
+        """Free everything made through :meth:`shared` and :meth:`upload`, except the upload of ``keep``
+        (the roofline's source: the run's peak stays that of one variant)."""
+        kept = {k: v for k, v in self._shared.items() if keep is not None and k[:2] == ("upload", id(keep))}
+        for key, obj in self._shared.items():
             free = getattr(obj, "free", None)
-            if callable(free):
+            if key not in kept and callable(free):
                 free()
-        self._shared.clear()
-        self._keep.clear()
+        self._shared = kept
+        self._keep = [keep] if kept else []
 
 
 # --- planning (pure: runs without a GPU) --------------------------------------------------------
@@ -287,7 +289,9 @@ class FamilyRun:
                 # data; a matrix input of copy's shape is even the same device buffer)
                 source = next(iter(inputs.values()), None)
                 nbytes = self.family.roofline_bytes(self.problem)
-                self.roofline = measure_roofline(self.device, nbytes, self.req.protocol, source, ctx)
+                copied = roofline_matrix(nbytes, source, self.rng)
+                ctx.release(keep=copied)  # the variants' buffers go first: the peak stays one variant's
+                self.roofline = measure_roofline(self.device, nbytes, self.req.protocol, copied, ctx)
                 self.results = [self._with_roofline(r) for r in self.results]
         finally:
             if own:
@@ -419,7 +423,7 @@ def roofline_matrix(nbytes: int, source: np.ndarray | None, rng: np.random.Gener
     """The float32 matrix the roofline copies: ``source`` itself when it is a float32 matrix of those
     bytes, else a view of ``source``'s first ``nbytes`` as rows of 4096, else fresh random data."""
     if source is not None and source.dtype == np.float32 and source.ndim == 2 and source.nbytes == nbytes:
-        return source
+        return source  # the very array the family uploaded: its device copy is reused
     elems = max(1, nbytes // 4)
     cols = min(elems, 4096)
     rows = max(1, elems // cols)
@@ -439,11 +443,12 @@ def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.nd
         device: the GPU.
         nbytes: bytes the copy reads (and writes).
         protocol: the run's timing protocol.
-        source: the run's input, copied as it is (no new random data) when given.
+        source: what to copy: a float32 matrix is copied as it is (see :func:`roofline_matrix`).
         ctx: the run's context: an input already uploaded there is not uploaded again.
     """
     best = copy_family.roofline_variant()
-    a = roofline_matrix(nbytes, source, np.random.default_rng())
+    ready = source is not None and source.dtype == np.float32 and source.ndim == 2
+    a = source if ready else roofline_matrix(nbytes, source, np.random.default_rng())
     rows, cols = a.shape
     req = RunRequest(family="copy", variants=f"memcpy_dtod,{best.name}", shape=f"{rows}x{cols}",
                      roofline=False, protocol=protocol)

@@ -56,7 +56,7 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
                        points=tuple(points), incomplete=incomplete, machine=machine.facts())
     con = report.console()
     for p in record.points:
-        report.print_point(con, record, p, fam.EXTRA_COLUMNS)
+        report.print_point(con, record, p, fam.EXTRA_COLUMNS, header=False)
         if p.results and fam.SHOW:
             show(con, fam, runs[record.points.index(p)])
     if kw["json_path"]:
@@ -80,6 +80,12 @@ def execute(requests: list[runner.RunRequest]) -> tuple[list[runner.FamilyRun], 
     """
     dev = gpu.Device(requests[0].device)
     err = report.console(stderr=True)
+    con = report.console()
+    # what runs where, before the work: a user waiting on a slow run sees what it is
+    first = requests[0]
+    for text in report.header_lines(dev.info.to_dict(), f"cudalab {first.family}", "", first.protocol, None):
+        if text:
+            con.print(text, markup=False, highlight=False)
 
     def progress(r: runner.Result) -> None:
         t = f"{r.median_ms:.4f} ms" if r.median_ms is not None else ""

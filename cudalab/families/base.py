@@ -99,6 +99,12 @@ class Family:
         counted read + written, so the input is half)."""
         return self.work(problem).bytes // 2
 
+    def host_bytes(self, problem: Problem) -> int:
+        """Host memory one run holds at its peak: the inputs, one downloaded result, the reference
+        and whatever the check makes. Default: three times the work's bytes (inputs counted in
+        them, a download, a reference)."""
+        return 3 * self.work(problem).bytes
+
     def host_seconds(self, problem: Problem) -> float:
         """A rough estimate of one NumPy (host row) sample, to skip host rows that would hold up the
         table (over :data:`cudalab.runner.HOST_SKIP_S` unless asked for by name). Default: the work's
