@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+def size(nbytes: int) -> str:
+    """``9.0 MiB``, ``39.06 GiB``: bytes as people read them in messages."""
+    return f"{nbytes / 2**30:,.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:,.1f} MiB"
+
+
 class CudalabError(Exception):
     """Base of every error cudalab reports as one line (exit code ``exit_code``)."""
 
@@ -46,9 +51,7 @@ class OutOfMemoryError(CudalabError):
     """
 
     def __init__(self, needed: int, free: int, what: str = "", hint: str = "", where: str = "GPU memory free"):
-        super().__init__(
-            f"{what + ': ' if what else ''}needs {needed / 2**30:,.2f} GiB, {free / 2**30:,.2f} GiB of {where}{hint}"
-        )
+        super().__init__(f"{what + ': ' if what else ''}needs {size(needed)}, {size(free)} of {where}{hint}")
         self.needed = needed
         self.free = free
 

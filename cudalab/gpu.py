@@ -148,6 +148,39 @@ class DeviceArray:
             self._dev.drv.memcpy_dtoh(out, self._alloc)
         return out
 
+    def chunks(self, chunk_bytes: int = 64 << 20) -> "RowChunks":
+        """The array as row blocks downloaded one at a time into a reused pinned buffer: verified as
+        it arrives, so the host never holds a second full copy (see :class:`cudalab.hostwork.RowChunks`)."""
+        from cudalab.hostwork import RowChunks  # noqa: PLC0415
+
+        rows = self.shape[0] if self.shape else 1
+        row_elems = int(np.prod(self.shape[1:])) if len(self.shape) > 1 else 1
+        per = max(1, chunk_bytes // max(1, row_elems * self.dtype.itemsize))
+        staging = self._dev.staging(min(per, rows) * row_elems * self.dtype.itemsize)
+
+        def read(r0: int, r1: int) -> np.ndarray:
+            n = (r1 - r0) * row_elems
+            out = staging[: n * self.dtype.itemsize].view(self.dtype).reshape((r1 - r0,) + self.shape[1:])
+            self.download_rows(r0, r1, out)
+            return out
+
+        return RowChunks(shape=self.shape, dtype=self.dtype, rows_per_chunk=per, read=read, whole=self.download)
+
+    def download_rows(self, r0: int, r1: int, out: np.ndarray) -> None:
+        """Copy rows ``r0:r1`` into ``out`` (contiguous, ``(r1 - r0, ...)``), synchronously."""
+        drv = self._dev.drv
+        if self.pitched:
+            c = drv.Memcpy2D()
+            c.set_src_device(self.ptr + r0 * self.pitch_bytes)
+            c.src_pitch = self.pitch_bytes
+            c.set_dst_host(out)
+            c.dst_pitch = self.row_bytes
+            c.width_in_bytes = self.row_bytes
+            c.height = r1 - r0
+            c(aligned=True)
+        else:
+            drv.memcpy_dtoh(out, self.ptr + r0 * self.row_bytes)
+
     def _copy2d(self, src_host: np.ndarray | None = None, dst_host: np.ndarray | None = None) -> None:
         drv = self._dev.drv
         c = drv.Memcpy2D()
@@ -267,6 +300,7 @@ class Device:
         )
         self._scratch = None
         self._modules: dict[tuple, Any] = {}
+        self._staging = None
         #: (kernel, grid, block) of every launch, when a child run under a tool sets it to a list
         self.launch_log: list[tuple[str, str, str]] | None = None
 
@@ -275,6 +309,7 @@ class Device:
         if self._ctx is None:
             return
         self._modules.clear()
+        self._staging = None
         if self._scratch is not None:
             self._scratch.free()
             self._scratch = None
@@ -303,6 +338,13 @@ class Device:
     def memcpy_dtod(self, dst: DeviceArray, src: DeviceArray, nbytes: int) -> None:
         """The driver's device-to-device copy (the roofline row), enqueued on the default stream."""
         self.drv.memcpy_dtod_async(dst.ptr, src.ptr, nbytes)
+
+    def staging(self, nbytes: int) -> np.ndarray:
+        """A pinned host buffer of at least ``nbytes`` (uint8), kept for the process: downloads into
+        pinned memory run at full PCIe/NVLink speed, pageable ones at a fraction of it."""
+        if self._staging is None or self._staging.nbytes < nbytes:
+            self._staging = self.drv.pagelocked_empty(max(nbytes, 1), np.uint8)
+        return self._staging
 
     def flush_l2(self) -> None:
         """Overwrite a buffer twice the L2 size so the next sample starts with a cold cache."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -73,47 +74,137 @@ def integers(rng: np.random.Generator, shape: tuple[int, ...] | int, low: int, h
     return out
 
 
-def first_difference(result: np.ndarray, reference: np.ndarray) -> tuple[int, ...] | None:
-    """The index of the first element where ``result`` differs from ``reference`` (bit for bit, NaN
-    never equal), or None when they are equal. ``reference`` may be a strided view (``a.T``): it is
-    compared in row blocks, never copied whole.
+@dataclass(frozen=True)
+class RowChunks:
+    """A device result read as row blocks (``read(r0, r1)`` fills and returns a reused buffer), so it
+    is verified as it arrives and the host never holds a second full copy. ``np.asarray`` of it
+    downloads it whole (``--show``, messages)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    rows_per_chunk: int
+    read: Callable[[int, int], np.ndarray]
+    whole: Callable[[], np.ndarray]
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        rows = self.shape[0] if self.shape else 1
+        for r0 in range(0, rows, self.rows_per_chunk):
+            yield r0, self.read(r0, min(rows, r0 + self.rows_per_chunk))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.whole()
+        return a if dtype is None else a.astype(dtype)
+
+
+@dataclass(frozen=True)
+class Diff:
+    """How a result differs from its reference, bit for bit.
+
+    Attributes:
+        first: index of the first differing element in row-major order (None: identical).
+        wrong: elements that differ.
+        unwritten: of those, elements that still hold the poison (every byte 0xFF).
+        max_error: largest absolute difference among written elements (0 when none).
+        got, want: the first differing element's value and the reference's.
+    """
+
+    first: tuple[int, ...] | None = None
+    wrong: int = 0
+    unwritten: int = 0
+    max_error: float = 0.0
+    got: Any = None
+    want: Any = None
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """The same elements as unsigned integers of their size (bit-exact comparison; NaN equals itself)."""
+    return a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind in "fc" else a
+
+
+def _block_diff(res: np.ndarray, ref: np.ndarray, r_off: int) -> Diff:
+    """Diff of one 2-D block, indices offset by ``r_off`` rows (columns are the block's own)."""
+    rb, fb = _bits(res), _bits(ref)
+    neq = rb != fb
+    if not neq.any():
+        return Diff()
+    i, j = np.unravel_index(int(np.argmax(neq.reshape(-1))), neq.shape)
+    poison = np.array(-1, dtype=np.int64).astype(rb.dtype)  # every byte 0xFF
+    unwritten = int(np.count_nonzero(rb[neq] == poison))
+    written = neq & (rb != poison)
+    err = 0.0
+    if written.any():
+        err = float(np.max(np.abs(res[written].astype(np.float64) - ref[written].astype(np.float64))))
+    return Diff(first=(r_off + int(i), int(j)), wrong=int(np.count_nonzero(neq)), unwritten=unwritten,
+                max_error=err, got=res[i, j], want=ref[i, j])
+
+
+def _merge(diffs: list[Diff]) -> Diff:
+    bad = [d for d in diffs if d.first is not None]
+    if not bad:
+        return Diff()
+    first = min(bad, key=lambda d: d.first)
+    return Diff(first=first.first, wrong=sum(d.wrong for d in bad), unwritten=sum(d.unwritten for d in bad),
+                max_error=max(d.max_error for d in bad), got=first.got, want=first.want)
+
+
+def _diff2d(res: np.ndarray, ref: np.ndarray, r_off: int = 0) -> Diff:
+    """Diff of two 2-D arrays in square blocks across threads (``ref`` may be a transposed view:
+    a 512-square block of it is 512 short contiguous runs, cache-friendly)."""
+    side = 512
+    rows, cols = res.shape
+    spans = [(r, min(rows, r + side), c, min(cols, c + side)) for r in range(0, rows, side)
+             for c in range(0, cols, side)]
+    diffs: list[Diff] = [Diff()] * len(spans)
+
+    def one(k: int) -> None:
+        r0, r1, c0, c1 = spans[k]
+        d = _block_diff(res[r0:r1, c0:c1], ref[r0:r1, c0:c1], r_off + r0)
+        if d.first is not None:
+            d = Diff(first=(d.first[0], c0 + d.first[1]), wrong=d.wrong, unwritten=d.unwritten,
+                     max_error=d.max_error, got=d.got, want=d.want)
+        diffs[k] = d
+
+    _run(one, len(spans))
+    return _merge(diffs)
+
+
+def exact_diff(result: np.ndarray | RowChunks, reference: np.ndarray) -> Diff:
+    """Compare a result with its reference bit for bit, in blocks across threads, never copying the
+    reference (it may be a strided view such as ``a.T``); a :class:`RowChunks` result is compared
+    chunk by chunk as it downloads. Indices are in the result's own shape.
 
     Raises:
         ValueError: the shapes differ.
     """
-    if result.shape != reference.shape:
-        raise ValueError(f"shape {result.shape}, expected {reference.shape}")
-    if result.ndim == 0 or result.size == 0:
-        return None if np.array_equal(result, reference) else ()
-    if result.ndim == 2:  # square blocks: a transposed view is read as short contiguous runs
-        side = 512
-        rows, cols = result.shape
-        spans = [(r, min(rows, r + side), c, min(cols, c + side)) for r in range(0, rows, side)
-                 for c in range(0, cols, side)]
+    if tuple(result.shape) != tuple(reference.shape):
+        raise ValueError(f"shape {tuple(result.shape)}, expected {tuple(reference.shape)}")
+    shape = tuple(reference.shape)
+    if len(shape) == 0 or reference.size == 0:
+        res = np.asarray(result)
+        return Diff() if np.array_equal(_bits(res), _bits(reference)) else Diff(first=(), wrong=1)
+    rows = shape[0]
+    cols = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    ref2 = reference.reshape(rows, cols) if len(shape) != 2 else reference
+    if isinstance(result, RowChunks):
+        diffs = [_diff2d(chunk.reshape(chunk.shape[0], cols), ref2[r0:r0 + chunk.shape[0]], r0) for r0, chunk in result]
+        d = _merge(diffs)
     else:
-        flat_r, flat_ref = result.reshape(result.shape[0], -1), reference.reshape(reference.shape[0], -1)
-        rows, cols = flat_r.shape
-        step = max(1, CHUNK // max(1, cols))
-        spans = [(r, min(rows, r + step), 0, cols) for r in range(0, rows, step)]
-    found: list[tuple[int, ...] | None] = [None] * len(spans)
-    res2 = result if result.ndim == 2 else flat_r
-    ref2 = reference if result.ndim == 2 else flat_ref
+        d = _diff2d(np.asarray(result).reshape(rows, cols), ref2)
+    if d.first is not None and len(shape) != 2:
+        flat = d.first[0] * cols + d.first[1]
+        d = Diff(first=tuple(int(i) for i in np.unravel_index(flat, shape)), wrong=d.wrong, unwritten=d.unwritten,
+                 max_error=d.max_error, got=d.got, want=d.want)
+    return d
 
-    def cmp(k: int) -> None:
-        r0, r1, c0, c1 = spans[k]
-        same = res2[r0:r1, c0:c1] == ref2[r0:r1, c0:c1]
-        if not same.all():
-            i, j = np.unravel_index(int(np.argmin(same.reshape(-1))), same.shape)
-            found[k] = (r0 + int(i), c0 + int(j))
 
-    _run(cmp, len(spans))
-    bad = [f for f in found if f is not None]
-    if not bad:
-        return None
-    first = min(bad)  # blocks finish in any order: the first in row-major order is the answer
-    if result.ndim == 2:
-        return first
-    return tuple(int(i) for i in np.unravel_index(first[0] * cols + first[1], result.shape))
+def first_difference(result: np.ndarray | RowChunks, reference: np.ndarray) -> tuple[int, ...] | None:
+    """The index of the first element where ``result`` differs from ``reference`` bit for bit, or
+    None (see :func:`exact_diff`).
+
+    Raises:
+        ValueError: the shapes differ.
+    """
+    return exact_diff(result, reference).first
 
 
 def _run(task: Callable[[int], None], count: int) -> None:

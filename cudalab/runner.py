@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab import catalog
+from cudalab import catalog, memplan
 from cudalab import launch as L
 from cudalab.bench import Protocol, Stats, measure, summarize
 from cudalab.catalog import FamilySpec, VariantSpec
@@ -56,6 +56,7 @@ class RunRequest:
     profile: bool = False
     keep_outputs: bool = False
     defines: tuple[tuple[str, str], ...] = ()
+    force: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (tuples become lists)."""
@@ -240,6 +241,10 @@ def precheck(req: RunRequest) -> tuple[FamilySpec, Family, Problem, list[Variant
             reasons.append(exc)
     if kernels and len(reasons) == len(kernels):  # no kernel can run: refuse before opening a GPU
         raise reasons[0]
+    host = memplan.host_available()
+    p = memplan.plan(fam, problem, None, host)
+    if not p.host_fits:  # the host side is known before any GPU is opened
+        memplan.check(p, memplan.largest_n(fam, problem.dtype, dict(problem.options), None, host))
     return spec, fam, problem, variants
 
 
@@ -270,10 +275,12 @@ class FamilyRun:
 
     def run(self, ctx: Context | None = None) -> list[Result]:
         """Run every selected variant; rows arrive through ``on_result`` as they finish."""
-        need = self.family.device_bytes(self.problem)
         free, _ = self.device.mem_info()
-        if need > free:
-            raise OutOfMemoryError(need, free, f"{self.spec.name} {self.problem.label} {self.problem.dtype}")
+        p = memplan.plan(self.family, self.problem, free, memplan.host_available())
+        if not (p.device_fits and p.host_fits):
+            opts = dict(self.problem.options)
+            memplan.check(p, memplan.largest_n(self.family, self.problem.dtype, opts, free, p.host_free),
+                          self.req.force)
         inputs = self.inputs = self.inputs or self.family.make_inputs(self.problem, self.rng)
         ref = self.family.reference(self.problem, inputs)
         own = ctx is None

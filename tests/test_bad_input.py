@@ -220,7 +220,7 @@ class _TinyDevice:
 def test_larger_than_gpu_memory_says_needed_and_free(monkeypatch):
     monkeypatch.setattr(gpu, "Device", _TinyDevice)
     res = invoke(["transpose", "--variant", "naive", "--n", "1024"])
-    assert_one_line_exit_2(res, "needs 9.0 MiB of GPU memory, 1.0 MiB free")
+    assert_one_line_exit_2(res, "GPU memory: needs 521.0 MiB, 1.0 MiB of GPU memory free")
 
 
 @pytest.mark.gpu
@@ -228,7 +228,7 @@ def test_larger_than_gpu_memory_on_a_real_gpu(monkeypatch):
     """On a GPU: the same refusal with the real device (its free memory made small)."""
     monkeypatch.setattr(gpu.Device, "mem_info", lambda self: (2**20, 80 * 2**30))
     res = invoke(["transpose", "--variant", "naive", "--n", "1024", "--no-roofline"])
-    assert_one_line_exit_2(res, "MiB of GPU memory, 1.0 MiB free")
+    assert_one_line_exit_2(res, "MiB, 1.0 MiB of GPU memory free")
 
 
 def test_debug_shows_the_traceback_instead():

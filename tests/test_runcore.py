@@ -35,6 +35,11 @@ class FakeArray:
     def download(self):
         return self.data.copy()
 
+    def chunks(self):
+        from cudalab.hostwork import RowChunks
+
+        return RowChunks(self.shape, self.dtype, 7, lambda r0, r1: self.data[r0:r1].copy(), self.download)
+
     def upload(self, host):
         self.data[...] = host
 

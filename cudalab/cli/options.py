@@ -52,6 +52,8 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--no-roofline"], is_flag=True, help="Skip the copy roofline measurement."),
         click.Option(["--json", "json_path"], default=None, help="Write everything (raw samples too) to this JSON file."),
         click.Option(["--csv", "csv_path"], default=None, help="Write one row per variant to this CSV file."),
+        click.Option(["--force"], is_flag=True,
+                     help="Run even when the memory plan says the GPU's free memory is too small (host memory is never overridden)."),
     ]
 
 
@@ -93,6 +95,6 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
         family=spec.name, variants=kw["variants"], n=kw["n"], shape=kw["shape"], dtype=kw["dtype"],
         grid=kw["grid"], options=options, protocol=protocol, seed=kw["seed"],
         roofline=not kw.get("no_roofline", False), device=kw["device"],
-        keep_outputs=bool(kw.get("show")), defines=parse_defines(kw["defines"]),
+        keep_outputs=bool(kw.get("show")), defines=parse_defines(kw["defines"]), force=bool(kw.get("force")),
     )
     return [replace(base, block=b) for b in blocks]

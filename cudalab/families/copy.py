@@ -61,21 +61,24 @@ def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
     return inputs["a"]
 
 
-def check(problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
-    """Moves must be exact: compare bit for bit in blocks across threads (``ref`` may be a transposed
-    view, never copied); on a difference, the error and the first wrong element for the message."""
-    if result.shape != ref.shape:
-        return Check(False, float("inf"), 0.0, f" (shape {result.shape}, expected {ref.shape})")
-    first = hostwork.first_difference(result, ref)
-    if first is None:
+def check(problem: Problem, result: np.ndarray | hostwork.RowChunks, ref: np.ndarray) -> Check:
+    """Moves must be exact: bit for bit, in blocks across threads, chunk by chunk as the result
+    downloads (``ref`` may be a transposed view, never copied); the message names the first wrong
+    element and how many were never written (still the poison)."""
+    try:
+        d = hostwork.exact_diff(result, ref)
+    except ValueError as exc:
+        return Check(False, float("inf"), 0.0, f" ({exc})")
+    if d.first is None:
         return Check(True, 0.0, 0.0)
-    where = ", ".join(str(i) for i in first)
-    got, want = result[first], ref[first]
-    if np.isnan(got):
-        unwritten = int(np.count_nonzero(np.isnan(result)))
-        return Check(False, float("nan"), 0.0, f" ({unwritten} elements unwritten or NaN; first at row, col {where})")
-    wrong = compare(result, ref, tolerance=0.0)
-    return Check(False, wrong.max_error, 0.0, f" (first wrong element at row, col {where}: {got!r}, expected {want!r})")
+    where = ", ".join(str(i) for i in d.first)
+    parts = []
+    if d.unwritten:
+        parts.append(f"{d.unwritten} elements unwritten")
+    if d.wrong - d.unwritten:
+        parts.append(f"{d.wrong - d.unwritten} wrong")
+    err = float("nan") if d.unwritten and not d.max_error else d.max_error
+    return Check(False, err, 0.0, f" ({', '.join(parts)}; first at row, col {where}: {d.got!r}, expected {d.want!r})")
 
 
 def upload_matrix(ctx, problem: Problem, a: np.ndarray):
@@ -109,7 +112,7 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
         args = (d_out, d_in, np.int32(rows), np.int32(cols), np.int32(d_in.pitch_elems))
         run = lambda: k.launch(launch.grid, launch.block, args, launch.shared)  # noqa: E731
         notes["registers"] = k.num_regs
-    return Case(run=run, result=d_out.download, poison=d_out.poison, close=d_out.free, notes=notes)
+    return Case(run=run, result=d_out.chunks, poison=d_out.poison, close=d_out.free, notes=notes)
 
 
 def roofline_variant() -> VariantSpec:
