@@ -76,9 +76,15 @@ def _ref(point: RunPoint) -> tuple[float, str] | None:
     return None
 
 
+def _dims(dims: Sequence[Any]) -> str:
+    """``[16777216]`` -> ``2^24`` (reductions are sized in powers of two), else ``16384x16384``."""
+    if len(dims) == 1 and isinstance(dims[0], int) and dims[0] >= 1024 and dims[0] & (dims[0] - 1) == 0:
+        return f"2^{dims[0].bit_length() - 1}"
+    return "x".join(str(d) for d in dims)
+
+
 def _size(point: RunPoint) -> str:
-    p = point.problem
-    return "x".join(str(d) for d in p.get("dims", ())) + f" {p.get('dtype', '')}"
+    return f"{_dims(point.problem.get('dims', ()))} {point.problem.get('dtype', '')}"
 
 
 def _device(record: RunRecord) -> str:
@@ -103,7 +109,7 @@ def sweep_axis(points: Sequence[RunPoint]) -> str | None:
 
 
 def _axes(p: RunPoint) -> dict[str, str]:
-    out = {"size": "x".join(str(d) for d in p.problem.get("dims", ())), "dtype": str(p.problem.get("dtype", "")),
+    out = {"size": _dims(p.problem.get("dims", ())), "dtype": str(p.problem.get("dtype", "")),
            "block": p.block}
     out.update({str(k): str(v) for k, v in (p.problem.get("options") or {}).items()})
     out.update({f"-D{k}": v for k, v in p.defines})
@@ -111,7 +117,9 @@ def _axes(p: RunPoint) -> dict[str, str]:
 
 
 def _numeric(text: str) -> float | None:
-    """``16384x16384`` -> 268435456 (elements or threads), ``256`` -> 256; None if not numbers."""
+    """``16384x16384`` -> 268435456 (elements or threads), ``2^24``, ``256``; None if not numbers."""
+    if text.startswith("2^") and text[2:].isdigit():
+        return float(2 ** int(text[2:]))
     try:
         value = 1.0
         for part in text.split("x"):
@@ -159,8 +167,8 @@ def _bars(ax: Any, record: RunRecord, point: RunPoint) -> None:
     block = f", --block {point.block}" if point.block else ""
     ax.set_title(f"cudalab {point.family} {_size(point)}{block} on {_device(record)}", fontsize=11)
     pct = "bar labels: % of roofline" if point.metric == "bandwidth" else "bar labels: % of library ref"
-    ax.text(1.0, 1.01, (pct + "; " if point.metric != "none" else "") + "grey: driver/library rows; " + _HOST_NOTE,
-            transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="dimgray")
+    ax.set_xlabel("variant  (" + (pct + "; " if point.metric != "none" else "") + "grey: driver/library rows; "
+                  + _HOST_NOTE + ")", fontsize=8, color="dimgray")
     if ref:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
@@ -174,12 +182,17 @@ def _sweep(ax: Any, record: RunRecord, points: list[RunPoint], axis: str) -> Non
     variants: list[str] = []
     for p in points:
         variants += [r.variant for r in _drawn(p) if r.variant not in variants]
-    for v in variants:
+    import matplotlib  # noqa: PLC0415
+
+    colors = matplotlib.colormaps["tab10" if len(variants) <= 10 else "tab20"]
+    for i, v in enumerate(variants):
         ys = []
         for p in points:
             r = next((r for r in _drawn(p) if r.variant == v), None)
             ys.append(_rate(p, r) if r else float("nan"))
-        ax.plot(xs, ys, marker="o", label=v)
+        # Many variants: colours alone repeat or blur, so markers and dashes tell lines apart too.
+        ax.plot(xs, ys, marker="osD^v<>ph*"[i % 10], linestyle="-" if i % 2 == 0 else "--", color=colors(i % 20),
+                label=v)
     refs = [(_ref(p) or (float("nan"), ""))[0] for p in points]
     if any(x == x for x in refs):
         ax.plot(xs, refs, color="black", linestyle="--", linewidth=1.2,
@@ -214,9 +227,11 @@ def plot_comparison(comparisons: Sequence[Any], path: str | os.PathLike) -> None
     problems = {row.problem for c in comparisons for row in c.rows}
     keys: list[tuple[str, str, str]] = []
     values: dict[tuple[str, str, str], list[float]] = {}
-    metric = "none"
+    verdicts: dict[tuple[tuple[str, str, str], int], str] = {}
+    metric, metrics = "none", set()
     for i, c in enumerate(comparisons):
         for row in c.rows:
+            verdicts[(row.key, i + 1)] = row.verdict.verdict
             for j, res in ((0, row.base), (i + 1, row.new)):
                 v = _value(res, by_roof)
                 if v is None:
@@ -225,19 +240,30 @@ def plot_comparison(comparisons: Sequence[Any], path: str | os.PathLike) -> None
                     keys.append(row.key)
                     values[row.key] = [float("nan")] * len(runs)
                 values[row.key][j] = v
-                metric = "bandwidth" if res.gbs else "flops" if res.gflops else metric
+                metric = "bandwidth" if res.gbs and not res.gflops else "flops" if res.gflops else metric
+                metrics.add(metric)
     if not keys:
         raise UsageError("nothing to plot: no timed GPU rows that passed")
     fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(keys) * len(runs) / 2 + 3), 5.5))
     width = 0.8 / len(runs)
     for j, name in enumerate(runs):
-        ax.bar([k + (j - (len(runs) - 1) / 2) * width for k in range(len(keys))],
-               [values[key][j] for key in keys], width, label=name, edgecolor="black", linewidth=0.4)
+        bars = ax.bar([k + (j - (len(runs) - 1) / 2) * width for k in range(len(keys))],
+                      [values[key][j] for key in keys], width, label=name, edgecolor="black", linewidth=0.4)
+        for bar, key in zip(bars, keys):
+            v = verdicts.get((key, j))
+            if v in ("slower", "faster") and bar.get_height() == bar.get_height():  # nan: no bar
+                ax.annotate(v, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                            fontsize=7, rotation=90, xytext=(0, 2), textcoords="offset points",
+                            color="crimson" if v == "slower" else "darkgreen")
+    top = max((x for vs in values.values() for x in vs if x == x), default=1.0)
+    ax.set_ylim(0, max(top, 100.0 if by_roof else 0.0) * 1.18)  # room for the verdict labels
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([(f"{p}\n{v}" if len(problems) > 1 else v) for _, p, v in keys], rotation=30, ha="right",
                        fontsize=8)
     if by_roof:
-        ax.set_ylabel("% of roofline (GB/s) or of library ref (GFLOP/s), same run")
+        ax.set_ylabel({frozenset({"bandwidth"}): "% of roofline (measured in the same run)",
+                       frozenset({"flops"}): "% of library ref (same run)"}.get(
+            frozenset(metrics), "% of roofline (GB/s) or of library ref (GFLOP/s), same run"))
         ax.axhline(100, color="crimson", linestyle="--", linewidth=1)
     else:
         ax.set_ylabel(_unit(metric))
@@ -245,6 +271,8 @@ def plot_comparison(comparisons: Sequence[Any], path: str | os.PathLike) -> None
     size = next(iter(problems)) if len(problems) == 1 else f"{len(problems)} problems"
     how = "by % of roofline (GPUs differ)" if by_roof else f"on {comparisons[0].base_gpu or 'one GPU'}"
     ax.set_title(f"cudalab compare: {', '.join(fams)} {size}, {how}", fontsize=11)
+    ax.set_xlabel("variant  (slower / faster: the verdict against A from the raw samples)", fontsize=8,
+                  color="dimgray")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, title="run")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

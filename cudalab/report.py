@@ -137,7 +137,7 @@ def saved_lines(record: Any, source: str) -> list[str]:
 
 def markdown_record(record: Any, source: str) -> str:
     """A saved run as GitHub markdown: header lines as text, one table per point."""
-    out = [f"### cudalab run `{source}`", ""] + [line + "  " for line in saved_lines(record, source)[1:]]
+    out = [f"### cudalab run `{source}`", ""] + [line + "  " for line in saved_lines(record, source)]
     for point in record.points:
         title, line = _point_title(record, point)
         out += ["", f"#### {title.removeprefix('cudalab ')} {point.label}", ""]
@@ -319,15 +319,19 @@ _CMP_COLUMNS = ["family", "problem", "variant", "A ms", "A % roof", "B ms", "B %
 
 
 def comparison_table(c: Any) -> Table:
-    """One row per matched (family, problem, variant); verdicts coloured."""
-    t = Table(box=box.SIMPLE_HEAVY, pad_edge=False)
-    for col in _CMP_COLUMNS:
+    """One row per matched (family, problem, variant); verdicts coloured. One problem: its columns are left
+    out (the title names it)."""
+    single = len({(r.family, r.problem) for r in c.rows}) == 1
+    skip = 2 if single else 0
+    title = f"{c.rows[0].family} {c.rows[0].problem}" if single else None
+    t = Table(box=box.SIMPLE_HEAVY, pad_edge=False, title=title, title_justify="left")
+    for col in _CMP_COLUMNS[skip:]:
         t.add_column(col, justify="left" if col in ("family", "problem", "variant", "verdict", "note") else "right",
                      overflow="fold")
     for row in c.rows:
         cells = _cmp_cells(c, row)
         style = _VERDICT_STYLE.get(row.verdict.verdict, "dim")
-        t.add_row(*[Text(x, style=style if i == 10 else "") for i, x in enumerate(cells)])
+        t.add_row(*[Text(x, style=style if i == 10 else "") for i, x in enumerate(cells)][skip:])
     return t
 
 

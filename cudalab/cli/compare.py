@@ -52,8 +52,8 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, ma
     comparisons = [C.compare(records[0], rec, names[0], name, effect) for rec, name in zip(records[1:], names[1:])]
     failures = [(c, row) for c in comparisons for row in (C.gate_failures(c, threshold) if threshold is not None else [])]
     gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")]
-    gate += [f"- {c.new_name}: {row.family} {row.problem} {row.variant} slower by {row.verdict.ratio - 1:.1%} "
-             f"(p={row.verdict.p:.2g})" for c, row in failures]
+    gate += [f"- {c.new_name}: {row.family} {row.problem} {row.variant} slower by {row.verdict.ratio - 1:.1%}"
+             f"{' of % of roofline' if c.by_roofline else ''} (p={row.verdict.p:.2g})" for c, row in failures]
     con = report.console()
     for c in comparisons:
         if markdown:
