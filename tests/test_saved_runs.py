@@ -214,6 +214,76 @@ def test_v1_files_load_as_records():
     assert len(single.points) == 1 and single.points[0].metric == "bandwidth" and single.points[0].roofline
 
 
+# --- the documented format -------------------------------------------------------------------------
+
+_TYPES = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float), "boolean": bool,
+          "null": type(None)}
+
+
+def _check(value, schema: dict, root: dict, path: str = "$") -> list[str]:
+    """A small validator for the subset of JSON Schema that docs/result-schema.json uses (jsonschema is
+    optional): $ref, type, const, enum, oneOf, required, properties, additionalProperties, items."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    if "oneOf" in schema:
+        ok = [s for s in schema["oneOf"] if not _check(value, s, root, path)]
+        return [] if len(ok) == 1 else [f"{path}: matches {len(ok)} of oneOf"]
+    if "const" in schema and value != schema["const"]:
+        return [f"{path}: {value!r} != {schema['const']!r}"]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{path}: {value!r} not in {schema['enum']}"]
+    types = schema.get("type")
+    if types:
+        types = [types] if isinstance(types, str) else types
+        ok = any(isinstance(value, _TYPES[t]) and not (t in ("integer", "number") and isinstance(value, bool))
+                 for t in types)
+        if not ok:
+            return [f"{path}: {type(value).__name__} is not {types}"]
+    errors = []
+    if isinstance(value, dict):
+        errors += [f"{path}: {k} missing" for k in schema.get("required", ()) if k not in value]
+        props = schema.get("properties", {})
+        for k, v in value.items():
+            if k in props:
+                errors += _check(v, props[k], root, f"{path}.{k}")
+            elif schema.get("additionalProperties") is False:
+                errors.append(f"{path}: unexpected {k}")
+    if isinstance(value, list) and "items" in schema:
+        for i, v in enumerate(value):
+            errors += _check(v, schema["items"], root, f"{path}[{i}]")
+    return errors
+
+
+def validate(data: dict) -> list[str]:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    try:
+        import jsonschema
+    except ImportError:
+        return _check(data, schema, schema)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[f.name for f in FIXTURES])
+def test_fixtures_match_the_schema(path):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("schema_version") != 2:  # an older file: what it loads as must be a valid version-2 record
+        data = json.loads(json.dumps(dict(load_record(path).to_dict(), schema_version=2)))
+    assert validate(data) == []
+    assert _check(data, json.loads(SCHEMA.read_text()), json.loads(SCHEMA.read_text())) == []
+
+
+def test_written_records_match_the_schema_and_round_trip(tmp_path):
+    rec = record([row("naive", noisy(3.9, 12, 1)), Result("bad", "kernel", C.Status.INCORRECT, reason="x",
+                                                          max_error=float("nan"), extra={"registers": 32})])
+    path = save(tmp_path, "r.json", rec)
+    data = json.loads(Path(path).read_text())
+    assert validate(data) == [] and data["points"][0]["results"][1]["max_error"] == "nan"
+    assert load_record(path).points[0].results[0] == rec.points[0].results[0]
+    broken = dict(data, points=[dict(data["points"][0], metric="speed")])
+    assert validate(broken) and _check(broken, json.loads(SCHEMA.read_text()), json.loads(SCHEMA.read_text()))
+
+
 # --- plots ------------------------------------------------------------------------------------------
 
 needs_mpl = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib not installed")
