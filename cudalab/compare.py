@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -147,16 +147,21 @@ def judge(a: Sequence[float], b: Sequence[float], min_effect: float = 0.02, alph
     if p < alpha and abs(change) >= min_effect and (lo > 1.0 or hi < 1.0):
         return Verdict(SLOWER if change > 0 else FASTER, **base)
     if 1.0 - min_effect < lo and hi < 1.0 + min_effect:
-        return Verdict(SAME, **base, note="" if p >= alpha else f"differs by {change:+.1%}, under the {min_effect:.0%} effect")
+        return Verdict(SAME, **base, note="" if p >= alpha else f"differs by {change:+.1%}, under the {_pct(min_effect)} effect")
     spread = max(_rel_iqr(a), _rel_iqr(b))
     if spread > min_effect:
-        why = f"spread {spread:.0%} > effect {min_effect:.0%}"
+        why = f"spread {_pct(spread)} > effect {_pct(min_effect)}"
     elif p >= alpha:
         why = f"{change:+.1%} not significant (p={p:.2f})"
     else:
-        why = f"interval {lo:.3f}–{hi:.3f} crosses ±{min_effect:.0%}"
+        why = f"interval {lo:.3f}–{hi:.3f} crosses ±{_pct(min_effect)}"
     more = max(SUGGEST_SAMPLES, 2 * max(len(a), len(b)))
     return Verdict(UNSURE, **base, note=f"{why}: rerun with --min-samples {more} (idle GPU)")
+
+
+def _pct(x: float) -> str:
+    """0.02 -> '2%', 0.0249 -> '2.5%' (one decimal, none when it is 0)."""
+    return f"{x:.1%}".replace(".0%", "%")
 
 
 def _rel_iqr(x: Sequence[float]) -> float:
@@ -256,11 +261,44 @@ def compare(base: RunRecord, new: RunRecord, base_name: str = "A", new_name: str
     """
     by_roofline = bool(base.gpu and new.gpu and base.gpu != new.gpu)
     ia, ib = _index(base), _index(new)
+    loose = _loose_pairs(ia, ib)
     rows = []
-    for key in list(ia) + [k for k in ib if k not in ia]:
+    for key in list(ia) + [k for k in ib if k not in ia and k not in loose.values()]:
         ra, rb = ia.get(key, (None, None))[1], ib.get(key, (None, None))[1]
-        rows.append(Row(*key, ra, rb, _judge_pair(ra, rb, by_roofline, min_effect)))
+        note = ""
+        if key in loose:  # matched without its family options: say which differ
+            pa, pb = ia[key][0], ib[loose[key]][0]
+            rb = ib[loose[key]][1]
+            note = f"options differ (A: {_opts(pa) or '–'}; B: {_opts(pb) or '–'})"
+        v = _judge_pair(ra, rb, by_roofline, min_effect)
+        if note:
+            v = replace(v, note=f"{note}; {v.note}" if v.note else note)
+        rows.append(Row(*key, ra, rb, v))
     return Comparison(base_name, new_name, base.gpu, new.gpu, by_roofline, min_effect, tuple(rows))
+
+
+def _opts(p: RunPoint) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted((p.problem.get("options") or {}).items()))
+
+
+def _loose_pairs(ia: dict, ib: dict) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """Rows left unmatched, paired when they agree on all but the family options, one to one.
+
+    A family that gains an option (matmul's ``tile``) writes it into every new point's label, so
+    without this an older record would match nothing.
+    """
+    def key(p: RunPoint, variant: str) -> tuple:
+        return p.family, tuple(p.problem.get("dims", ())), p.problem.get("dtype"), p.block, p.defines, variant
+
+    left = {}
+    for k, (p, r) in ia.items():
+        if k not in ib:
+            left.setdefault(key(p, r.variant), []).append(k)
+    right = {}
+    for k, (p, r) in ib.items():
+        if k not in ia:
+            right.setdefault(key(p, r.variant), []).append(k)
+    return {left[g][0]: right[g][0] for g in left if g in right and len(left[g]) == 1 and len(right[g]) == 1}
 
 
 def _judge_pair(a: Result | None, b: Result | None, by_roofline: bool, min_effect: float) -> Verdict:

@@ -150,6 +150,17 @@ def test_different_gpus_compare_by_percent_of_roofline(tmp_path, base):
     assert c.by_roofline and verdicts["vec4"] == C.SLOWER and verdicts["naive"] in (C.SAME, C.UNSURE)
 
 
+def test_rows_match_when_a_family_gained_an_option(tmp_path, base):
+    rec = record([row("naive", noisy(3.9, 40, 61))])
+    point = rec.points[0]
+    new = RunRecord(rec.cudalab, rec.command, rec.started, rec.device, machine=rec.machine, points=(
+        RunPoint(point.family, point.metric, dict(point.problem, options={"tile": 32}), roofline=point.roofline,
+                 results=point.results),))
+    c = C.compare(load_record(base), load_record(save(tmp_path, "new.json", new)))
+    naive = next(r for r in c.rows if r.variant == "naive")
+    assert naive.new is not None and "options differ (A: –; B: tile=32)" in naive.verdict.note
+
+
 def test_compare_markdown_for_ci_summary(tmp_path, base):
     new = record([row("tiled", noisy(0.62 * 1.12, 40, 12))])
     res = invoke("compare", base, save(tmp_path, "new.json", new), "--markdown", "--fail-on", "slower:5%")
