@@ -139,8 +139,9 @@ def markdown_record(record: Any, source: str) -> str:
     """A saved run as GitHub markdown: header lines as text, one table per point."""
     out = [f"### cudalab run `{source}`", ""] + [line + "  " for line in saved_lines(record, source)]
     for point in record.points:
-        title, line = _point_title(record, point)
-        out += ["", f"#### {title.removeprefix('cudalab ')} {point.label}", ""]
+        _, line = _point_title(record, point)
+        flag = "  (INCOMPLETE: interrupted)" if record.incomplete else ""
+        out += ["", f"#### {point.family} {point.label}{flag}", ""]
         out += [t + "  " for t in header_lines(record.device, "", line, _protocol(point.protocol), point.roofline)[1:]]
         out += ["", markdown_table(point.results, point.metric)]
     return "\n".join(out) + "\n"
