@@ -44,13 +44,7 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
     """The lines above a table: GPU, clocks, versions, size, dtype, timing protocol, roofline."""
     lines = [title]
     if device:
-        lines.append(
-            f"GPU {device['index']}: {device['name']} (sm_{device['compute_capability'].replace('.', '')}, "
-            f"{device['sm_count']} SMs, SM clock {device['sm_clock_mhz']} MHz, memory clock {device['mem_clock_mhz']} MHz, "
-            f"L2 {device['l2_bytes'] / 2**20:.0f} MiB) · driver {device.get('driver_release') or ''}"
-            f"{' ' if device.get('driver_release') else ''}(CUDA {device['driver_version']} driver API) · "
-            f"CUDA {device['cuda_version']} (pycuda build)"
-        )
+        lines.append(device_line(device))
     lines.append(problem)
     if protocol is not None:
         lines.append(
@@ -64,6 +58,18 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
     return lines
 
 
+def device_line(device: dict[str, Any]) -> str:
+    """One line naming the GPU, its clocks and versions (saved records may lack some facts: '?')."""
+    d = {k: ("?" if v is None else v) for k, v in device.items()}
+    g = lambda k: d.get(k, "?")  # noqa: E731
+    l2 = f"{d['l2_bytes'] / 2**20:.0f}" if isinstance(d.get("l2_bytes"), (int, float)) else "?"
+    release = d.get("driver_release") or ""
+    return (f"GPU {g('index')}: {g('name')} (sm_{str(g('compute_capability')).replace('.', '')}, "
+            f"{g('sm_count')} SMs, SM clock {g('sm_clock_mhz')} MHz, memory clock {g('mem_clock_mhz')} MHz, "
+            f"L2 {l2} MiB) · driver {release}{' ' if release else ''}(CUDA {g('driver_version')} driver API) · "
+            f"CUDA {g('cuda_version')} (pycuda build)")
+
+
 #: ncu columns a family table gains with ``--ncu`` (keys in ``Result.extra``): shared memory, or the
 #: ``memory`` set (the book's Table 3-6: global load/store efficiency). Shown when any row has them.
 NCU_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -72,14 +78,6 @@ NCU_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ncu_dram", "DRAM % peak"), ("ncu_gld", "gld eff %"), ("ncu_gst", "gst eff %"), ("ncu_l2", "L2 hit %"),
     ("ncu_ms", "ncu ms"),
 )
-
-
-def problem_line(problem: dict[str, Any], defines: Iterable[tuple[str, str]] = ()) -> str:
-    """``size 16384x16384 · dtype float32`` plus options and ``-D`` overrides."""
-    size = "x".join(str(d) for d in problem.get("dims", ()))
-    line = f"size {size} · dtype {problem.get('dtype', '')}" + "".join(
-        f" · {k} {v}" for k, v in sorted((problem.get("options") or {}).items()))
-    return line + "".join(f" · -D {k}={v}" for k, v in defines)
 
 
 def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = (),
@@ -93,12 +91,8 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         extra_columns: the family's ``EXTRA_COLUMNS``.
         header: print the GPU and protocol lines too (a live run printed them before it started).
     """
-    from cudalab.bench import Protocol
-
-    title = f"cudalab {point.family}" + (f" --block {point.block}" if point.block else "") + (
-        "  [INCOMPLETE: interrupted]" if record.incomplete else "")
-    proto = Protocol(**point.protocol) if point.protocol else None
-    lines = header_lines(record.device, title, problem_line(point.problem, point.defines), proto, point.roofline)
+    title, line = _point_title(record, point)
+    lines = header_lines(record.device, title, line, _protocol(point.protocol), point.roofline)
     if not header:  # the title, the problem and the roofline: what this point adds
         lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(("size ", "roofline "))]
     for text in lines:
@@ -110,6 +104,51 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     if any(r.legacy for r in rows):
         con.print("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
                   f"{point.family}`); its correct twin runs beside it.", markup=False)
+
+
+def _point_title(record: Any, point: Any) -> tuple[str, str]:
+    """The title and the problem line of one point."""
+    title = f"cudalab {point.family}" + (f" --block {point.block}" if point.block else "") + (
+        "  [INCOMPLETE: interrupted]" if record.incomplete else "")
+    prob = point.problem
+    size = "x".join(str(d) for d in prob.get("dims", ()))
+    line = f"size {size} · dtype {prob.get('dtype', '')}" + "".join(
+        f" · {k} {v}" for k, v in sorted((prob.get("options") or {}).items()))
+    return title, line + "".join(f" · -D {k}={v}" for k, v in point.defines)
+
+
+def _protocol(saved: dict[str, Any]) -> Any:
+    """The saved timing protocol (keys this version does not know are ignored), or None."""
+    from dataclasses import fields
+
+    from cudalab.bench import Protocol
+
+    known = {f.name for f in fields(Protocol)}
+    return Protocol(**{k: v for k, v in saved.items() if k in known}) if saved else None
+
+
+def saved_lines(record: Any, source: str) -> list[str]:
+    """What a re-rendered record says about itself: file, command, date, machine."""
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.started)) if record.started else "date unknown"
+    m = record.machine
+    host = ", ".join(f"{k} {m[k]}" for k in ("hostname", "python", "numpy", "pycuda", "cupy", "kernel_revision")
+                     if m.get(k))
+    return [f"saved run {source} (schema {record.schema_version}, cudalab {record.cudalab or '?'}, {when})",
+            "command: " + (" ".join(record.command) or "?")] + ([f"machine: {host}"] if host else [])
+
+
+def markdown_record(record: Any, source: str) -> str:
+    """A saved run as GitHub markdown: header lines as text, one table per point."""
+    out = [f"### cudalab run `{source}`", ""] + [line + "  " for line in saved_lines(record, source)]
+    for point in record.points:
+        _, line = _point_title(record, point)
+        flag = "  (INCOMPLETE: interrupted)" if record.incomplete else ""
+        out += ["", f"#### {point.family} {point.label}{flag}", ""]
+        out += [t + "  " for t in header_lines(record.device, "", line, _protocol(point.protocol), point.roofline)[1:]]
+        out += ["", markdown_table(point.results, point.metric)]
+    return "\n".join(out) + "\n"
 
 
 LEGEND = {
@@ -236,6 +275,81 @@ def markdown_table(results: Sequence[Result], metric: str) -> str:
         row.append(r.status + (f": {r.reason}" if r.reason else ""))
         lines.append("| " + " | ".join(x.replace("|", "/") for x in row) + " |")
     return "\n".join(lines)
+
+
+# --- saved-run comparison ---------------------------------------------------------------------------
+
+_VERDICT_STYLE = {"slower": "bold red", "faster": "green", "same": "", "unsure": "yellow"}
+
+
+def comparison_lines(c: Any) -> list[str]:
+    """The header of a comparison: the two runs, how rows are compared, how verdicts are reached."""
+    lines = [f"cudalab compare: A = {c.base_name} ({c.base_gpu or 'GPU unknown'}), "
+             f"B = {c.new_name} ({c.new_gpu or 'GPU unknown'})"]
+    if c.by_roofline:
+        lines.append(f"different GPUs ({c.base_gpu} vs {c.new_gpu}): compared by % of roofline (GB/s rows; the "
+                     "roofline measured in each run) or % of the library ref (GFLOP/s rows); B/A = A % / B %, > 1 is slower")
+    else:
+        lines.append(f"same GPU ({c.base_gpu or '?'}): compared by median time; B/A = B ms / A ms, > 1 is slower")
+    lines.append(f"verdict from the raw samples: Mann–Whitney U p < 0.05, |B/A − 1| ≥ {c.min_effect:.0%} "
+                 f"(--min-effect) and the 95% bootstrap interval of B/A excluding 1 → faster/slower; interval inside "
+                 f"±{c.min_effect:.0%} → same; otherwise unsure (the note says what would settle it)")
+    return lines
+
+
+def comparison_summary(c: Any) -> str:
+    """``B vs A: 2 slower, 1 faster, 12 same, 3 unsure, 4 not compared``."""
+    counts = [f"{c.count(v)} {v}" for v in ("slower", "faster", "same", "unsure")]
+    return f"{c.new_name} vs {c.base_name}: " + ", ".join(counts) + f", {c.count('–')} not compared"
+
+
+def _cmp_cells(c: Any, row: Any) -> list[str]:
+    a, b, v = row.base, row.new, row.verdict
+    ms = lambda r: _ms(r.stats.median) if r is not None and r.stats else "–"  # noqa: E731
+    pct = lambda r: _fmt(r.pct_roofline, 1) if r is not None else "–"  # noqa: E731
+    ratio = v.ratio
+    if ratio is None and a is not None and b is not None:  # not judged, but the medians still say something
+        if c.by_roofline and a.pct_roofline and b.pct_roofline:
+            ratio = a.pct_roofline / b.pct_roofline
+        elif not c.by_roofline and a.stats and b.stats and a.stats.median:
+            ratio = b.stats.median / a.stats.median
+    p = "–" if v.p is None else "<0.001" if v.p < 0.001 else f"{v.p:.3f}"
+    n = f"{a.stats.n if a is not None and a.stats else '–'}/{b.stats.n if b is not None and b.stats else '–'}"
+    return [row.family, row.problem, row.variant, ms(a), pct(a), ms(b), pct(b), n,
+            "–" if ratio is None else f"{ratio:.3f}", p, v.verdict, v.note]
+
+
+_CMP_COLUMNS = ["family", "problem", "variant", "A ms", "A % roof", "B ms", "B % roof", "n A/B", "B/A", "p",
+                "verdict", "note"]
+
+
+def comparison_table(c: Any) -> Table:
+    """One row per matched (family, problem, variant); verdicts coloured. One problem: its columns are left
+    out (the title names it)."""
+    single = len({(r.family, r.problem) for r in c.rows}) == 1
+    skip = 2 if single else 0
+    title = f"{c.rows[0].family} {c.rows[0].problem}" if single else None
+    t = Table(box=box.SIMPLE_HEAVY, pad_edge=False, title=title, title_justify="left")
+    for col in _CMP_COLUMNS[skip:]:
+        t.add_column(col, justify="left" if col in ("family", "problem", "variant", "verdict", "note") else "right",
+                     overflow="fold")
+    for row in c.rows:
+        cells = _cmp_cells(c, row)
+        style = _VERDICT_STYLE.get(row.verdict.verdict, "dim")
+        t.add_row(*[Text(x, style=style if i == 10 else "") for i, x in enumerate(cells)][skip:])
+    return t
+
+
+def markdown_comparison(c: Any) -> str:
+    """A comparison as GitHub markdown (``$GITHUB_STEP_SUMMARY``): header lines, table, summary."""
+    lines = [line + "  " for line in comparison_lines(c)] + ["", "| " + " | ".join(_CMP_COLUMNS) + " |",
+                                                             "|" + "---|" * len(_CMP_COLUMNS)]
+    for row in c.rows:
+        cells = _cmp_cells(c, row)
+        if row.verdict.verdict in ("slower", "faster"):
+            cells[10] = f"**{cells[10]}**"
+        lines.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
+    return "\n".join(lines + ["", comparison_summary(c)]) + "\n"
 
 
 # --- ncu tables -------------------------------------------------------------------------------------

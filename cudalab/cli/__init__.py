@@ -5,7 +5,7 @@ Family commands (``cudalab transpose``...) are made from the catalog by :mod:`cu
 
 from __future__ import annotations
 
-from cudalab.cli import basic, ncu, sanitize  # noqa: F401  (each module registers its commands)
+from cudalab.cli import basic, compare, ncu, report, sanitize  # noqa: F401  (each module registers its commands)
 from cudalab.cli.app import cli
 
 __all__ = ["cli", "main"]

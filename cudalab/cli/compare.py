@@ -1,0 +1,72 @@
+"""``cudalab compare``: saved runs side by side, a verdict per row, and a CI gate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cudalab.cli.app import CONTEXT, cli
+
+
+@cli.command("compare", context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, metavar="A.json B.json [C.json...]")
+@click.option("--min-effect", default="2%", show_default=True,
+              help="Smallest change that counts as faster or slower (percent).")
+@click.option("--fail-on", default=None, metavar="slower:PCT",
+              help="CI gate: exit 1 when a row is slower than A by more than PCT with confidence "
+                   "(never on faster or unsure), e.g. --fail-on slower:5%.")
+@click.option("--markdown", is_flag=True, help="Print GitHub markdown (for $GITHUB_STEP_SUMMARY) instead of tables.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE",
+              help="Also draw grouped bars per run to FILE.png, .svg or .pdf (needs matplotlib).")
+def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, markdown: bool,
+                plot_path: str | None) -> None:
+    """Compare saved runs: rows matched by family, problem and variant; medians, B/A, % of roofline,
+    and a verdict per row (same / faster / slower / unsure) from the raw samples.
+
+    Further files are each compared with A. Runs on different GPUs are compared by % of each run's
+    own roofline (or of the library ref for GFLOP/s rows).
+
+    \b
+    Examples:
+      cudalab compare base.json new.json
+      cudalab compare h100.json h200.json --plot h100-vs-h200.png
+      cudalab compare base.json new.json --fail-on slower:5% --markdown >> $GITHUB_STEP_SUMMARY
+    """
+    from cudalab import compare as C
+    from cudalab import plot, report
+    from cudalab.errors import UsageError
+    from cudalab.results import load_record
+
+    if len(paths) < 2:
+        raise UsageError("compare needs at least two run files (A.json B.json)")
+    effect = C.parse_percent(min_effect, "--min-effect")
+    threshold = C.parse_fail_on(fail_on) if fail_on else None
+    if plot_path:
+        plot.check(plot_path)  # before any work: a missing matplotlib is one line
+    records = [load_record(p) for p in paths]
+    names = [Path(p).name for p in paths]
+    if len(set(names)) < len(names):  # same file names in different folders: show the paths
+        names = list(paths)
+    comparisons = [C.compare(records[0], rec, names[0], name, effect) for rec, name in zip(records[1:], names[1:])]
+    failures = [(c, row) for c in comparisons for row in (C.gate_failures(c, threshold) if threshold is not None else [])]
+    gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")]
+    gate += [f"- {c.new_name}: {row.family} {row.problem} {row.variant} slower by {row.verdict.ratio - 1:.1%}"
+             f"{' of % of roofline' if c.by_roofline else ''} (p={row.verdict.p:.2g})" for c, row in failures]
+    con = report.console()
+    for c in comparisons:
+        if markdown:
+            click.echo(report.markdown_comparison(c))
+        else:
+            for line in report.comparison_lines(c):
+                con.print(line, markup=False, highlight=False)
+            con.print(report.comparison_table(c))
+            con.print(report.comparison_summary(c), markup=False, highlight=False)
+    if threshold is not None:
+        click.echo("\n".join(gate) + ("\n" if markdown else ""))
+    if plot_path:
+        plot.plot_comparison(comparisons, plot_path)
+        click.echo(f"plot: {plot_path}", err=True)
+    if failures:
+        sys.exit(1)

@@ -1,0 +1,57 @@
+"""``cudalab report``: re-render a saved run (tables, markdown, a plot) without a GPU."""
+
+from __future__ import annotations
+
+import click
+
+from cudalab.cli.app import CONTEXT, cli
+
+
+def extra_columns(family: str) -> tuple[tuple[str, str], ...]:
+    """The family's extra table columns, or none for a family this cudalab does not have."""
+    from cudalab import catalog
+    from cudalab.errors import CudalabError
+    from cudalab.families import load
+
+    try:
+        return tuple(load(catalog.family(family).module).EXTRA_COLUMNS)
+    except (CudalabError, ImportError):  # an old record of a family since renamed: the table still renders
+        return ()
+
+
+@cli.command("report", context_settings=CONTEXT)
+@click.argument("path", metavar="RUN.json")
+@click.option("--markdown", is_flag=True, help="Print GitHub markdown (one table per point) instead of tables.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE",
+              help="Also draw the run to FILE.png, .svg or .pdf (needs matplotlib: pip install 'cudalab[plot]').")
+def report_cmd(path: str, markdown: bool, plot_path: str | None) -> None:
+    """Re-render a run saved with --json: every point's table, legend and notes (no GPU needed).
+
+    Reads files of every schema version (version 1: cudalab before run records).
+
+    \b
+    Examples:
+      cudalab report transpose-h200.json
+      cudalab report transpose-h200.json --markdown >> $GITHUB_STEP_SUMMARY
+      cudalab report reduce-sweep.json --plot reduce.png
+    """
+    from cudalab import plot, report
+    from cudalab.results import load_record
+
+    if plot_path:
+        plot.check(plot_path)  # before any work: a missing matplotlib is one line
+    record = load_record(path)
+    con = report.console()
+    if markdown:
+        click.echo(report.markdown_record(record, path), nl=False)
+    else:
+        for line in report.saved_lines(record, path):
+            con.print(line, markup=False, highlight=False)
+        if not record.points:
+            con.print("(no points: the run saved no rows)", markup=False)
+        for point in record.points:
+            con.print("")
+            report.print_point(con, record, point, extra_columns(point.family))
+    if plot_path:
+        plot.plot_record(record, plot_path)
+        click.echo(f"plot: {plot_path}", err=True)

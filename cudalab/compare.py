@@ -1,0 +1,348 @@
+"""Saved-run comparison: match rows across run records and judge each pair from its raw samples (pure).
+
+A verdict needs two things: a *significant* difference and a *large enough* one.
+
+* Significance: the Mann–Whitney U test (two-sided, normal approximation with tie correction and a
+  continuity correction), implemented here in NumPy so scipy stays optional. It is rank-based, so
+  the long right tail of GPU timings (a preempted launch, a clock dip) does not drive it.
+* Size and sameness: a percentile-bootstrap 95% interval of the ratio of medians (fixed seed, so a
+  comparison is reproducible). A non-significant test is not evidence that two runs are the same;
+  ``same`` needs the interval to lie inside ±``min_effect``.
+
+Times are compared on one GPU. Across GPUs (device names differ) each sample is divided by its
+run's time at 100% of the roofline (the roofline measured in the same run, or the library row for
+FLOP families), so the ratio compares % of roofline, which is what carries across hardware.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from cudalab.errors import UsageError
+from cudalab.results import Result, RunPoint, RunRecord, Status
+
+#: Verdicts. ``NONE`` is a row that cannot be judged (host row, no samples, only in one file).
+SAME, FASTER, SLOWER, UNSURE, NONE = "same", "faster", "slower", "unsure", "–"
+
+ALPHA = 0.05
+#: Below this many samples on either side no verdict is given: the U test's normal approximation
+#: and the bootstrap both need a handful of samples (3 vs 4 cannot reach p < 0.05 even exactly).
+MIN_N = 8
+#: What the hint suggests when samples are too few or too noisy.
+SUGGEST_SAMPLES = 30
+BOOTSTRAP = 2000
+SEED = 20261122
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Two-sided Mann–Whitney U test, normal approximation with tie and continuity corrections.
+
+    Args:
+        a: first sample.
+        b: second sample.
+
+    Returns:
+        (U of ``a``, p-value). p is 1.0 when every value is tied (no evidence either way).
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    n1, n2 = x.size, y.size
+    if n1 == 0 or n2 == 0:
+        raise ValueError("both samples need at least one value")
+    allv = np.concatenate([x, y])
+    ranks = _rankdata(allv)
+    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
+    mu = n1 * n2 / 2.0
+    _, counts = np.unique(allv, return_counts=True)
+    n = n1 + n2
+    # Ties shrink the variance of U: sum(t^3 - t) over groups of equal values.
+    tie = float((counts.astype(np.float64) ** 3 - counts).sum())
+    var = n1 * n2 / 12.0 * ((n + 1) - tie / (n * (n - 1))) if n > 1 else 0.0
+    if var <= 0:
+        return float(u1), 1.0
+    z = (abs(u1 - mu) - 0.5) / math.sqrt(var)
+    p = math.erfc(max(z, 0.0) / math.sqrt(2.0))
+    return float(u1), min(1.0, p)
+
+
+def _rankdata(v: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based), ties sharing the mean of their ranks."""
+    order = np.argsort(v, kind="mergesort")
+    sv = v[order]
+    ranks = np.empty(v.size, dtype=np.float64)
+    # Group boundaries of equal values; each group gets the mean of its positions.
+    starts = np.flatnonzero(np.concatenate([[True], sv[1:] != sv[:-1]]))
+    ends = np.concatenate([starts[1:], [v.size]])
+    for s, e in zip(starts, ends):
+        ranks[order[s:e]] = (s + 1 + e) / 2.0
+    return ranks
+
+
+def bootstrap_ratio(a: Sequence[float], b: Sequence[float], level: float = 0.95,
+                    rounds: int = BOOTSTRAP, seed: int = SEED) -> tuple[float, float]:
+    """Percentile-bootstrap interval of median(b) / median(a).
+
+    Args:
+        a: base samples.
+        b: new samples.
+        level: coverage of the interval.
+        rounds: bootstrap resamples.
+        seed: fixed so that comparing the same files twice gives the same interval.
+    """
+    rng = np.random.default_rng(seed)
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    mx = np.median(x[rng.integers(0, x.size, (rounds, x.size))], axis=1)
+    my = np.median(y[rng.integers(0, y.size, (rounds, y.size))], axis=1)
+    r = my / mx
+    lo, hi = np.percentile(r, [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one pair of sample sets.
+
+    Attributes:
+        verdict: same / faster / slower / unsure / –.
+        ratio: median(new) / median(base); > 1 is slower.
+        p: Mann–Whitney p-value (None when not tested).
+        low: lower end of the 95% bootstrap interval of the ratio.
+        high: upper end.
+        note: why (for unsure: what would settle it).
+    """
+
+    verdict: str
+    ratio: float | None = None
+    p: float | None = None
+    low: float | None = None
+    high: float | None = None
+    note: str = ""
+
+
+def judge(a: Sequence[float], b: Sequence[float], min_effect: float = 0.02, alpha: float = ALPHA) -> Verdict:
+    """Say whether ``b`` is the same as, faster or slower than ``a`` (times: lower is faster).
+
+    Args:
+        a: base samples (times, or times in units of the roofline time).
+        b: new samples.
+        min_effect: smallest relative change that counts (0.02 = 2%).
+        alpha: significance level of the U test.
+    """
+    if len(a) == 0 or len(b) == 0:
+        return Verdict(NONE, note="no samples")
+    ma, mb = float(np.median(a)), float(np.median(b))
+    ratio = mb / ma if ma > 0 else None
+    if ratio is None:
+        return Verdict(NONE, note="median 0")
+    if min(len(a), len(b)) < MIN_N:
+        return Verdict(UNSURE, ratio, note=f"n={len(a)} vs {len(b)} samples: rerun with --min-samples {SUGGEST_SAMPLES}")
+    _, p = mann_whitney(a, b)
+    lo, hi = bootstrap_ratio(a, b)
+    base = dict(ratio=ratio, p=p, low=lo, high=hi)
+    change = ratio - 1.0
+    if p < alpha and abs(change) >= min_effect and (lo > 1.0 or hi < 1.0):
+        return Verdict(SLOWER if change > 0 else FASTER, **base)
+    if 1.0 - min_effect < lo and hi < 1.0 + min_effect:
+        return Verdict(SAME, **base, note="" if p >= alpha else f"differs by {change:+.1%}, under the {_pct(min_effect)} effect")
+    spread = max(_rel_iqr(a), _rel_iqr(b))
+    if spread > min_effect:
+        why = f"spread {_pct(spread)} > effect {_pct(min_effect)}"
+    elif p >= alpha:
+        why = f"{change:+.1%} not significant (p={p:.2f})"
+    else:
+        why = f"interval {lo:.3f}–{hi:.3f} crosses ±{_pct(min_effect)}"
+    more = max(SUGGEST_SAMPLES, 2 * max(len(a), len(b)))
+    return Verdict(UNSURE, **base, note=f"{why}: rerun with --min-samples {more} (idle GPU)")
+
+
+def _pct(x: float) -> str:
+    """0.02 -> '2%', 0.0249 -> '2.5%' (one decimal, none when it is 0)."""
+    return f"{x:.1%}".replace(".0%", "%")
+
+
+def _rel_iqr(x: Sequence[float]) -> float:
+    q1, med, q3 = np.percentile(np.asarray(x, dtype=np.float64), [25, 50, 75])
+    return float((q3 - q1) / med) if med > 0 else 0.0
+
+
+# --- matching ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Row:
+    """One matched row of a comparison.
+
+    Attributes:
+        family: family name.
+        problem: the point's label (size, dtype, options, block, defines).
+        variant: variant name.
+        base: the row in the base file (None: only in the other).
+        new: the row in the other file (None: only in the base).
+        verdict: the judgement (``–`` for host rows, rows without samples, unmatched rows).
+    """
+
+    family: str
+    problem: str
+    variant: str
+    base: Result | None
+    new: Result | None
+    verdict: Verdict
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What rows are matched by."""
+        return self.family, self.problem, self.variant
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The base run against one other run.
+
+    Attributes:
+        base_name: the base file's name.
+        new_name: the other file's name.
+        base_gpu: the base GPU's name.
+        new_gpu: the other GPU's name.
+        by_roofline: GPUs differ, so rows are compared by % of roofline (or of the library ref).
+        min_effect: the smallest change that counts.
+        rows: matched rows, in the base file's order, then rows only in the other file.
+    """
+
+    base_name: str
+    new_name: str
+    base_gpu: str
+    new_gpu: str
+    by_roofline: bool
+    min_effect: float
+    rows: tuple[Row, ...]
+
+    def count(self, verdict: str) -> int:
+        """How many rows got this verdict."""
+        return sum(1 for r in self.rows if r.verdict.verdict == verdict)
+
+
+def _index(record: RunRecord) -> dict[tuple[str, str, str], tuple[RunPoint, Result]]:
+    out: dict[tuple[str, str, str], tuple[RunPoint, Result]] = {}
+    for p, r in record.rows():
+        out.setdefault((p.family, p.label, r.variant), (p, r))
+    return out
+
+
+def normalised(result: Result, by_roofline: bool) -> tuple[float, ...] | None:
+    """The samples to judge: times, or across GPUs times in units of the 100%-of-roofline time.
+
+    A row at ``pct`` % of roofline with median ``m`` runs at roofline speed in ``m * pct / 100``;
+    dividing every sample by that makes ratios of % of roofline. None when there is nothing to judge.
+    """
+    if result.stats is None or not result.stats.samples or result.kind == "host" or result.status != Status.PASSED:
+        return None
+    s = result.stats.samples
+    if not by_roofline:
+        return s
+    if not result.pct_roofline or not result.stats.median:
+        return None
+    unit = result.stats.median * result.pct_roofline / 100.0
+    return tuple(x / unit for x in s)
+
+
+def compare(base: RunRecord, new: RunRecord, base_name: str = "A", new_name: str = "B",
+            min_effect: float = 0.02) -> Comparison:
+    """Match rows by family, problem and variant, and judge each pair.
+
+    Args:
+        base: the reference run (A).
+        new: the run judged against it (B).
+        base_name: A's display name.
+        new_name: B's display name.
+        min_effect: smallest relative change that counts.
+    """
+    by_roofline = bool(base.gpu and new.gpu and base.gpu != new.gpu)
+    ia, ib = _index(base), _index(new)
+    loose = _loose_pairs(ia, ib)
+    rows = []
+    for key in list(ia) + [k for k in ib if k not in ia and k not in loose.values()]:
+        ra, rb = ia.get(key, (None, None))[1], ib.get(key, (None, None))[1]
+        note = ""
+        if key in loose:  # matched without its family options: say which differ
+            pa, pb = ia[key][0], ib[loose[key]][0]
+            rb = ib[loose[key]][1]
+            note = f"options differ (A: {_opts(pa) or '–'}; B: {_opts(pb) or '–'})"
+        v = _judge_pair(ra, rb, by_roofline, min_effect)
+        if note:
+            v = replace(v, note=f"{note}; {v.note}" if v.note else note)
+        rows.append(Row(*key, ra, rb, v))
+    return Comparison(base_name, new_name, base.gpu, new.gpu, by_roofline, min_effect, tuple(rows))
+
+
+def _opts(p: RunPoint) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted((p.problem.get("options") or {}).items()))
+
+
+def _loose_pairs(ia: dict, ib: dict) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """Rows left unmatched, paired when they agree on all but the family options, one to one.
+
+    A family that gains an option (matmul's ``tile``) writes it into every new point's label, so
+    without this an older record would match nothing.
+    """
+    def key(p: RunPoint, variant: str) -> tuple:
+        return p.family, tuple(p.problem.get("dims", ())), p.problem.get("dtype"), p.block, p.defines, variant
+
+    left = {}
+    for k, (p, r) in ia.items():
+        if k not in ib:
+            left.setdefault(key(p, r.variant), []).append(k)
+    right = {}
+    for k, (p, r) in ib.items():
+        if k not in ia:
+            right.setdefault(key(p, r.variant), []).append(k)
+    return {left[g][0]: right[g][0] for g in left if g in right and len(left[g]) == 1 and len(right[g]) == 1}
+
+
+def _judge_pair(a: Result | None, b: Result | None, by_roofline: bool, min_effect: float) -> Verdict:
+    if a is None or b is None:
+        return Verdict(NONE, note=f"only in {'B' if a is None else 'A'}")
+    if a.kind == "host" or b.kind == "host":
+        return Verdict(NONE, note="host row")
+    if a.status != Status.PASSED or b.status != Status.PASSED:
+        return Verdict(NONE, note=f"status {a.status} / {b.status}")
+    sa, sb = normalised(a, by_roofline), normalised(b, by_roofline)
+    if sa is None or sb is None:
+        if by_roofline and a.stats and b.stats:
+            return Verdict(NONE, note="no % of roofline to compare across GPUs")
+        return Verdict(NONE, note="no samples")
+    return judge(sa, sb, min_effect)
+
+
+# --- options ----------------------------------------------------------------------------------------
+
+def parse_percent(text: str, what: str) -> float:
+    """``2%`` or ``2`` -> 0.02.
+
+    Raises:
+        UsageError: not a non-negative number of percent.
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*%?\s*", text)
+    if not m:
+        raise UsageError(f"{what} {text!r} must be a percentage, e.g. 2%")
+    return float(m.group(1)) / 100.0
+
+
+def parse_fail_on(text: str) -> float:
+    """``slower:5%`` -> 0.05 (the gate fails on rows slower by more than this, with confidence).
+
+    Raises:
+        UsageError: anything else (only ``slower`` can fail a gate).
+    """
+    kind, sep, amount = text.partition(":")
+    if kind.strip() != "slower" or not sep:
+        raise UsageError(f"--fail-on {text!r} must be slower:PERCENT, e.g. slower:5%")
+    return parse_percent(amount, "--fail-on")
+
+
+def gate_failures(comparison: Comparison, threshold: float) -> list[Row]:
+    """Rows judged ``slower`` whose ratio exceeds ``1 + threshold`` (never faster, unsure or –)."""
+    return [r for r in comparison.rows
+            if r.verdict.verdict == SLOWER and r.verdict.ratio is not None and r.verdict.ratio > 1.0 + threshold]
