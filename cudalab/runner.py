@@ -291,7 +291,12 @@ class FamilyRun:
                 self.results.append(row)
                 self.on_result(row)
             work = self.family.work(self.problem)
-            if self.req.roofline and not self.req.profile and self.spec.metric == "bandwidth" and work.bytes:
+            plain = self.req.roofline and not (self.req.block or self.req.grid or self.req.defines)
+            measured = self.family.own_roofline(self.problem, self.results) if plain else None
+            if measured is not None:  # the copy family's own rows are the roofline: not measured twice
+                self.roofline = measured
+                self.results = [self._with_roofline(r) for r in self.results]
+            elif self.req.roofline and not self.req.profile and self.spec.metric == "bandwidth" and work.bytes:
                 # the same run's bytes: the copy reads the family's own first input (no new random
                 # data; a matrix input of copy's shape is even the same device buffer)
                 source = next(iter(inputs.values()), None)

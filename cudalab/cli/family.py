@@ -39,9 +39,13 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
 
 def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Precheck on the CPU, open the GPU, run every request, render, save; exit 1 on a bad row."""
-    for opt in ("json", "csv"):  # refused now, not after minutes of measuring
+    for opt in ("json", "csv", "plot"):  # refused now, not after minutes of measuring
         if kw[f"{opt}_path"] is not None:
             files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
+    if kw["plot_path"]:
+        from cudalab import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
+
+        plot.check(kw["plot_path"])
     requests = requests_from(spec, fam, kw)
     for req in requests:
         runner.precheck(req)  # everything that can be refused without a GPU, before opening one
@@ -61,6 +65,8 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
             show(con, fam, runs[record.points.index(p)])
     if kw["json_path"]:
         save_record(kw["json_path"], record)
+    if kw["plot_path"]:
+        plot.plot_record(record, kw["plot_path"])
     rows = [r for p in record.points for r in p.results]
     if kw["csv_path"]:
         report.write_csv(kw["csv_path"], rows)

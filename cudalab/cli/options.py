@@ -52,6 +52,8 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--no-roofline"], is_flag=True, help="Skip the copy roofline measurement."),
         click.Option(["--json", "json_path"], default=None, help="Write everything (raw samples too) to this JSON file."),
         click.Option(["--csv", "csv_path"], default=None, help="Write one row per variant to this CSV file."),
+        click.Option(["--plot", "plot_path"], default=None,
+                     help="Draw the run (bars per variant, the roofline as a line; a sweep as lines) to FILE.png or .svg."),
         click.Option(["--force"], is_flag=True,
                      help="Run even when the memory plan says the GPU's free memory is too small (host memory is never overridden)."),
     ]

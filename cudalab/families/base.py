@@ -12,13 +12,14 @@ next to them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.results import Result, Roofline
 
 
 class Family:
@@ -98,6 +99,11 @@ class Family:
         """Size of the copy that sets the roofline. Default: half of ``work().bytes`` (bytes are
         counted read + written, so the input is half)."""
         return self.work(problem).bytes // 2
+
+    def own_roofline(self, problem: Problem, results: Sequence[Result]) -> Roofline | None:
+        """The roofline when this run's own rows already measured it (the copy family's memcpy_dtod
+        and best copy kernel on the same bytes), so it is not measured twice. Default: None."""
+        return None
 
     def host_bytes(self, problem: Problem) -> int:
         """Host memory one run holds at its peak: the inputs, one downloaded result, the reference

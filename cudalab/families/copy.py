@@ -11,6 +11,7 @@ from cudalab.catalog import VariantSpec, family
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, compare
 from cudalab.families.base import Family
+from cudalab.results import PASSED, Roofline
 
 OPTIONS: tuple[FamilyOption, ...] = ()
 EXTRA_COLUMNS = (("pitch", "pitch"), ("registers", "regs"))
@@ -125,6 +126,16 @@ def roofline_variant() -> VariantSpec:
 
 class Copy(Family):
     """Matrix copy: the roofline of every matrix operation."""
+
+    def own_roofline(self, problem: Problem, results) -> Roofline | None:
+        """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its roofline."""
+        rows = {r.variant: r for r in results if r.status == PASSED and r.gbs}
+        dtod, best = rows.get("memcpy_dtod"), rows.get(roofline_variant().name)
+        if type(self) is not Copy or dtod is None or best is None:  # transpose inherits: its rows are no copies
+            return None
+        if best.gbs > dtod.gbs:
+            return Roofline(gbs=best.gbs, source=f"copy {best.variant}", dtod_gbs=dtod.gbs, kernel_gbs=best.gbs)
+        return Roofline(gbs=dtod.gbs, source="memcpy_dtod", dtod_gbs=dtod.gbs, kernel_gbs=best.gbs)
 
     OPTIONS = OPTIONS
     SIZE_HELP = SIZE_HELP
