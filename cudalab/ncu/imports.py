@@ -63,7 +63,7 @@ def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | 
         doubled = True
     prob_req = replace(req, variants=None, profile=True)
     fam, problem = _family(spec), runner.make_problem(spec, _family(spec), prob_req)
-    selected = spec.select(req.variants)
+    selected = [v for v in spec.select(req.variants) if v.kind == "kernel"]  # as a live profile: kernels only
     rows, notes = build_rows(selected, child_rows, parsed.launches, fam, problem, doubled_ok=doubled)
     if request is None and any(r.status == Status.MISSING for r in rows):
         # the file may hold only the selected variants' run: shared keys then count only those

@@ -173,7 +173,8 @@ def parse_csv(text: str, source: str = "ncu output") -> ParsedCsv:
             continue
         if cols is None:
             continue
-        if len(row) != len(cols) or not stripped.endswith('"') or not row[cols["ID"]].strip().isdigit():
+        whole = stripped.endswith('"') and stripped.count('"') % 2 == 0  # every field quoted and closed
+        if len(row) != len(cols) or not whole or not row[cols["ID"]].strip().isdigit():
             cut.append(f"line {n}" + (" (the last line)" if n == len(lines) else ""))
             continue
 
