@@ -246,7 +246,7 @@ def sanitize(req: runner.RunRequest, tools: Iterable[str] = TOOLS, log_dir: str 
         if on_row:
             on_row(row)
     ran = [r for r in rows if r.status != SKIPPED]
-    refused = [r for r in ran if r.status == FAILED and r.findings is None and r.returncode is not None]
+    refused = [r for r in ran if r.status == FAILED and r.returncode is not None]
     if ran and len(refused) == len(ran) and len({r.reason for r in ran}) == 1:
         raise ToolFailedError(f"every sanitizer run failed: {ran[0].reason}")
     return rows
