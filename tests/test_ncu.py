@@ -367,3 +367,45 @@ def test_import_cli_without_pycuda_in_a_subprocess():
             "assert r.exit_code == 0, r.output; assert 'pycuda' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent,
                    env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent), PATH="/nonexistent"))
+
+
+def test_import_falls_back_when_ncu_has_no_print_units(tmp_path):
+    calls = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        if "--print-units" in argv:
+            return subprocess.CompletedProcess(argv, 1, "", "==ERROR== unrecognised option '--print-units'")
+        return subprocess.CompletedProcess(argv, 0, DERIVED_CSV.read_text(), "")
+
+    rep_path = tmp_path / "x.ncu-rep"
+    rep_path.write_bytes(b"NCU")
+    rep = ncu.load_import(rep_path, RunRequest(family="transpose", variants="block,bankopt"), ncu="/opt/ncu", run=run)
+    assert [c[-1] for c in calls] == ["base", "--csv"] and rep.rows[0].duration_ns == pytest.approx(130270)
+
+
+def test_cli_live_profile_then_import(monkeypatch, tmp_path):
+    seen = []
+    real = ncu.profile
+
+    def profile(req, *a, **kw):
+        seen.append(req)
+        return real(req, *a, **kw, ncu="/opt/ncu", run=transpose_run())
+
+    monkeypatch.setattr(ncu, "profile", profile)
+    path = tmp_path / "t.csv"
+    live = invoke("ncu", "transpose", "--n", "4096", "--variant", "block,bankopt", "--export", str(path), "--strict")
+    assert live.exit_code == 0, live.output
+    assert seen[0].n == "4096" and seen[0].variants == "block,bankopt" and seen[0].family == "transpose"
+    assert "32.16 ✓" in live.output and "raw ncu CSV written" in live.output
+    back = invoke("ncu", "transpose", "--import", str(path))
+    assert back.exit_code == 0 and "32.16 ✓" in back.output and "markers" in back.output, back.output
+
+
+def test_cli_family_options_reach_the_request(monkeypatch):
+    seen = []
+    monkeypatch.setattr(ncu, "profile", lambda req, *a, **kw: seen.append(req) or (_ for _ in ()).throw(
+        ncu.KernelNotProfiledError("stop")))
+    res = invoke("ncu", "smem-rect", "--ipad", "1", "--blocks", "4", "-D", "X=1")
+    assert res.exit_code == 2 and dict(seen[0].options) == {"blocks": 4, "ipad": 1}
+    assert seen[0].defines == (("X", "1"),)

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from cudalab.child import ChildResult, ChildRun
 from cudalab.errors import ToolFailedError, ToolMissingError, UsageError
 from cudalab.results import INCORRECT, Result
 from cudalab.runner import RunRequest
-from fake_tools import FakeRun, planned_rows
+from fake_tools import FakeRun
 
 # --- captured-style outputs (format of compute-sanitizer 2025.x) -----------------------------------
 

@@ -79,9 +79,14 @@ def read_report(ncu: str, report: str | os.PathLike, run: Runner, timeout: float
     Raises:
         ToolFailedError: ncu could not read it.
     """
-    proc = run(import_argv(ncu, report), capture_output=True, text=True, encoding="utf-8", errors="replace",
-               env=child.child_env(), timeout=timeout)
+    argv = import_argv(ncu, report)
+    proc = run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace", env=child.child_env(),
+               timeout=timeout)
     out = (proc.stdout or "") + "\n" + (proc.stderr or "")
+    if proc.returncode != 0 and "print-units" in out:  # an ncu without --print-units: the parser scales units
+        proc = run(argv[:-2], capture_output=True, text=True, encoding="utf-8", errors="replace",
+                   env=child.child_env(), timeout=timeout)
+        out = (proc.stdout or "") + "\n" + (proc.stderr or "")
     check_output(out)
     if proc.returncode != 0:
         raise ToolFailedError(f"ncu could not read the report {Path(report).name} (exit {proc.returncode})", tail(out))
