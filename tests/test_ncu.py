@@ -409,3 +409,27 @@ def test_cli_family_options_reach_the_request(monkeypatch):
     res = invoke("ncu", "smem-rect", "--ipad", "1", "--blocks", "4", "-D", "X=1")
     assert res.exit_code == 2 and dict(seen[0].options) == {"blocks": 4, "ipad": 1}
     assert seen[0].defines == (("X", "1"),)
+
+
+def test_exported_file_cut_off_or_imported_as_another_family(tmp_path):
+    export = tmp_path / "t.csv"
+    ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=transpose_run(), export=export)
+    text = export.read_text()
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text[: text.rindex('"inst"')])  # the last launch loses its last metric mid-row
+    res = invoke("ncu", "transpose", "--import", str(cut))
+    assert res.exit_code == 1 and "cut off" in res.output, res.output
+    other = invoke("ncu", "copy", "--import", str(export))
+    assert other.exit_code == 2 and "exported by `cudalab ncu transpose`" in other.output
+
+
+def test_family_table_shows_ncu_columns_with_marks():
+    from cudalab import report
+
+    point = RunPoint(family="transpose", metric="bandwidth", problem={}, results=(
+        Result("block", "kernel", PASSED, extra={"ncu_ld_wpr": 32.16, "ncu_ld_ok": True, "ncu_ms": 0.000130272}),))
+    cols = [(k, h) for k, h in report.NCU_COLUMNS if k in point.results[0].extra]
+    con = report.console()
+    with con.capture() as cap:
+        con.print(report.results_table(point.results, "bandwidth", (), cols))
+    assert "32.16 ✓" in cap.get() and "0.000130" in cap.get()
