@@ -433,3 +433,10 @@ def test_family_table_shows_ncu_columns_with_marks():
     with con.capture() as cap:
         con.print(report.results_table(point.results, "bandwidth", (), cols))
     assert "32.16 ✓" in cap.get() and "0.000130" in cap.get()
+
+
+def test_ncu_package_imports_neither_click_nor_rich():
+    code = "import sys, cudalab.ncu; print(sorted(m for m in ('click', 'rich', 'pycuda') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parent.parent).stdout
+    assert out.strip() == "[]"
