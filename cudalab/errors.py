@@ -93,3 +93,31 @@ class ToolFailedError(CudalabError):
 
 class GpuError(CudalabError):
     """The driver reported an error while running (launch failure, illegal address...)."""
+
+
+class CounterPermissionError(ToolFailedError):
+    """The driver refused Nsight Compute access to the GPU performance counters (``ERR_NVGPUCTRPERM``)."""
+
+    def __init__(self, tail: str = ""):
+        super().__init__(
+            "Nsight Compute may not read the GPU performance counters here (ERR_NVGPUCTRPERM): by default "
+            "the NVIDIA driver lets only administrators profile. Any one of these fixes it: run cudalab as "
+            "root (sudo env PATH=\"$PATH\" cudalab ncu ...); or give the process the CAP_PERFMON capability "
+            "(CAP_SYS_ADMIN on older kernels; in a container: --cap-add PERFMON or SYS_ADMIN); or let every "
+            "user profile by loading the driver with NVreg_RestrictProfilingToAdminUsers=0 (a line "
+            "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d/, then reload the "
+            "driver or reboot). See https://developer.nvidia.com/ERR_NVGPUCTRPERM",
+            tail,
+        )
+
+
+class KernelNotProfiledError(ToolFailedError):
+    """ncu ran but saw no launch of the selected kernels (or a file holds none of the family's kernels)."""
+
+
+class NcuParseError(CudalabError):
+    """A file or output holds no ncu CSV that cudalab can read."""
+
+
+class ForeignProfileError(UsageError):
+    """An imported ncu file belongs to another family, or its launch shapes contradict this family's."""

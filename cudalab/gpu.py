@@ -148,7 +148,7 @@ class DeviceArray:
             self._dev.drv.memcpy_dtoh(out, self._alloc)
         return out
 
-    def chunks(self, chunk_bytes: int = 64 << 20) -> "RowChunks":
+    def chunks(self, chunk_bytes: int = 64 << 20) -> Any:
         """The array as row blocks downloaded one at a time into a reused pinned buffer: verified as
         it arrives, so the host never holds a second full copy (see :class:`cudalab.hostwork.RowChunks`)."""
         from cudalab.hostwork import RowChunks  # noqa: PLC0415

@@ -1,6 +1,6 @@
-"""cudalab.ncu without a GPU or ncu: CSV parsing on files captured from real ncu runs (tests/data),
-expectations and their tolerance, argv construction, errors, the profile flow with a fake ncu, and
-``cudalab ncu --import`` through click."""
+"""cudalab.ncu without a GPU or ncu: CSV parsing on files captured from real ncu runs (tests/data), the
+launch matcher, expectations, argv, errors, the one-process profile flow with a fake ncu over the child
+protocol, export/import round trips, and ``cudalab ncu FAMILY --import`` through click."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fake_tools import FakeRun, ncu_csv, planned_rows
 
-from cudalab import catalog, ncu
+from cudalab import ncu
+from cudalab.child import ChildResult
 from cudalab.cli import cli
-from cudalab.errors import CudalabError, ToolFailedError, ToolMissingError, UsageError
+from cudalab.errors import CudalabError, ToolFailedError, ToolMissingError
+from cudalab.results import INCORRECT, MISSING, PASSED, FAILED, SKIPPED, Result, RunPoint
+from cudalab.runner import RunRequest
 
 DATA = Path(__file__).parent / "data"
 TRANSPOSE_CSV = DATA / "ncu_transpose_smem_h200.csv"      # ncu --csv stdout, program output mixed in
@@ -22,42 +26,41 @@ COPY_CSV = DATA / "ncu_import_copy_memory_h200.csv"        # ncu --import x.ncu-
 DERIVED_CSV = DATA / "ncu_derived_thousands.csv"           # derived from TRANSPOSE_CSV: "1,024" values
 
 
-def launches(path: Path) -> list[ncu.KernelLaunch]:
+def parsed(path: Path) -> ncu.ParsedCsv:
     return ncu.parse_csv(path.read_text(), str(path))
 
 
-# --- parsing ---------------------------------------------------------------------------------------
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def smem_metrics(ld_wf: int, st_wf: int, req: int = 32, ns: str = "2304") -> dict:
+    return {ncu.SMEM_LD_REQ: ("inst", str(req)), ncu.SMEM_ST_REQ: ("inst", str(req)),
+            ncu.SMEM_LD_WF: ("", f"{ld_wf:,}"), ncu.SMEM_ST_WF: ("", f"{st_wf:,}"),
+            ncu.SMEM_LD_CONF: ("", str(ld_wf - req)), ncu.SMEM_ST_CONF: ("", str(st_wf - req)),
+            ncu.DURATION: ("nsecond", ns)}
+
+
+# --- parsing -----------------------------------------------------------------------------------------
 
 def test_header_found_among_program_output():
-    ls = launches(TRANSPOSE_CSV)
-    assert [ln.launch_id for ln in ls] == list(range(12))  # 6 kernels, warm-up + verified each
-    assert [ln.kernel for ln in ls[::2]] == ["transpose_naive", "transpose_shared", "transpose_block",
-                                             "transpose_block", "transpose_tiled", "transpose_tiled"]
-    assert all(len(ln.metrics) == 7 for ln in ls)
-    assert ls[0].block == "(32, 32, 1)" and ls[0].grid == "(128, 128, 1)" and ls[0].cc == "9.0"
+    p = parsed(TRANSPOSE_CSV)
+    ls = p.launches
+    assert [ln.launch_id for ln in ls] == list(range(12))  # 6 kernels, warm-up + verified each (older cudalab)
+    assert all(len(ln.metrics) == 7 for ln in ls) and not p.truncated
+    assert ls[0].block == "32x32" and ls[0].grid == "128x128" and ls[0].cc == "9.0"
+    assert ls[0].key == ("transpose_naive", "128x128", "32x32")
 
 
-def test_units_converted_to_ms():
-    ls = launches(TRANSPOSE_CSV)
-    assert ls[0].metric(ncu.DURATION).unit == "ns"
-    assert ls[0].duration_ms == pytest.approx(0.252352)
-    cp = launches(COPY_CSV)
-    assert cp[0].metric(ncu.DURATION).unit == "us" and cp[0].metric(ncu.DURATION).raw == "65.82"
-    assert cp[0].duration_ms == pytest.approx(0.06582)
-    assert cp[0].value(ncu.DRAM_PCT) == pytest.approx(36.38)
-    assert ncu.Metric("t", "msecond", "1.5", 1.5).ms == 1.5
-    assert ncu.Metric("t", "s", "2", 2.0).ms == 2000.0
-    assert ncu.Metric("t", "%", "2", 2.0).ms is None
-
-
-def test_thousands_separators_and_old_unit_names():
-    ls = launches(DERIVED_CSV)
-    assert len(ls) == 2
-    assert ls[0].metric(ncu.SMEM_LD_WF).raw == "16,860,216"
-    assert ls[0].value(ncu.SMEM_LD_WF) == 16860216
-    assert ls[0].value(ncu.SMEM_LD_REQ) == 524288
-    assert ls[0].duration_ms == pytest.approx(0.13027)          # "us"
-    assert ls[1].duration_ms == pytest.approx(0.074688)         # "msecond"
+def test_durations_in_nanoseconds_at_full_precision():
+    assert parsed(TRANSPOSE_CSV).launches[0].duration_ns == 252352
+    cp = parsed(COPY_CSV).launches[0]
+    assert cp.metric(ncu.DURATION).unit == "ns" and cp.metric(ncu.DURATION).raw == "65.82"
+    assert cp.duration_ns == pytest.approx(65820)
+    assert cp.value(ncu.DRAM_PCT) == pytest.approx(36.38)
+    d = parsed(DERIVED_CSV).launches
+    assert d[0].duration_ns == pytest.approx(130270) and d[1].duration_ns == pytest.approx(74688)  # us, msecond
+    assert d[0].value(ncu.SMEM_LD_WF) == 16860216 and d[0].metric(ncu.SMEM_LD_WF).raw == "16,860,216"
     assert ncu.parse_number("1,024") == 1024 and ncu.parse_number("n/a") is None and ncu.parse_number("") is None
 
 
@@ -66,114 +69,13 @@ def test_no_header_is_a_clear_error():
         ncu.parse_csv("==PROF== Connected\nhello\n", "x.csv")
 
 
-def test_sections_group_launches_per_variant():
+def test_cut_final_line_and_short_launch_are_truncation():
     text = TRANSPOSE_CSV.read_text()
-    lines = text.splitlines()
-    header = next(ln for ln in lines if ln.startswith('"ID"'))
-    block = [ln for ln in lines if ln.startswith('"5"')]
-    bank = [ln for ln in lines if ln.startswith('"7"')]
-    merged = "\n".join([f"{ncu.MARKER} family=transpose variant=bankopt kernel=transpose_block", header, *bank,
-                        f"{ncu.MARKER} family=transpose variant=block kernel=transpose_block", header, *block])
-    ls = ncu.parse_csv(merged)
-    spec = catalog.family("transpose")
-    found, note = ncu.assign(ls, [spec.variant("block"), spec.variant("bankopt")])
-    assert note == ""
-    assert found["block"].value(ncu.SMEM_LD_WF) == 16860216
-    assert found["bankopt"].value(ncu.SMEM_LD_WF) == 555749
+    cut = text[: len(text) - 8]  # mid-value of the last row
+    p = ncu.parse_csv(cut)
+    assert "cut-off row" in p.truncated and "the last line" in p.truncated
+    assert p.launches[-1].missing == (ncu.SMEM_ST_REQ,)
 
-
-def test_assign_by_run_order_takes_the_verified_launch():
-    spec = catalog.family("transpose")
-    names = ["naive", "shared", "block", "bankopt", "tiled-32x8", "tiled-64x8"]
-    found, _ = ncu.assign(launches(TRANSPOSE_CSV), [spec.variant(n) for n in names])
-    assert {n: found[n].launch_id for n in names} == {
-        "naive": 1, "shared": 3, "block": 5, "bankopt": 7, "tiled-32x8": 9, "tiled-64x8": 11}
-
-
-# --- expectations ----------------------------------------------------------------------------------
-
-def test_wavefronts_per_request_and_marks():
-    spec = catalog.family("transpose")
-    found, _ = ncu.assign(launches(TRANSPOSE_CSV), [spec.variant("block"), spec.variant("bankopt")])
-    block = ncu.NcuRow("block", "transpose_block", launch=found["block"], expect=(("ld", 32.0), ("st", 1.0)))
-    bank = ncu.NcuRow("bankopt", "transpose_block", launch=found["bankopt"], expect=(("ld", 1.0), ("st", 1.0)))
-    assert block.per_request("ld") == pytest.approx(16860216 / 524288)   # 32.16
-    assert bank.per_request("ld") == pytest.approx(555749 / 524288)      # 1.06: arbitration, not a conflict
-    assert block.verdict("ld") is True and block.verdict("st") is True
-    assert bank.verdict("ld") is True
-    # the same measurement against a wrong expectation is a ✗
-    wrong = ncu.NcuRow("bankopt", "transpose_block", launch=found["bankopt"], expect=(("ld", 32.0),))
-    assert wrong.verdict("ld") is False and wrong.verdict("st") is None
-    table = ncu.build_table(ncu.NcuReport("transpose", ncu.METRIC_SETS["smem"], (block, wrong), "test"))
-    texts = [[c.text for c in row] for row in table.rows]
-    assert "32.16 ✓" in texts[0] and "1.06 ✗ (expected 32)" in texts[1]
-    assert any("n-way" in n for n in table.notes) and any("arbitration" in n for n in table.notes)
-
-
-@pytest.mark.parametrize("measured,expected,ok", [
-    (1.0, 1, True), (1.12, 1, True), (1.25, 1, True), (1.3, 1, False), (2.0, 1, False), (0.97, 1, False),
-    (32.0, 32, True), (32.16, 32, True), (31.4, 32, True), (31.0, 32, False), (16.0, 32, False),
-    (16.0, 16, True), (None, 1, False), (5.0, None, None),
-])
-def test_tolerance(measured, expected, ok):
-    assert ncu.matches(measured, expected) is ok
-
-
-def test_expectations_from_toml_and_module():
-    from cudalab.families import load
-
-    tspec = catalog.family("transpose")
-    assert ncu.expectations(None, None, tspec.variant("block")) == {"ld": 32.0, "st": 1.0}
-    rspec = catalog.family("smem-rect")
-    mod = load(rspec.module)
-    p1 = mod.problem(None, None, "int32", {"blocks": 1, "ipad": 1})
-    assert ncu.expectations(mod, p1, rspec.variant("row-col-pad")) == {"ld": 2.0, "st": 1.0}
-
-
-# --- metric sets and argv ----------------------------------------------------------------------------
-
-def test_metric_sets():
-    assert ncu.resolve_metrics(None, catalog.family("smem-square")).name == "smem"
-    assert ncu.resolve_metrics(None, catalog.family("copy")).name == "memory"
-    assert ncu.resolve_metrics("time").metrics == (ncu.DURATION,)
-    smem = ncu.METRIC_SETS["smem"].metrics
-    for m in (ncu.SMEM_LD_REQ, ncu.SMEM_ST_REQ, ncu.SMEM_LD_WF, ncu.SMEM_ST_WF, ncu.SMEM_LD_CONF, ncu.SMEM_ST_CONF):
-        assert m in smem
-    assert set(ncu.METRIC_SETS["memory"].metrics) >= {ncu.DRAM_PCT, ncu.GLD_EFF, ncu.GST_EFF, ncu.L2_HIT}
-    custom = ncu.resolve_metrics("sm__throughput.avg.pct_of_peak_sustained_elapsed")
-    assert custom.name == "custom" and custom.metrics[-1] == ncu.DURATION
-    with pytest.raises(UsageError):
-        ncu.resolve_metrics("smem; rm -rf /")
-
-
-def test_build_argv():
-    v = catalog.family("transpose").variant("bankopt")
-    argv = ncu.build_argv("/opt/ncu", "transpose", v, ("a.sum", "b.pct"), ["--n", "4096"], python="/py")
-    assert argv == ["/opt/ncu", "--csv", "--clock-control", "none", "--kernel-name", "regex:^transpose_block$",
-                    "--launch-skip", "1", "--launch-count", "1", "--metrics", "a.sum,b.pct",
-                    "/py", "-m", "cudalab", "transpose", "--variant", "bankopt", "--profile-run", "--n", "4096"]
-    rep = ncu.build_argv("/opt/ncu", "transpose", v, ("a.sum",), [], report="/tmp/r", python="/py")
-    assert rep[:4] == ["/opt/ncu", "-o", "/tmp/r", "-f"] and "--csv" not in rep
-    assert ncu.import_argv("/opt/ncu", "/tmp/r.ncu-rep") == ["/opt/ncu", "--import", "/tmp/r.ncu-rep", "--csv"]
-    assert ncu.ncu_env()["LC_ALL"] == "C"
-
-
-def test_run_args_roundtrip():
-    from cudalab.families import load
-
-    args = ncu.run_args(n="4", block=None, device=1, extra=["--ipad", "1"])
-    assert args == ["--n", "4", "--device", "1", "--ipad", "1"]
-    spec = catalog.family("smem-rect")
-    vals = ncu.parse_run_args(spec, load(spec.module), args + ["--blocks=3"])
-    assert vals["n"] == "4" and vals["options"] == {"blocks": 3, "ipad": 1}
-    with pytest.raises(UsageError, match="no option '--bogus'"):
-        ncu.parse_run_args(spec, load(spec.module), ["--bogus", "1"])
-    kw = {"n": "4", "shape": None, "block": None, "dtype": None, "grid": None, "seed": None, "device": 0,
-          "blocks": 1, "ipad": 1}
-    assert ncu.run_args_from_kw(kw, load(spec.module)) == ["--n", "4", "--ipad", "1"]
-
-
-# --- errors ------------------------------------------------------------------------------------------
 
 def test_counter_permission_message():
     text = "==PROF== Connected to process 1\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n"
@@ -185,6 +87,81 @@ def test_counter_permission_message():
     assert info.value.exit_code == 2 and isinstance(info.value, CudalabError)
 
 
+# --- matching ----------------------------------------------------------------------------------------
+
+def L(i, kernel, grid="128x128", block="32x32", **metrics):
+    return ncu.KernelLaunch(i, kernel, block, grid, metrics=tuple(
+        ncu.parse.metric(k, "ns" if k == ncu.DURATION else "", str(v)) for k, v in metrics.items()))
+
+
+BLOCK = ("transpose_block", "128x128", "32x32")
+
+
+def test_shared_kernel_and_shape_told_apart_by_order_within_the_key():
+    launches = [L(0, "transpose_naive"), L(1, "transpose_block"), L(2, "transpose_tiled", block="32x8"),
+                L(3, "transpose_block")]
+    logs = [("naive", [("transpose_naive", "128x128", "32x32")]), ("block", [BLOCK]),
+            ("tiled", [("transpose_tiled", "128x128", "32x8")]), ("bankopt", [BLOCK])]
+    got, notes = ncu.match_launches(logs, launches)
+    assert [ln.launch_id for ln in got["block"].launches] == [1]
+    assert [ln.launch_id for ln in got["bankopt"].launches] == [3]
+    assert [ln.launch_id for ln in got["tiled"].launches] == [2] and notes == []
+
+
+def test_a_missing_launch_marks_its_key_instead_of_shifting():
+    launches = [L(0, "transpose_naive"), L(1, "transpose_block")]
+    logs = [("naive", [("transpose_naive", "128x128", "32x32")]), ("block", [BLOCK]), ("bankopt", [BLOCK])]
+    got, _ = ncu.match_launches(logs, launches)
+    assert got["naive"].launches and not got["naive"].problem
+    assert not got["block"].launches and "ncu saw 1 launch(es) of transpose_block" in got["block"].problem
+    assert "the run logged 2" in got["bankopt"].problem
+
+
+def test_extra_launches_are_noted_and_kernels_outside_the_filter_ignored():
+    logs = [("v", [("k", "1", "32"), ("helper", "1", "32")])]
+    got, notes = ncu.match_launches(logs, [L(0, "k", "1", "32"), L(1, "other", "1", "32")], kernels={"k"})
+    assert [ln.launch_id for ln in got["v"].launches] == [0]
+    assert "match no selected variant: 1× other" in notes[0]
+
+
+def test_several_launches_of_one_variant_are_combined():
+    a = L(0, "sort_pass", **{ncu.DURATION: 100, ncu.SMEM_LD_WF: 10, ncu.DRAM_PCT: 50})
+    b = L(1, "sort_pass", **{ncu.DURATION: 300, ncu.SMEM_LD_WF: 5, ncu.DRAM_PCT: 90})
+    got, _ = ncu.match_launches([("sort", [a.key, b.key])], [a, b])
+    one = ncu.combine(got["sort"].launches)
+    assert one.duration_ns == 400 and one.value(ncu.SMEM_LD_WF) == 15
+    assert one.value(ncu.DRAM_PCT) == pytest.approx((50 * 100 + 90 * 300) / 400)
+
+
+# --- expectations, metric sets, argv --------------------------------------------------------------
+
+@pytest.mark.parametrize("measured,expected,ok", [(32.16, 32, True), (1.06, 1, True), (1.3, 1, False),
+                                                  (0.97, 1, False), (2.0, 1, False), (None, 1, False), (5, None, None)])
+def test_tolerance(measured, expected, ok):
+    assert ncu.matches(measured, expected) is ok
+
+
+def test_metric_sets_default_from_the_family():
+    from cudalab import catalog
+    from cudalab.families import load
+
+    for name, want in (("smem-square", "smem"), ("transpose", "smem"), ("copy", "memory")):
+        spec = catalog.family(name)
+        assert ncu.resolve_metrics(None, spec, load(spec.module)).name == want
+    assert ncu.resolve_metrics("a.b,c").metrics == ("a.b", "c", ncu.DURATION)
+    with pytest.raises(CudalabError, match="--metrics"):
+        ncu.resolve_metrics("bad name")
+
+
+def test_argv_profiles_every_kernel_in_one_process():
+    argv = ncu.profile_argv("/opt/ncu", "/tmp/r", ["transpose_block", "transpose_naive", "transpose_block"], ["m1", "m2"])
+    assert argv[:4] == ["/opt/ncu", "-o", "/tmp/r", "-f"]
+    assert argv[argv.index("--clock-control") + 1] == "none"
+    assert argv[argv.index("--kernel-name") + 1] == "regex:^(transpose_block|transpose_naive)$"
+    assert argv[argv.index("--metrics") + 1] == "m1,m2" and "--launch-skip" not in argv
+    assert ncu.import_argv("ncu", "r.ncu-rep") == ["ncu", "--import", "r.ncu-rep", "--csv", "--print-units", "base"]
+
+
 def test_ncu_missing_message(monkeypatch, tmp_path):
     if Path("/usr/local/cuda/bin/ncu").exists():
         pytest.skip("ncu is installed in /usr/local/cuda/bin here")
@@ -194,140 +171,194 @@ def test_ncu_missing_message(monkeypatch, tmp_path):
     monkeypatch.delenv("CUDA_PATH", raising=False)
     with pytest.raises(ToolMissingError) as info:
         ncu.find_ncu()
-    msg = str(info.value)
-    assert "PATH" in msg and "/usr/local/cuda/bin/ncu" in msg and str(tmp_path / "cuda" / "bin" / "ncu") in msg
-    assert "CUDA toolkit" in msg and "Nsight Compute" in msg
-    result = CliRunner().invoke(cli, ["ncu", "smem-square"])
+    assert "/usr/local/cuda/bin/ncu" in str(info.value) and "Nsight Compute" in str(info.value)
+    result = invoke("ncu", "smem-square")
     assert result.exit_code == 2 and "ncu (Nsight Compute) not found" in result.output
 
 
-# --- the profile flow with a fake ncu ------------------------------------------------------------------
+# --- the profile flow with a fake ncu ---------------------------------------------------------------
 
-def fake_ncu(csv_for, child_err="", rc=0, write_report=True):
-    """A stand-in for subprocess.run: the profile call writes a report file, the import call prints CSV."""
-    calls = []
-
-    def run(argv, **kw):
-        calls.append(argv)
-        assert kw["env"]["LC_ALL"] == "C" and "shell" not in kw
-        if "--import" in argv:
-            rep = Path(argv[argv.index("--import") + 1])
-            return subprocess.CompletedProcess(argv, 0, csv_for(rep.name[: -len(".ncu-rep")]), "")
-        variant = argv[argv.index("--variant") + 1]
-        family = argv[argv.index("-m") + 2]
-        if write_report:
-            Path(argv[argv.index("-o") + 1] + ".ncu-rep").write_text("binary")
-        err = child_err or f"  {family}/{variant}: passed\n"
-        return subprocess.CompletedProcess(argv, rc, "==PROF== Connected\n", err)
-
-    run.calls = calls
-    return run
+TRANSPOSE_REQ = RunRequest(family="transpose", n="4096")
 
 
-def square_csv(ld_wf: int, st_wf: int, kernel: str = "setRowReadCol") -> str:
-    head = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
-    vals = [(ncu.SMEM_LD_REQ, "inst", "32"), (ncu.SMEM_ST_REQ, "inst", "32"), (ncu.SMEM_LD_WF, "", f"{ld_wf:,}"),
-            (ncu.SMEM_ST_WF, "", f"{st_wf:,}"), (ncu.SMEM_LD_CONF, "", str(ld_wf - 32)),
-            (ncu.SMEM_ST_CONF, "", str(st_wf - 32)), (ncu.DURATION, "us", "2.30")]
-    rows = [f'"0","1","python3","h","{kernel}","1","7","(32, 32, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","{n}","{u}","{v}"'
-            for n, u, v in vals]
-    return "\n".join([head, *rows]) + "\n"
+def transpose_run(drop: str = "", **kw) -> FakeRun:
+    """Every variant's planned launch, in run order; block and bankopt get their own wavefronts."""
+    rows = planned_rows(TRANSPOSE_REQ)
+    wf = {"block": 16860216, "bankopt": 555749}
+    launches = []
+    for r in rows:
+        if r.kind != "kernel" or r.variant == drop or r.status == SKIPPED:
+            continue
+        k, g, b = r.extra["launches"][0]
+        launches.append((k, g, b, smem_metrics(wf.get(r.variant, 524288), 564162, 524288)))
+    return FakeRun(csv=ncu_csv(launches), **kw)
 
 
-def test_profile_flow_with_fake_ncu(tmp_path):
-    spec = catalog.family("smem-square")
-    exp = {v.name: v.param("smem_expect") for v in spec.variants}
-    kern = {v.name: v.kernel for v in spec.variants}
-    run = fake_ncu(lambda name: square_csv(32 * exp[name]["ld"], 32 * exp[name]["st"], kern[name]))
-    export = tmp_path / "square.csv"
-    rep = ncu.profile("smem-square", None, ["--blocks", "1"], None, export, ncu="/opt/ncu", run=run)
-    assert len(run.calls) == 2 * len(spec.variants)  # one profile + one import per variant
-    assert rep.metric_set.name == "smem"
-    assert [r.variant for r in rep.rows] == spec.names()
-    assert all(r.status == ncu.OK for r in rep.rows)
-    assert rep.failed_expectations() == []
-    assert {r.variant: r.per_request("ld") for r in rep.rows}["col-col"] == 32.0
-    # the export reads back to the same rows, variants known from its sections
-    again = ncu.load_import(export, "smem-square")
-    assert [(r.variant, r.per_request("ld"), r.per_request("st")) for r in again.rows] == \
-        [(r.variant, r.per_request("ld"), r.per_request("st")) for r in rep.rows]
-    assert rep.rows[0].duration_ms == pytest.approx(0.0023)
+def test_one_ncu_process_for_the_whole_family(tmp_path):
+    run = transpose_run()
+    rep = ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=run)
+    profiled = [argv for argv, _ in run.calls if "--import" not in argv]
+    assert len(profiled) == 1 and len(run.calls) == 2
+    argv, kw = run.calls[0]
+    assert argv[-4:-2] == ["-m", "cudalab.child"] and kw["env"]["LC_ALL"] == "C" and "shell" not in kw
+    assert "transpose_block|" in argv[argv.index("--kernel-name") + 1]
+    by = {r.variant: r for r in rep.rows}
+    assert "host" not in by  # host, driver and library rows have no kernel of cudalab's
+    assert by["block"].per_request("ld") == pytest.approx(32.16, abs=0.01) and by["block"].verdict("ld")
+    assert by["bankopt"].per_request("ld") == pytest.approx(1.06, abs=0.01) and by["bankopt"].verdict("ld")
+    assert all(r.status == PASSED for r in rep.rows)
+    assert "one process for" in rep.source
 
 
-def test_profile_wrong_counts_are_marked():
-    run = fake_ncu(lambda name: square_csv(64, 32, "setRowReadColPad"))
-    rep = ncu.profile("smem-square", "row-col-pad", [], "smem", ncu="/opt/ncu", run=run)
-    assert rep.failed_expectations() == ["row-col-pad ld"]
-    result = ncu.build_table(rep)
-    assert any("2.00 ✗ (expected 1)" == c.text for c in result.rows[0])
+def test_missing_launch_in_ncu_output_is_missing_not_shifted():
+    rep = ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=transpose_run(drop="block"))
+    by = {r.variant: r for r in rep.rows}
+    assert by["block"].status == MISSING and by["bankopt"].status == MISSING
+    assert "cannot tell which is whose" in by["bankopt"].note and by["bankopt"].launch is None
+    assert by["naive"].status == PASSED
 
 
-def test_profile_incorrect_child_row():
-    run = fake_ncu(lambda name: square_csv(32, 32, "setRowReadRow"),
-                   child_err="  smem-square/row-row: incorrect max error 5 > 0\n", rc=1)
-    rep = ncu.profile("smem-square", "row-row", [], "smem", ncu="/opt/ncu", run=run)
-    assert rep.rows[0].status == ncu.INCORRECT and "max error" in rep.rows[0].note
+def test_incorrect_child_row_is_incorrect():
+    rows = lambda req: planned_rows(req, {"bankopt": (INCORRECT, "max error 5 > 0")})  # noqa: E731
+    run = transpose_run()
+    run.rows = rows
+    rep = ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=run)
+    row = next(r for r in rep.rows if r.variant == "bankopt")
+    assert row.status == INCORRECT and "max error 5" in row.note and row.launch is not None and rep.bad
 
 
-def test_profile_kernel_not_seen():
-    run = fake_ncu(lambda name: "", child_err="==WARNING== No kernels were profiled.\n", write_report=False)
-    with pytest.raises(ncu.KernelNotProfiledError, match="setColReadCol.*smem-square/col-col"):
-        ncu.profile("smem-square", "col-col", [], "smem", ncu="/opt/ncu", run=run)
+def test_child_that_wrote_nothing_or_refused():
+    with pytest.raises(ToolFailedError, match="wrote no result"):
+        ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=FakeRun(rows=lambda req: None, output="Segmentation fault", rc=139))
+    refused = FakeRun(rows=lambda req: ChildResult(error="pycuda is not installed"), rc=2)
+    with pytest.raises(ToolFailedError, match="refused: pycuda is not installed"):
+        ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=refused)
 
 
-def test_profile_ncu_failed_shows_tail():
-    run = fake_ncu(lambda name: "", child_err="==ERROR== something broke\nlast words\n", rc=9, write_report=False)
-    with pytest.raises(ToolFailedError) as info:
-        ncu.profile("smem-square", "col-col", [], "smem", ncu="/opt/ncu", run=run)
-    assert "exit 9" in str(info.value) and "last words" in str(info.value) and info.value.exit_code == 2
-
-
-def test_profile_permission_error():
-    run = fake_ncu(lambda name: "", child_err="==ERROR== ERR_NVGPUCTRPERM - no permission\n", rc=1,
-                   write_report=False)
+def test_no_report_and_permission_errors():
+    with pytest.raises(ncu.KernelNotProfiledError, match="saw no launch"):
+        ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=transpose_run(report=False, output="==PROF== No kernels were profiled."))
     with pytest.raises(ncu.CounterPermissionError):
-        ncu.profile("smem-square", "col-col", [], "smem", ncu="/opt/ncu", run=run)
+        ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=transpose_run(output="==ERROR== ERR_NVGPUCTRPERM"))
 
 
-def test_profile_skips_host_rows_with_a_note():
-    run = fake_ncu(lambda name: TRANSPOSE_CSV.read_text())
-    rep = ncu.profile("transpose", "host,naive", ["--n", "4096"], "smem", ncu="/opt/ncu", run=run)
-    assert rep.rows[0].status == ncu.SKIPPED and "host" in rep.rows[0].note
-    assert rep.rows[1].launch.launch_id == 1  # the last launch of its kernel in what ncu gave back
+def test_export_then_import_matches_exactly(tmp_path):
+    export = tmp_path / "t.csv"
+    rep = ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=transpose_run(), export=export)
+    text = export.read_text()
+    assert text.startswith(f"{ncu.MARKER} request ") and f"{ncu.MARKER} variant " in text
+    again = ncu.load_import(export, RunRequest(family="transpose"))
+    assert "markers" in again.problem and "4096x4096" in again.problem
+    assert [(r.variant, r.status, r.per_request("ld")) for r in again.rows] == \
+        [(r.variant, r.status, r.per_request("ld")) for r in rep.rows]
 
 
-# --- the command ---------------------------------------------------------------------------------------
-
-def test_cli_import_renders_table():
-    result = CliRunner().invoke(cli, ["ncu", "transpose", "--import", str(TRANSPOSE_CSV), "--n", "4096"])
-    assert result.exit_code == 0, result.output
-    out = result.output
-    assert "ld wf/req" in out and "32.16 ✓" in out and "1.06 ✓" in out
-    assert "n-way" in out and "arbitration" in out
-    assert "transpose_block" in out and "0.1303" in out
-
-
-def test_cli_import_copy_memory():
-    result = CliRunner().invoke(cli, ["ncu", "copy", "--import", str(COPY_CSV)])
-    assert result.exit_code == 0, result.output
-    assert "DRAM % peak" in result.output and "36.4" in result.output and "copy_vec4" in result.output
+def test_ncu_rep_export_keeps_the_launch_log_beside_it(tmp_path):
+    export = tmp_path / "t.ncu-rep"
+    run = transpose_run()
+    ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=run, export=export)
+    assert export.read_bytes() == b"NCU" and Path(str(export) + ".cudalab").read_text().startswith(ncu.MARKER)
+    again = ncu.load_import(export, RunRequest(family="transpose", variants="block,bankopt"), ncu="/opt/ncu", run=run)
+    assert [r.variant for r in again.rows] == ["block", "bankopt"] and "markers" in again.problem
+    assert run.calls[-1][0][1:3] == ["--import", str(export)]
 
 
-def test_cli_import_wrong_family_says_what_the_file_holds():
-    result = CliRunner().invoke(cli, ["ncu", "smem-square", "--import", str(COPY_CSV)])
-    assert result.exit_code == 2 and "copy_naive" in result.output
+def test_add_ncu_merges_the_report_columns():
+    req = RunRequest(family="transpose", n="4096", variants="block,bankopt")
+    point = RunPoint(family="transpose", metric="bandwidth", problem={},
+                     results=(Result("block", "kernel", PASSED), Result("bankopt", "kernel", PASSED)))
+    out = ncu.add_ncu(point, req, ncu="/opt/ncu", run=transpose_run())
+    block = out.results[0].extra
+    assert block["ncu_ld_wpr"] == pytest.approx(32.16, abs=0.01) and block["ncu_ld_ok"] is True
+    assert block["ncu_ms"] == pytest.approx(2304e-6) and "ncu_ld_conflicts" in block
+
+
+# --- import --------------------------------------------------------------------------------------------
+
+def test_import_derived_file_gives_each_variant_its_own_launch():
+    res = invoke("ncu", "transpose", "--import", str(DERIVED_CSV))
+    assert res.exit_code == 0, res.output
+    rep = ncu.load_import(DERIVED_CSV, RunRequest(family="transpose"))
+    by = {r.variant: r for r in rep.rows}
+    assert by["block"].launch.launch_id == 0 and by["bankopt"].launch.launch_id == 1
+    assert by["block"].status == PASSED and by["bankopt"].status == PASSED
+    assert "size read from the file's launch shapes" in rep.problem
+    assert by["naive"].status == MISSING and "no launch of transpose_naive" in by["naive"].note
+
+
+def test_import_captured_transpose_file_old_double_launches():
+    res = invoke("ncu", "transpose", "--import", str(TRANSPOSE_CSV))
+    assert res.exit_code == 0, res.output
+    assert "32.16 ✓" in res.output and "1.06 ✓" in res.output and "twice" in res.output
+    assert "130,272" in res.output  # ns, the verified (second) block launch
+
+
+def test_import_size_contradicting_the_file_is_refused():
+    res = invoke("ncu", "transpose", "--import", str(TRANSPOSE_CSV), "--n", "1024")
+    assert res.exit_code == 2 and "contradict" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_import_copy_memory_grid_stride_from_the_file():
+    res = invoke("ncu", "copy", "--import", str(COPY_CSV))
+    assert res.exit_code == 0, res.output
+    assert "DRAM % peak" in res.output and "36.4" in res.output and "copy_vec4" in res.output
+
+
+def test_import_foreign_family_is_refused_in_one_line():
+    res = invoke("ncu", "smem-square", "--import", str(COPY_CSV))
+    assert res.exit_code == 2 and "copy_naive" in res.output and "copy's" in res.output
+
+
+def square_file(tmp_path, block="32x32", variants=None) -> Path:
+    from cudalab import catalog
+
+    spec = catalog.family("smem-square")
+    figures = {"setRowReadRow": (32, 32), "setColReadCol": (1024, 1024), "setRowReadCol": (1024, 32),
+               "setRowReadColDyn": (1024, 32), "setRowReadColPad": (32, 32), "setRowReadColDynPad": (32, 32)}
+    launches = [(v.kernel, "1", block, smem_metrics(*figures[v.kernel])) for v in spec.variants
+                if v.kind == "kernel" and (variants is None or v.name in variants)]
+    path = tmp_path / "square.csv"
+    path.write_text("==PROF== Connected\n" + ncu_csv(launches))
+    return path
+
+
+def test_import_square_subset_finds_every_selected_variant(tmp_path):
+    path = square_file(tmp_path)
+    rep = ncu.load_import(path, RunRequest(family="smem-square", variants="row-col-pad,row-row"))
+    assert [(r.variant, r.status) for r in rep.rows] == [("row-col-pad", PASSED), ("row-row", PASSED)]
+    assert rep.rows[0].verdict("ld") and rep.rows[1].verdict("st")
+
+
+def test_import_square_file_as_rect_is_refused(tmp_path):
+    res = invoke("ncu", "smem-rect", "--import", str(square_file(tmp_path)))
+    assert res.exit_code == 2 and "contradict smem-rect" in res.output and "smem-square" in res.output
+
+
+def test_import_truncated_file_is_flagged_and_exits_1(tmp_path):
+    text = TRANSPOSE_CSV.read_text()
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text[: len(text) - 8])
+    res = invoke("ncu", "transpose", "--import", str(cut))
+    assert res.exit_code == 1, res.output
+    assert "cut off" in res.output
+    rep = ncu.load_import(cut, RunRequest(family="transpose"))
+    assert next(r for r in rep.rows if r.variant == "tiled-64x8").status == FAILED
 
 
 def test_cli_import_forwards_family_options(tmp_path):
     # --ipad reaches the smem-rect expectations: with ipad 1 a 2-way load is expected
-    csv_text = square_csv(64, 32, "setRowReadColPad").replace("(32, 32, 1)", "(32, 16, 1)")
-    runner = CliRunner()
     path = tmp_path / "r.csv"
-    path.write_text(f"{ncu.MARKER} family=smem-rect variant=row-col-pad\n" + csv_text)
-    ok = runner.invoke(cli, ["ncu", "smem-rect", "--variant", "row-col-pad", "--import", str(path), "--ipad", "1"])
-    bad = runner.invoke(cli, ["ncu", "smem-rect", "--variant", "row-col-pad", "--import", str(path), "--strict"])
+    path.write_text(ncu_csv([("setRowReadColPad", "1", "32x16", smem_metrics(64, 32))]))
+    ok = invoke("ncu", "smem-rect", "--variant", "row-col-pad", "--import", str(path), "--ipad", "1")
+    bad = invoke("ncu", "smem-rect", "--variant", "row-col-pad", "--import", str(path), "--strict")
     assert ok.exit_code == 0 and "2.00 ✓" in ok.output, ok.output
-    assert bad.exit_code == 1 and "2.00 ✗ (expected 1)" in bad.output
+    assert bad.exit_code == 1 and "2.00 ✗ (expected 1)" in bad.output, bad.output
+
+
+def test_cli_ncu_takes_the_family_problem_options():
+    res = invoke("ncu", "smem-rect", "--help")
+    assert res.exit_code == 0 and "--ipad" in res.output and "--metrics" in res.output and "--define" in res.output
+    assert invoke("ncu", "--help").output.count("transpose") >= 1
 
 
 def test_import_cli_without_pycuda_in_a_subprocess():
@@ -335,15 +366,77 @@ def test_import_cli_without_pycuda_in_a_subprocess():
             f"r = CliRunner().invoke(cli, ['ncu', 'transpose', '--import', {str(TRANSPOSE_CSV)!r}]); "
             "assert r.exit_code == 0, r.output; assert 'pycuda' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent,
-                   env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent)))
+                   env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent), PATH="/nonexistent"))
 
 
-def test_memory_columns_for_the_timing_table():
-    """``cudalab reduce --ncu`` (metric set memory) gets the book's Table 3-6 columns, not smem ones."""
-    text = (DATA / "ncu_import_copy_memory_h200.csv").read_text()
-    launches = ncu.parse_csv(text)
-    rows = tuple(ncu.NcuRow(variant=f"v{i}", kernel=l.kernel, launch=l) for i, l in enumerate(launches))
-    rep = ncu.NcuReport(family="copy", metric_set=ncu.METRIC_SETS["memory"], rows=rows, source="test")
-    cols, per = ncu.extra_columns(rep)
-    assert [h for _, h in cols][:3] == ["DRAM % peak", "gld eff %", "gst eff %"]
-    assert per["v0"]["ncu_dram"] == "36.4" and per["v0"]["ncu_gld"] == "100.0"
+def test_import_falls_back_when_ncu_has_no_print_units(tmp_path):
+    calls = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        if "--print-units" in argv:
+            return subprocess.CompletedProcess(argv, 1, "", "==ERROR== unrecognised option '--print-units'")
+        return subprocess.CompletedProcess(argv, 0, DERIVED_CSV.read_text(), "")
+
+    rep_path = tmp_path / "x.ncu-rep"
+    rep_path.write_bytes(b"NCU")
+    rep = ncu.load_import(rep_path, RunRequest(family="transpose", variants="block,bankopt"), ncu="/opt/ncu", run=run)
+    assert [c[-1] for c in calls] == ["base", "--csv"] and rep.rows[0].duration_ns == pytest.approx(130270)
+
+
+def test_cli_live_profile_then_import(monkeypatch, tmp_path):
+    seen = []
+    real = ncu.profile
+
+    def profile(req, *a, **kw):
+        seen.append(req)
+        return real(req, *a, **kw, ncu="/opt/ncu", run=transpose_run())
+
+    monkeypatch.setattr(ncu, "profile", profile)
+    path = tmp_path / "t.csv"
+    live = invoke("ncu", "transpose", "--n", "4096", "--variant", "block,bankopt", "--export", str(path), "--strict")
+    assert live.exit_code == 0, live.output
+    assert seen[0].n == "4096" and seen[0].variants == "block,bankopt" and seen[0].family == "transpose"
+    assert "32.16 ✓" in live.output and "raw ncu CSV written" in live.output
+    back = invoke("ncu", "transpose", "--import", str(path))
+    assert back.exit_code == 0 and "32.16 ✓" in back.output and "markers" in back.output, back.output
+
+
+def test_cli_family_options_reach_the_request(monkeypatch):
+    seen = []
+    monkeypatch.setattr(ncu, "profile", lambda req, *a, **kw: seen.append(req) or (_ for _ in ()).throw(
+        ncu.KernelNotProfiledError("stop")))
+    res = invoke("ncu", "smem-rect", "--ipad", "1", "--blocks", "4", "-D", "X=1")
+    assert res.exit_code == 2 and dict(seen[0].options) == {"blocks": 4, "ipad": 1}
+    assert seen[0].defines == (("X", "1"),)
+
+
+def test_exported_file_cut_off_or_imported_as_another_family(tmp_path):
+    export = tmp_path / "t.csv"
+    ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=transpose_run(), export=export)
+    text = export.read_text()
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text[: text.rindex('"inst"')])  # the last launch loses its last metric mid-row
+    res = invoke("ncu", "transpose", "--import", str(cut))
+    assert res.exit_code == 1 and "cut off" in res.output, res.output
+    other = invoke("ncu", "copy", "--import", str(export))
+    assert other.exit_code == 2 and "exported by `cudalab ncu transpose`" in other.output
+
+
+def test_family_table_shows_ncu_columns_with_marks():
+    from cudalab import report
+
+    point = RunPoint(family="transpose", metric="bandwidth", problem={}, results=(
+        Result("block", "kernel", PASSED, extra={"ncu_ld_wpr": 32.16, "ncu_ld_ok": True, "ncu_ms": 0.000130272}),))
+    cols = [(k, h) for k, h in report.NCU_COLUMNS if k in point.results[0].extra]
+    con = report.console()
+    with con.capture() as cap:
+        con.print(report.results_table(point.results, "bandwidth", (), cols))
+    assert "32.16 ✓" in cap.get() and "0.000130" in cap.get()
+
+
+def test_ncu_package_imports_neither_click_nor_rich():
+    code = "import sys, cudalab.ncu; print(sorted(m for m in ('click', 'rich', 'pycuda') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parent.parent).stdout
+    assert out.strip() == "[]"

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from cudalab import ncu
+from cudalab.results import PASSED
+from cudalab.runner import RunRequest
 
 pytestmark = pytest.mark.ncu
 
@@ -36,7 +38,7 @@ def check_figures(family: str, rep: ncu.NcuReport, want: dict[str, tuple[float, 
     problems = []
     for name, (ld, st) in want.items():
         status, mld, mst = got[name]
-        if status != ncu.OK:
+        if status != PASSED:
             problems.append(f"{family}/{name}: status {status}")
         for op, m, e in (("ld", mld, ld), ("st", mst, st)):
             if not ncu.matches(m, e):
@@ -50,8 +52,14 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                               p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)), timeout=900)
 
 
+def prof(family: str, variants: str | None = None, metrics: str = "smem", **fields) -> ncu.NcuReport:
+    opts = tuple(fields.pop("options", {}).items())
+    return ncu.profile(RunRequest(family=family, variants=variants, options=opts, **fields), metrics)
+
+
 def test_smem_square_figures():
-    rep = ncu.profile("smem-square", None, [], "smem")
+    rep = prof("smem-square")
+    assert "one process for 6 variant(s)" in rep.source, rep.source
     check_figures("smem-square", rep, SQUARE)
     # one block: the counters are exact (no other block to arbitrate with)
     for name, (ld, st) in SQUARE.items():
@@ -61,20 +69,34 @@ def test_smem_square_figures():
 
 
 def test_smem_rect_figures_and_ipad():
-    check_figures("smem-rect", ncu.profile("smem-rect", None, [], "smem"), RECT)
+    check_figures("smem-rect", prof("smem-rect"), RECT)
     one = dict(RECT, **{"row-col-pad": (2, 1), "row-col-dyn-pad": (2, 1)})  # IPAD=1 leaves a 2-way load conflict
-    check_figures("smem-rect --ipad 1", ncu.profile("smem-rect", None, ["--ipad", "1"], "smem"), one)
+    check_figures("smem-rect --ipad 1", prof("smem-rect", options={"blocks": 1, "ipad": 1}), one)
 
 
 def test_many_blocks_still_match():
     # 4096 blocks at once: arbitration may add a little, within the documented tolerance
-    check_figures("smem-square --blocks 4096", ncu.profile("smem-square", None, ["--blocks", "4096"], "smem"), SQUARE)
+    check_figures("smem-square --blocks 4096", prof("smem-square", options={"blocks": 4096}), SQUARE)
 
 
 def test_transpose_shared_kernel_symbol():
-    # block and bankopt launch the same symbol with different defines: one ncu run each tells them apart
-    rep = ncu.profile("transpose", "block,bankopt,tiled-32x8", ["--n", "4096"], "smem")
-    check_figures("transpose", rep, {"block": (32, 1), "bankopt": (1, 1), "tiled-32x8": (1, 1)})
+    # block and bankopt launch the same symbol and shape with different defines: one ncu process for the
+    # whole family, told apart by their order within (transpose_block, 128x128, 32x32)
+    rep = prof("transpose", n="4096")
+    check_figures("transpose", rep, {"block": (32, 1), "bankopt": (1, 1), "tiled-32x8": (1, 1), "tiled-64x8": (1, 1)})
+    by = {r.variant: r for r in rep.rows}
+    assert by["block"].launch.key == by["bankopt"].launch.key and by["block"].launch is not by["bankopt"].launch
+    assert by["block"].launch.launch_id < by["bankopt"].launch.launch_id  # run order: block before bankopt
+    assert all(r.duration_ns and r.duration_ns > 1000 for r in rep.rows), [(r.variant, r.duration_ns) for r in rep.rows]
+
+
+def test_transpose_export_import_round_trip(tmp_path):
+    path = tmp_path / "t.csv"
+    rep = ncu.profile(RunRequest(family="transpose", n="2048", variants="bankopt,block"), "smem", export=path)
+    back = ncu.load_import(path, RunRequest(family="transpose"))
+    assert [(r.variant, r.status, r.per_request("ld")) for r in back.rows] == \
+        [(r.variant, r.status, r.per_request("ld")) for r in rep.rows]
+    assert "2048x2048" in back.problem and "markers" in back.problem
 
 
 def table_rows(stdout: str) -> list[str]:
@@ -105,10 +127,17 @@ def test_cli_memory_and_time_sets():
     mem = cli("copy", "--variant", "naive,vec4", "--n", "4096", "--metrics", "memory")
     assert mem.returncode == 0 and "DRAM % peak" in mem.stdout, mem.stdout + mem.stderr
     t = cli("transpose", "--variant", "bankopt", "--n", "4096", "--metrics", "time")
-    assert t.returncode == 0 and "ncu ms" in t.stdout, t.stdout + t.stderr
+    assert t.returncode == 0 and "ncu ns" in t.stdout, t.stdout + t.stderr
 
 
 def test_refused_before_ncu_starts_is_exit_2():
     # --grid 1 on a tiles variant is refused before ncu starts (exit 2, with the reason)
     r = cli("transpose", "--variant", "naive", "--n", "4096", "--grid", "1")
     assert r.returncode == 2, r.stdout + r.stderr
+
+
+def test_family_command_with_ncu_columns():
+    r = subprocess.run([sys.executable, "-m", "cudalab", "smem-square", "--ncu", "--budget", "0.05"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "smem ld wf/req" in r.stdout and "32.00 ✓" in r.stdout, r.stdout

@@ -14,6 +14,7 @@ import pytest
 
 from cudalab import catalog
 from cudalab import sanitize as S
+from cudalab.runner import RunRequest
 
 pytestmark = pytest.mark.sanitizer
 
@@ -26,7 +27,7 @@ def results(tmp_path_factory):
     logs = tmp_path_factory.mktemp("sanitizer-logs")
 
     def one(family: str):
-        return family, S.sanitize(family, tools=S.TOOLS, log_dir=logs / family, timeout_s=300)
+        return family, S.sanitize(RunRequest(family=family), tools=S.TOOLS, log_dir=logs / family, timeout_s=300)
 
     with ThreadPoolExecutor(max_workers=len(FAMILIES)) as pool:
         return dict(pool.map(one, FAMILIES))
@@ -44,3 +45,11 @@ def test_family_is_clean_under_every_tool(results, family):
     assert not bad, "\n".join(bad)
     unseen = [v for v in S.never_ran(rows) if not catalog.family(family).variant(v).legacy]
     assert not unseen, f"{family}: never run (skipped at every size): {unseen}; add SANITIZE_SIZES"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_tool_ran_at_two_sizes(results, family):
+    rows = results[family]
+    assert {r.tool for r in rows} == set(S.TOOLS)
+    assert len({r.size for r in rows}) == 2, sorted({r.size for r in rows})
+    assert any(r.status == S.PASSED for r in rows), [(r.variant, r.tool, r.size, r.status, r.reason) for r in rows]

@@ -3,7 +3,7 @@ catalog), and the one place where cudalab's errors become a message and an exit 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -13,43 +13,54 @@ from cudalab.errors import CatalogError, CudalabError
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
+def family_names() -> list[str]:
+    """Every family folder's name, broken ones too (their commands say why); none when the kernel
+    folder itself is unusable (then every family command says that)."""
+    try:
+        cat = catalog.load_catalog()
+    except CudalabError:
+        return []
+    return sorted({*cat, *(b.name for b in cat.broken)})
+
+
+def family_subcommand(name: str, make: Callable[[catalog.FamilySpec], click.Command]) -> click.Command | None:
+    """The command ``make`` builds for family ``name``; for a broken family or an unusable kernel
+    folder, a command that says so in one line (exit 2); None for a name that is no family."""
+    try:
+        cat = catalog.load_catalog()
+    except CudalabError as exc:  # 'cudalab transpose' with a bad CUDALAB_SRC says what is wrong with it
+        return _unusable(name, exc)
+    if name in cat:
+        return make(cat[name])
+    reason = cat.broken_reason(name)
+    return _unusable(name, CatalogError(f"broken family {name}: {reason}")) if reason else None
+
+
+def _unusable(name: str, error: CudalabError) -> click.Command:
+    """A command that only reports ``error`` (one line, exit 2), whatever its arguments."""
+
+    def fail(**_: Any) -> None:
+        raise error
+
+    return click.Command(name, callback=fail, add_help_option=False, short_help=str(error),
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
 class CudalabGroup(click.Group):
     """A group whose subcommands include one per kernel family, and which turns cudalab's errors
     into one message and an exit code (a traceback only with ``--debug``)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         fixed = super().list_commands(ctx)
-        try:
-            cat = catalog.load_catalog()
-        except CudalabError:  # a bad CUDALAB_SRC: the fixed commands still get help; families say why
-            return fixed
-        families = [*cat, *(b.name for b in cat.broken)]  # broken ones listed with their reason
-        return fixed + sorted(set(families) - set(fixed))
+        return fixed + [n for n in family_names() if n not in fixed]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         cmd = super().get_command(ctx, name)
         if cmd is not None:
             return cmd
-        try:
-            cat = catalog.load_catalog()
-        except CudalabError as exc:  # 'cudalab transpose' with a bad CUDALAB_SRC says what is wrong with it
-            return self._unusable(name, exc)
-        if name in cat:
-            from cudalab.cli.family import family_command  # noqa: PLC0415
+        from cudalab.cli.family import family_command  # noqa: PLC0415
 
-            return family_command(cat[name])
-        reason = cat.broken_reason(name)
-        return self._unusable(name, CatalogError(f"broken family {name}: {reason}")) if reason else None
-
-    @staticmethod
-    def _unusable(name: str, error: CudalabError) -> click.Command:
-        """A command that only reports ``error`` (one line, exit 2), whatever its arguments."""
-
-        def fail(**_: Any) -> None:
-            raise error
-
-        return click.Command(name, callback=fail, add_help_option=False, short_help=str(error),
-                             context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+        return family_subcommand(name, family_command)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

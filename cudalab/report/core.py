@@ -1,4 +1,4 @@
-"""Rich tables, JSON and CSV export. The only module that imports rich."""
+"""Run tables and headers, JSON and CSV export (rich)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cudalab.files import atomic_write  # noqa: F401  (re-exported)
-from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
+from cudalab.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED, Result, Roofline
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED: "yellow"}
 
@@ -78,6 +78,7 @@ NCU_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ncu_dram", "DRAM % peak"), ("ncu_gld", "gld eff %"), ("ncu_gst", "gst eff %"), ("ncu_l2", "L2 hit %"),
     ("ncu_ms", "ncu ms"),
 )
+#: (ncu_ld_ok / ncu_st_ok hold the ✓/✗ of the wf/req columns; see :func:`ncu_values`.)
 
 
 def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = (),
@@ -101,6 +102,15 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
     con.print(results_table(rows, point.metric, extra_columns, ncu_cols))
     con.print(LEGEND.get(point.metric, LEGEND["none"]), markup=False)
+    if ncu_cols:
+        from cudalab.report.tools import ncu_legend  # noqa: PLC0415  (tools imports this module)
+
+        smem = any(k.endswith("_wpr") for k, _ in ncu_cols)
+        for text in ncu_legend("smem" if smem else "memory"):
+            con.print(text, markup=False)
+    for r in rows:
+        if r.extra.get("ncu_status"):
+            con.print(f"ncu: {r.variant} {r.extra['ncu_status']}: {r.extra.get('ncu_note', '')}", markup=False)
     if any(r.legacy for r in rows):
         con.print("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
                   f"{point.family}`); its correct twin runs beside it.", markup=False)
@@ -198,7 +208,10 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         row += [_fmt(speed, 2) + "×" if speed else "–", _fmt(step, 2) + "×" if step else "–"]
         for key, _ in extra_columns + ncu_columns:
             v = r.extra.get(key)
-            row.append(_fmt(v, 4 if key.endswith("_ms") else 2) if isinstance(v, float) else "–" if v is None else str(v))
+            text = _fmt(v, 6 if key == "ncu_ms" else 4 if key.endswith("_ms") else 2) if isinstance(v, float) \
+                else "–" if v is None else str(v)
+            ok = r.extra.get(key.replace("_wpr", "_ok")) if key.endswith("_wpr") else None
+            row.append(text + (" ✓" if ok is True else " ✗" if ok is False else ""))
         if r.max_error is None:
             row.append("–")
         elif r.status == INCORRECT:
@@ -275,136 +288,3 @@ def markdown_table(results: Sequence[Result], metric: str) -> str:
         row.append(r.status + (f": {r.reason}" if r.reason else ""))
         lines.append("| " + " | ".join(x.replace("|", "/") for x in row) + " |")
     return "\n".join(lines)
-
-
-# --- saved-run comparison ---------------------------------------------------------------------------
-
-_VERDICT_STYLE = {"slower": "bold red", "faster": "green", "same": "", "unsure": "yellow"}
-
-
-def comparison_lines(c: Any) -> list[str]:
-    """The header of a comparison: the two runs, how rows are compared, how verdicts are reached."""
-    lines = [f"cudalab compare: A = {c.base_name} ({c.base_gpu or 'GPU unknown'}), "
-             f"B = {c.new_name} ({c.new_gpu or 'GPU unknown'})"]
-    if c.by_roofline:
-        lines.append(f"different GPUs ({c.base_gpu} vs {c.new_gpu}): compared by % of roofline (GB/s rows; the "
-                     "roofline measured in each run) or % of the library ref (GFLOP/s rows); B/A = A % / B %, > 1 is slower")
-    else:
-        lines.append(f"same GPU ({c.base_gpu or '?'}): compared by median time; B/A = B ms / A ms, > 1 is slower")
-    lines.append(f"verdict from the raw samples: Mann–Whitney U p < 0.05, |B/A − 1| ≥ {c.min_effect:.0%} "
-                 f"(--min-effect) and the 95% bootstrap interval of B/A excluding 1 → faster/slower; interval inside "
-                 f"±{c.min_effect:.0%} → same; otherwise unsure (the note says what would settle it)")
-    return lines
-
-
-def comparison_summary(c: Any) -> str:
-    """``B vs A: 2 slower, 1 faster, 12 same, 3 unsure, 4 not compared``."""
-    counts = [f"{c.count(v)} {v}" for v in ("slower", "faster", "same", "unsure")]
-    return f"{c.new_name} vs {c.base_name}: " + ", ".join(counts) + f", {c.count('–')} not compared"
-
-
-def _cmp_cells(c: Any, row: Any) -> list[str]:
-    a, b, v = row.base, row.new, row.verdict
-    ms = lambda r: _ms(r.stats.median) if r is not None and r.stats else "–"  # noqa: E731
-    pct = lambda r: _fmt(r.pct_roofline, 1) if r is not None else "–"  # noqa: E731
-    ratio = v.ratio
-    if ratio is None and a is not None and b is not None:  # not judged, but the medians still say something
-        if c.by_roofline and a.pct_roofline and b.pct_roofline:
-            ratio = a.pct_roofline / b.pct_roofline
-        elif not c.by_roofline and a.stats and b.stats and a.stats.median:
-            ratio = b.stats.median / a.stats.median
-    p = "–" if v.p is None else "<0.001" if v.p < 0.001 else f"{v.p:.3f}"
-    n = f"{a.stats.n if a is not None and a.stats else '–'}/{b.stats.n if b is not None and b.stats else '–'}"
-    return [row.family, row.problem, row.variant, ms(a), pct(a), ms(b), pct(b), n,
-            "–" if ratio is None else f"{ratio:.3f}", p, v.verdict, v.note]
-
-
-_CMP_COLUMNS = ["family", "problem", "variant", "A ms", "A % roof", "B ms", "B % roof", "n A/B", "B/A", "p",
-                "verdict", "note"]
-
-
-def comparison_table(c: Any) -> Table:
-    """One row per matched (family, problem, variant); verdicts coloured. One problem: its columns are left
-    out (the title names it)."""
-    single = len({(r.family, r.problem) for r in c.rows}) == 1
-    skip = 2 if single else 0
-    title = f"{c.rows[0].family} {c.rows[0].problem}" if single else None
-    t = Table(box=box.SIMPLE_HEAVY, pad_edge=False, title=title, title_justify="left")
-    for col in _CMP_COLUMNS[skip:]:
-        t.add_column(col, justify="left" if col in ("family", "problem", "variant", "verdict", "note") else "right",
-                     overflow="fold")
-    for row in c.rows:
-        cells = _cmp_cells(c, row)
-        style = _VERDICT_STYLE.get(row.verdict.verdict, "dim")
-        t.add_row(*[Text(x, style=style if i == 10 else "") for i, x in enumerate(cells)][skip:])
-    return t
-
-
-def markdown_comparison(c: Any) -> str:
-    """A comparison as GitHub markdown (``$GITHUB_STEP_SUMMARY``): header lines, table, summary."""
-    lines = [line + "  " for line in comparison_lines(c)] + ["", "| " + " | ".join(_CMP_COLUMNS) + " |",
-                                                             "|" + "---|" * len(_CMP_COLUMNS)]
-    for row in c.rows:
-        cells = _cmp_cells(c, row)
-        if row.verdict.verdict in ("slower", "faster"):
-            cells[10] = f"**{cells[10]}**"
-        lines.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
-    return "\n".join(lines + ["", comparison_summary(c)]) + "\n"
-
-
-# --- ncu tables -------------------------------------------------------------------------------------
-
-_NCU_STYLE = {"ok": "green", "bad": "bold red", "warn": "yellow"}
-
-
-def ncu_table(table: Any) -> Table:
-    """Render a :class:`cudalab.ncu.NcuTable` (columns, rows of styled cells)."""
-    t = Table(box=box.SIMPLE_HEAVY, pad_edge=False)
-    for c in table.columns:
-        t.add_column(c, justify="left" if c in ("variant", "kernel", "block", "grid", "status") else "right",
-                     overflow="fold")
-    for row in table.rows:
-        t.add_row(*[Text(c.text, style=_NCU_STYLE.get(c.style, "")) for c in row])
-    return t
-
-
-def print_ncu(table: Any, problem: str = "", con: Console | None = None) -> None:
-    """Print an ncu report: title, problem line, the table and the notes that explain it."""
-    con = con or console()
-    con.print(table.title, markup=False, highlight=False)
-    if problem:
-        con.print(problem, markup=False, highlight=False)
-    con.print(ncu_table(table))
-    for line in table.notes:
-        con.print(line, markup=False, highlight=False)
-
-
-
-# --- sanitize tables --------------------------------------------------------------------------------
-
-_SANITIZE_STYLE = {"clean": "green", "findings": "bold red", "failed": "red", "skipped": "yellow"}
-
-
-def sanitize_table(rows: Sequence[Any], title: str | None = None) -> Table:
-    """One row per sanitizer run: variant, legacy?, tool, size, status, findings, first report line.
-
-    Rows are :class:`cudalab.sanitize.Row`; a legacy variant's findings are shown dimmed, as they
-    do not fail the run.
-    """
-    t = Table(box=box.SIMPLE_HEAVY, title=title, title_justify="left", pad_edge=False)
-    for c in ("variant", "legacy", "tool", "size", "status", "findings", "first report line / reason"):
-        t.add_column(c, justify="right" if c == "findings" else "left", overflow="fold")
-    for r in rows:
-        if r.findings is None:
-            found = "–"
-        else:
-            found = str(r.findings) + (f" (+{r.warnings} warn)" if r.warnings else "")
-        style = _SANITIZE_STYLE.get(r.status, "")
-        if r.legacy and r.status in ("findings", "failed"):
-            style = "dim " + style.replace("bold ", "")
-        detail = r.first or r.reason
-        if r.first and r.reason:
-            detail = f"{r.first}; {r.reason}"
-        t.add_row(Text(r.variant), "legacy" if r.legacy else "", r.tool, Text(str(r.size)),
-                  Text(r.status, style=style), Text(str(found)), Text(detail, style=style if r.status != "clean" else ""))
-    return t

@@ -1,0 +1,198 @@
+"""The ncu driver: one ncu process per command profiles the verified launch of every selected variant.
+
+``ncu -o REPORT -f --clock-control none --kernel-name regex:^(k1|k2)$ --metrics ... python -m cudalab.child
+REQUEST RESULT`` runs every selected variant once (profile mode: one poisoned, verified launch each) on
+the child protocol (:mod:`cudalab.child`); ``ncu --import REPORT --csv --print-units base`` reads the
+report back (sturdier than stdout, where the program's output is mixed in; base units keep durations in
+ns at full precision). ``--clock-control none`` keeps the GPU's own clocks so durations match CUDA
+events. The child's rows give each variant's verdict and launch log; :mod:`cudalab.ncu.match` pairs
+ncu's launches with them.
+
+``--export FILE.csv`` writes cudalab's marker lines (the request and each child row's launch log) and
+then ncu's CSV, so ``--import`` matches exactly; ``--export FILE.ncu-rep`` copies ncu's report and writes
+the marker lines beside it (``FILE.ncu-rep.cudalab``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from cudalab import child, runner
+from cudalab.errors import KernelNotProfiledError, ToolFailedError, ToolMissingError
+from cudalab.files import atomic_write
+from cudalab.ncu.metrics import resolve_metrics
+from cudalab.ncu.parse import MARKER, check_output, parse_csv, tail
+from cudalab.ncu.rows import NcuReport, build_rows
+from cudalab.results import Result, RunPoint
+from cudalab.tools import find_cuda_tool
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+NCU_HINT = ("install Nsight Compute: it comes with the CUDA toolkit (cuda-nsight-compute package, "
+            "https://developer.nvidia.com/cuda-downloads) or alone from https://developer.nvidia.com/nsight-compute")
+#: Where --export FILE.ncu-rep keeps the marker lines ncu's binary report cannot hold.
+SIDECAR = ".cudalab"
+
+
+def find_ncu() -> str:
+    """Path of ncu: ``$CUDALAB_NCU``, else as :func:`cudalab.tools.find_cuda_tool` looks.
+
+    Raises:
+        ToolMissingError: naming where cudalab looked and how to get ncu.
+    """
+    env = os.environ.get("CUDALAB_NCU")
+    if env:
+        if Path(env).is_file():
+            return env
+        raise ToolMissingError(f"CUDALAB_NCU={env} is not a file; {NCU_HINT}")
+    return find_cuda_tool("ncu", "ncu (Nsight Compute)", NCU_HINT)
+
+
+def kernel_filter(symbols: Sequence[str]) -> str:
+    """ncu's ``--kernel-name`` value that matches exactly these symbols."""
+    names = list(dict.fromkeys(symbols))
+    return f"regex:^({'|'.join(re.escape(s) for s in names)})$"
+
+
+def profile_argv(ncu: str, report: str | os.PathLike, kernels: Sequence[str], metrics: Sequence[str]) -> list[str]:
+    """ncu's argv prefix for one child run: every launch of the given kernels, into ``report`` (.ncu-rep added)."""
+    return [ncu, "-o", str(report), "-f", "--clock-control", "none", "--kernel-name", kernel_filter(kernels),
+            "--metrics", ",".join(metrics)]
+
+
+def import_argv(ncu: str, report: str | os.PathLike) -> list[str]:
+    """ncu's argv that prints a saved report as CSV in base units."""
+    return [ncu, "--import", str(report), "--csv", "--print-units", "base"]
+
+
+def read_report(ncu: str, report: str | os.PathLike, run: Runner, timeout: float | None = None) -> str:
+    """ncu's CSV of a saved report.
+
+    Raises:
+        ToolFailedError: ncu could not read it.
+    """
+    argv = import_argv(ncu, report)
+    proc = run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace", env=child.child_env(),
+               timeout=timeout)
+    out = (proc.stdout or "") + "\n" + (proc.stderr or "")
+    if proc.returncode != 0 and "print-units" in out:  # an ncu without --print-units: the parser scales units
+        proc = run(argv[:-2], capture_output=True, text=True, encoding="utf-8", errors="replace",
+                   env=child.child_env(), timeout=timeout)
+        out = (proc.stdout or "") + "\n" + (proc.stderr or "")
+    check_output(out)
+    if proc.returncode != 0:
+        raise ToolFailedError(f"ncu could not read the report {Path(report).name} (exit {proc.returncode})", tail(out))
+    return proc.stdout or ""
+
+
+def marker_lines(req: runner.RunRequest, rows: Sequence[Result]) -> str:
+    """The lines an export starts with: the request, then each child row's status and launch log."""
+    lines = [f"{MARKER} request {json.dumps(req.to_dict())}"]
+    for r in rows:
+        lines.append(f"{MARKER} variant " + json.dumps({"variant": r.variant, "status": str(r.status),
+                                                        "reason": r.reason, "launches": child.launches(r)}))
+    return "\n".join(lines) + "\n"
+
+
+def problem_label(problem, source: str = "") -> str:
+    """``size 4096x4096 · dtype float32 · ipad 1`` and where the size came from."""
+    opts = "".join(f" · {k} {v}" for k, v in problem.options)
+    return f"size {problem.label} · dtype {problem.dtype}{opts}" + (f" ({source})" if source else "")
+
+
+def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os.PathLike | None = None,
+            ncu: str | None = None, run: Runner = subprocess.run, timeout: float = 600.0) -> NcuReport:
+    """Profile every selected kernel variant of ``req`` in one child run under one ncu process.
+
+    Args:
+        req: the run (from the CLI's option set); profile mode is forced.
+        metrics: ``smem``, ``memory``, ``time`` or a comma list (None: the family's default).
+        export: keep the raw result: ``*.ncu-rep`` (ncu's report + marker sidecar) or CSV with markers.
+        ncu: path of ncu (default: :func:`find_ncu`).
+        run: ``subprocess.run`` (a fake in tests).
+        timeout: seconds the profiled run may take.
+
+    Raises:
+        ToolMissingError, CounterPermissionError, ToolFailedError, KernelNotProfiledError, UsageError.
+    """
+    req = replace(req, profile=True, roofline=False)
+    spec, fam, problem, selected = runner.precheck(req)
+    mset = resolve_metrics(metrics, spec, fam, problem)
+    kernels = [v.kernel for v in selected if v.kind == "kernel"]
+    if not kernels:
+        raise KernelNotProfiledError(f"{spec.name}: no kernel variant selected (host, driver and library rows "
+                                     "have no kernel of cudalab's)")
+    exe = ncu or find_ncu()
+    with tempfile.TemporaryDirectory(prefix="cudalab-ncu-") as tmp:
+        base = Path(tmp) / "report"
+        prefix = profile_argv(exe, base, kernels, mset.metrics)
+        try:
+            done = child.run_child(req, prefix, timeout, workdir=tmp, run=run)
+        except subprocess.TimeoutExpired:
+            raise ToolFailedError(f"ncu profiling {spec.name} ran past {timeout:g} s") from None
+        except OSError as exc:
+            raise ToolMissingError(f"could not start {exe}: {exc}; {NCU_HINT}") from None
+        check_output(done.output)
+        if done.result is None:
+            raise ToolFailedError(f"the profiled run of {spec.name} wrote no result (ncu exit {done.returncode}); "
+                                  "its output ends:", tail(done.output))
+        if done.result.error:
+            raise ToolFailedError(f"the profiled run of {spec.name} refused: {done.result.error}")
+        rep = base.with_name(base.name + ".ncu-rep")
+        if not rep.is_file():
+            raise KernelNotProfiledError(f"ncu wrote no report: it saw no launch of {', '.join(sorted(set(kernels)))} "
+                                         f"(ncu exit {done.returncode}); its output ends:", tail(done.output))
+        text = read_report(exe, rep, run, timeout)
+        parsed = parse_csv(text, f"ncu --import {rep.name}")
+        rows, notes = build_rows(selected, done.result.rows, parsed.launches, fam, problem)
+        if parsed.truncated:
+            notes.append(f"ncu's report is incomplete: {parsed.truncated}")
+        if export:
+            notes.append(_export(Path(export), marker_lines(req, done.result.rows), text, rep))
+    source = f"ncu ({Path(exe).name}), --clock-control none, one process for {len(kernels)} variant(s) " \
+             f"({done.seconds:.1f} s)"
+    return NcuReport(spec.name, mset, rows, source, problem_label(problem), tuple(notes), parsed.truncated)
+
+
+def _export(path: Path, markers: str, text: str, rep: Path) -> str:
+    """Write the raw result; return a line saying where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.name.endswith(".ncu-rep"):
+        shutil.copyfile(rep, path)
+        atomic_write(str(path) + SIDECAR, markers)
+        return f"ncu report written to {path} (cudalab's launch log beside it: {path.name}{SIDECAR})"
+    atomic_write(path, markers + text.strip() + "\n")
+    return f"raw ncu CSV written to {path} (read it back with --import)"
+
+
+
+def add_ncu(point: RunPoint, req: runner.RunRequest, metrics: str | None = None, ncu: str | None = None,
+            run: Runner = subprocess.run, timeout: float = 600.0) -> RunPoint:
+    """``cudalab <family> --ncu``: profile the point's request and merge ncu's figures into each row's
+    ``extra`` under the keys of :data:`cudalab.report.NCU_COLUMNS` (smem set when the family declares
+    smem expectations, else memory); a row ncu could not match gets ``ncu_status``/``ncu_note`` instead."""
+    from cudalab import report  # noqa: PLC0415  (the one metric -> column mapping lives there)
+
+    rep = profile(req, metrics, None, ncu, run, timeout)
+    by = {r.variant: r for r in rep.rows}
+    rows = []
+    for r in point.results:
+        nr = by.get(r.variant)
+        if nr is None:
+            rows.append(r)
+            continue
+        extra = dict(r.extra)
+        if nr.launch is not None:
+            extra.update(report.ncu_values(nr, rep.metric_set))
+        elif nr.status != r.status:
+            extra.update(ncu_status=str(nr.status), ncu_note=nr.note)
+        rows.append(replace(r, extra=extra))
+    return replace(point, results=tuple(rows))

@@ -1,0 +1,136 @@
+"""One ncu row per variant, and the report the command renders (pure).
+
+:func:`build_rows` is shared by the live profile and ``--import``: it takes the child's rows (its
+verdicts and launch logs), ncu's launches and the family, and gives one :class:`NcuRow` per selected
+variant with a :class:`cudalab.results.Status`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from cudalab import child
+from cudalab.catalog import VariantSpec
+from cudalab.families import Family, Problem
+from cudalab.ncu.match import COMBINED_NOTE, combine, match_launches
+from cudalab.ncu.metrics import SMEM_LD_REQ, SMEM_LD_WF, SMEM_ST_REQ, SMEM_ST_WF, MetricSet, expectations, matches
+from cudalab.ncu.parse import KernelLaunch
+from cudalab.results import FAILED, MISSING, PASSED, SKIPPED, Result, Status
+
+
+@dataclass(frozen=True)
+class NcuRow:
+    """One variant's profile: its (combined) launch or why there is none, and its expectations."""
+
+    variant: str
+    kernel: str = ""
+    status: Status = PASSED
+    note: str = ""
+    launch: KernelLaunch | None = None
+    expect: tuple[tuple[str, float], ...] = ()
+    launches: int = 0
+
+    def value(self, name: str) -> float | None:
+        """A metric's value (base unit), or None."""
+        return self.launch.value(name) if self.launch else None
+
+    @property
+    def duration_ns(self) -> float | None:
+        """ncu's gpu__time_duration in ns (summed over the variant's launches)."""
+        return self.launch.duration_ns if self.launch else None
+
+    def per_request(self, op: str) -> float | None:
+        """Shared-memory wavefronts per request for ``ld`` or ``st`` (None: no requests or not measured)."""
+        req = self.value(SMEM_LD_REQ if op == "ld" else SMEM_ST_REQ)
+        wf = self.value(SMEM_LD_WF if op == "ld" else SMEM_ST_WF)
+        return None if not req or wf is None else wf / req
+
+    def expected(self, op: str) -> float | None:
+        """The expected wavefronts per request for ``ld`` or ``st``, or None."""
+        return dict(self.expect).get(op)
+
+    def verdict(self, op: str) -> bool | None:
+        """✓ (True) / ✗ (False) against the expectation; None when there is none or nothing was measured."""
+        if self.launch is None:
+            return None
+        return matches(self.per_request(op), self.expected(op))
+
+
+@dataclass(frozen=True)
+class NcuReport:
+    """What ``cudalab ncu`` shows: rows per variant, the metric set, where the numbers and the size came from."""
+
+    family: str
+    metric_set: MetricSet
+    rows: tuple[NcuRow, ...]
+    source: str
+    problem: str = ""
+    notes: tuple[str, ...] = ()
+    incomplete: str = ""
+
+    def failed_expectations(self) -> list[str]:
+        """``variant ld`` for every ✗."""
+        return [f"{r.variant} {op}" for r in self.rows for op in ("ld", "st") if r.verdict(op) is False]
+
+    @property
+    def bad(self) -> bool:
+        """Whether a row fails the command (incorrect, failed)."""
+        return any(r.status.bad for r in self.rows)
+
+
+def build_rows(selected: Sequence[VariantSpec], child_rows: Sequence[Result], launches: Sequence[KernelLaunch],
+               fam: Family | None, problem: Problem | None, doubled_ok: bool = False) -> tuple[tuple[NcuRow, ...], list[str]]:
+    """One row per selected variant: the child's verdict, its matched ncu launches, expectations.
+
+    Args:
+        selected: the variants asked for, in order (non-kernel rows become ``skipped``).
+        child_rows: the child's rows (their ``extra["launches"]``), in run order.
+        launches: ncu's launches.
+        fam, problem: for the expected wavefronts per request.
+        doubled_ok: see :func:`cudalab.ncu.match.match_launches`.
+
+    Returns:
+        (rows, notes).
+    """
+    kernels = {v.kernel for v in selected if v.kind == "kernel"}
+    logs = [(r.variant, child.launches(r)) for r in child_rows]
+    found, notes = match_launches(logs, launches, kernels, doubled_ok)
+    by_name = {r.variant: r for r in child_rows}
+    rows = []
+    for v in selected:
+        if v.kind != "kernel":
+            rows.append(NcuRow(v.name, status=SKIPPED, note=f"{v.kind} row, not profiled"))
+            continue
+        base = NcuRow(v.name, v.kernel, expect=tuple(expectations(fam, problem, v).items()))
+        r = by_name.get(v.name)
+        if r is None:
+            rows.append(_r(base, MISSING, "the run has no row for this variant"))
+            continue
+        if r.status in (SKIPPED, FAILED):
+            rows.append(_r(base, r.status, r.reason))
+            continue
+        m = found.get(v.name)
+        if m is None or m.problem:
+            rows.append(_r(base, MISSING, m.problem if m else "not matched"))
+            continue
+        if not m.launches:
+            rows.append(_r(base, MISSING, f"ncu saw no launch of {v.kernel} for this variant"))
+            continue
+        ln = combine(m.launches)
+        kern = ln.kernel if len(m.launches) > 1 else v.kernel
+        row = NcuRow(v.name, kern, r.status, r.reason if r.status != PASSED else "", ln, base.expect, len(m.launches))
+        if r.status != PASSED:
+            row = _r(row, r.status, f"the profiled launch was {r.status}: {r.reason}".rstrip(": "))
+        if len(m.launches) > 1:
+            row = _r(row, row.status, "; ".join(filter(None, [row.note, COMBINED_NOTE.format(n=len(m.launches))])))
+        if ln.missing:
+            row = _r(row, FAILED, f"the file is cut off: this launch lacks {len(ln.missing)} metric(s)")
+        rows.append(row)
+    return tuple(rows), notes
+
+
+def _r(row: NcuRow, status: Status, note: str) -> NcuRow:
+    from dataclasses import replace
+
+    return replace(row, status=status, note=note)
