@@ -9,6 +9,9 @@ Shared by the family command (:mod:`cudalab.cli.options`) and the Python API (:m
 from __future__ import annotations
 
 import itertools
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -22,7 +25,8 @@ from cudalab.progress import Observer
 from cudalab.results import RunPoint, RunRecord
 from cudalab.user import UserKernel
 
-__all__ = ["Axes", "split", "requests", "precheck_points", "run_requests", "record", "point_of"]
+__all__ = ["Axes", "axes", "split", "base_request", "requests", "precheck_points", "run_requests", "execute", "record",
+           "point_of"]
 
 
 def split(value: Any, what: str) -> list[Any]:
@@ -172,6 +176,41 @@ def run_requests(reqs: Sequence[runner.RunRequest], device: Any, observer: Obser
     finally:
         obs.close()
     return runs, False
+
+
+def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None, total: int = 0
+            ) -> tuple[list[runner.FamilyRun], bool, dict[str, Any]]:
+    """Open the GPU, run every point, close it; Ctrl-C or SIGTERM keeps the rows measured so far.
+
+    Returns:
+        (runs, incomplete, device facts).
+
+    Raises:
+        GpuUnavailableError: no pycuda, driver or GPU.
+    """
+    from cudalab import gpu  # noqa: PLC0415  (pycuda only when a run starts)
+
+    dev = gpu.Device(reqs[0].device)
+    # A batch system's SIGTERM is handled like Ctrl-C: the rows measured so far are kept.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    try:
+        runs, incomplete = run_requests(reqs, dev, observer, total)
+        if incomplete:
+            print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        info = dev.info.to_dict()
+        try:
+            dev.close()
+        except Exception:  # after a sticky GPU error closing can fail too; the rows matter more
+            pass
+    return runs, incomplete, info
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _label(run: runner.FamilyRun) -> str:

@@ -259,7 +259,10 @@ def kernel_params(variant: VariantSpec, defines: dict[str, str]) -> dict[str, tu
     """
     prelude = compile_source(variant)
     mtime = Path(variant.source).stat().st_mtime
-    return ptx_params(_compile_ptx(str(prelude), tuple(sorted(defines.items())), mtime))
+    try:
+        return ptx_params(_compile_ptx(str(prelude), tuple(sorted(defines.items())), mtime))
+    except CompileError as exc:  # name the user's file, not the prelude (the log names both)
+        raise CompileError(f"nvcc could not compile {variant.source}", exc.log) from None
 
 
 def prototype_sizes(signature: str, itemsize: int = 4) -> tuple[int, ...]:
@@ -310,11 +313,11 @@ def check_signature(variant: VariantSpec, family: str, signature: str, defines: 
         mangled = [e for e in entries if variant.kernel in e]
         hint = f" (found {', '.join(mangled)}: declare it extern \"C\")" if mangled else ""
         raise SignatureError(f"{variant.name}: {variant.source} has no kernel {variant.kernel}{hint}; "
-                             f"{family} expects extern \"C\" __global__ {want}")
+                             f"{family} expects extern \"C\" __global__ {want} (see cudalab list {family})")
     if got != expected:
         raise SignatureError(
             f"{variant.name}: {variant.kernel} takes {len(got)} parameter(s) of {_sizes(got)} bytes; {family} "
-            f"launches {len(expected)} of {_sizes(expected)}: extern \"C\" __global__ {want} (cudalab list {family})")
+            f"launches {len(expected)} of {_sizes(expected)} bytes: extern \"C\" __global__ {want} (see cudalab list {family})")
 
 
 def _sizes(sizes: tuple[int, ...]) -> str:
@@ -353,3 +356,18 @@ def precheck_signature(variant: VariantSpec, family: str, signature: str, define
         check_signature(variant, family, signature, defines, itemsize)
     except (CompileError, ToolMissingError):
         pass
+
+
+def describe(spec: Any, fam: Any) -> str:
+    """What ``cudalab list FAMILY`` says about ``--add``: the signature and the macros a kernel gets."""
+    if not fam.SIGNATURE:
+        return f"{spec.name} takes no --add kernels."
+    first = next((v for v in spec.variants if v.kind == "kernel"), None)
+    block = "x".join(str(b) for b in first.block if b > 1) or "1" if first else "256"
+    lines = [f"Your own kernel: cudalab {spec.name} --add FILE.cu:KERNEL[@KEY=VALUE,...] launches it as",
+             "", 'extern "C" __global__'] + fam.SIGNATURE.splitlines() + [
+             "",
+             f"Keys: block= (default {block}), per_thread=, tile=, grid=tiles|sm:K|DIMS, shared=BYTES, name=, -DNAME=VALUE.",
+             "Macros it gets: " + ", ".join(k for k, _ in LAUNCH_DEFINES) + " (from the launch)"
+             + (", ELEM_T (the element type of --dtype)" if "ELEM_T" in fam.SIGNATURE else "") + "."]
+    return "\n".join(lines)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from typing import Any
 
 import click
 
-from cudalab import catalog, gpu, progress, report, runner, sweep
+from cudalab import catalog, progress, report, runner, sweep
 from cudalab.cli.app import CONTEXT
 from cudalab.cli.options import problem_options, requests_from, timing_options
 from cudalab.errors import UsageError
@@ -41,7 +39,7 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
     requests = requests_from(spec, fam, kw)
     counts = sweep.precheck_points(requests)  # what can be refused without a GPU, before opening one
     started = time.time()
-    runs, incomplete, info = execute(requests, progress.for_stderr(kw.get("quiet", False)), sum(counts))
+    runs, incomplete, info = sweep.execute(requests, progress.for_stderr(kw.get("quiet", False)), sum(counts))
     points = [sweep.point_of(run, spec) for run in runs]
     if kw["ncu_"] and not incomplete:
         from cudalab import ncu  # noqa: PLC0415
@@ -70,32 +68,6 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
         raise UsageError(rows[0].reason)
 
 
-def execute(requests: list[runner.RunRequest], observer: progress.Observer | None = None,
-            total: int = 0) -> tuple[list[runner.FamilyRun], bool, dict]:
-    """Run the requests on one GPU; Ctrl-C or SIGTERM keeps the rows measured so far.
-
-    Returns:
-        (runs, incomplete, device facts).
-    """
-    dev = gpu.Device(requests[0].device)
-    # A batch system's SIGTERM is handled like Ctrl-C: the rows measured so far are kept.
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
-    try:
-        runs, incomplete = sweep.run_requests(requests, dev, observer, total)
-        if incomplete:
-            print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        info = dev.info.to_dict()
-        try:
-            dev.close()
-        except Exception:  # after a sticky GPU error closing can fail too; the rows matter more
-            pass
-    return runs, incomplete, info
-
-
 def print_logs(record: RunRecord) -> None:
     """The nvcc log of every row that did not compile (on stderr, after the tables)."""
     seen = set()
@@ -114,7 +86,3 @@ def show(con: Any, fam: Family, run: runner.FamilyRun) -> None:
     for name, out in run.outputs.items():
         con.print(f"--- {name}", markup=False)
         con.print(fam.show(run.problem, {}, out), markup=False)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
