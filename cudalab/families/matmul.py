@@ -29,7 +29,7 @@ from cudalab.catalog import VariantSpec
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
 from cudalab.families.base import Family
-from cudalab.families.model import where
+from cudalab.families.model import where as first_at
 
 MAX_TILE = 32  # tiled and tiled-any: a TILE×TILE block has at most 1024 threads
 OPTIONS: tuple[FamilyOption, ...] = (
@@ -151,7 +151,7 @@ def check_product(result: np.ndarray, ref: np.ndarray, k: int) -> Check:
     bad = int(np.count_nonzero(~np.isfinite(r)))
     if bad:
         return Check(False, float("nan"), fro_tol,
-                     f" ({bad} elements unwritten, NaN or inf, first at {where(~np.isfinite(r))})")
+                     f" ({bad} elements unwritten, NaN or inf, first at {first_at(~np.isfinite(r))})")
     if r.size == 0:
         return Check(True, 0.0, fro_tol)
     diff = r - ref
