@@ -297,7 +297,7 @@ class FamilyRun:
                 self.on_stage(v.name, "compiling")
                 if user.is_user(v):  # compiled from the user's own path, after its signature is checked
                     user.check_signature(v, self.spec.name, self.family.SIGNATURE, defines,
-                                         self.problem.np_dtype.itemsize)
+                                         self.problem.np_dtype.itemsize, _arch(self.device))
                     source = user.compile_source(v)
                 else:
                     source = self.spec.directory / v.source
@@ -389,6 +389,11 @@ class FamilyRun:
         return replace(
             base, status=status, reason=reason, stats=stats, gbs=gbs, gflops=gflops, max_error=chk.max_error, tolerance=chk.tolerance, extra=extra,
         )
+
+
+def _arch(device: Any) -> str:
+    """The device's nvcc architecture (``sm_90``); sm_90 where a fake device has none."""
+    return str(getattr(getattr(device, "info", None), "arch", "") or "sm_90")
 
 
 def measure_roofline(device: Any, nbytes: int, protocol: Protocol) -> Roofline:

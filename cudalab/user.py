@@ -238,20 +238,20 @@ def ptx_params(ptx: str) -> dict[str, tuple[int, ...]]:
 
 
 @functools.lru_cache(maxsize=64)
-def _compile_ptx(source: str, defines: tuple[tuple[str, str], ...], mtime: float) -> str:
+def _compile_ptx(source: str, defines: tuple[tuple[str, str], ...], mtime: float, arch: str) -> str:
     from cudalab.nvcc import find_nvcc  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="cudalab-ptx-") as tmp:
         out = Path(tmp) / "k.ptx"
-        argv = [find_nvcc(), "-ptx", "-arch=compute_80", *[f"-D{k}={v}" for k, v in defines], "-o", str(out), source]
+        argv = [find_nvcc(), "-ptx", f"-arch={arch}", *[f"-D{k}={v}" for k, v in defines], "-o", str(out), source]
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(f"nvcc could not compile {source} (exit {proc.returncode})", proc.stdout + proc.stderr)
         return out.read_text()
 
 
-def kernel_params(variant: VariantSpec, defines: dict[str, str]) -> dict[str, tuple[int, ...]]:
-    """Compile the user's file to PTX (nvcc, no GPU) and read every entry's parameter sizes.
+def kernel_params(variant: VariantSpec, defines: dict[str, str], arch: str = "sm_90") -> dict[str, tuple[int, ...]]:
+    """Compile the user's file to PTX for ``arch`` (nvcc, no GPU) and read every entry's parameter sizes.
 
     Raises:
         CompileError: with nvcc's log.
@@ -260,7 +260,9 @@ def kernel_params(variant: VariantSpec, defines: dict[str, str]) -> dict[str, tu
     prelude = compile_source(variant)
     mtime = Path(variant.source).stat().st_mtime
     try:
-        return ptx_params(_compile_ptx(str(prelude), tuple(sorted(defines.items())), mtime))
+        if not re.fullmatch(r"(sm|compute)_\d+[a-z]?", arch):
+            raise CompileError(f"{arch!r} is not an nvcc architecture such as sm_90")
+        return ptx_params(_compile_ptx(str(prelude), tuple(sorted(defines.items())), mtime, arch))
     except CompileError as exc:  # name the user's file, not the prelude (the log names both)
         raise CompileError(f"nvcc could not compile {variant.source}", exc.log) from None
 
@@ -296,8 +298,10 @@ def compact_signature(signature: str, kernel: str = "KERNEL") -> str:
 
 
 def check_signature(variant: VariantSpec, family: str, signature: str, defines: dict[str, str],
-                    itemsize: int) -> None:
+                    itemsize: int, arch: str = "sm_90") -> None:
     """Refuse a user kernel whose compiled parameters do not fit the family's convention.
+
+    ``arch``: the GPU's (the kernel may use what only it has); sizes do not depend on it.
 
     Raises:
         SignatureError: one line naming the expected signature (or the missing kernel).
@@ -305,7 +309,7 @@ def check_signature(variant: VariantSpec, family: str, signature: str, defines: 
     """
     if not signature:
         raise SignatureError(f"{family} takes no --add kernels (its module declares no SIGNATURE)")
-    entries = kernel_params(variant, defines)
+    entries = kernel_params(variant, defines, arch)
     expected = prototype_sizes(signature, itemsize)
     want = compact_signature(signature, variant.kernel)
     got = entries.get(variant.kernel)
