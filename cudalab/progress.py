@@ -108,7 +108,7 @@ class Bar(Observer):
         self._timer.start()
 
     def point(self, index: int, count: int, label: str) -> None:
-        self.where = f"point {index + 1}/{count} ({label}) · " if count > 1 else ""
+        self.where = f"{index + 1}/{count} {label} · " if count > 1 else ""
 
     def stage(self, variant: str, stage: str) -> None:
         self.progress.update(self.task, description=f"{self.family} {self.where}{variant}: {stage}")

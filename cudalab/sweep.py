@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
 from cudalab import __version__, runner
@@ -22,7 +22,7 @@ from cudalab.catalog import FamilySpec
 from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.families import Family
 from cudalab.progress import Observer
-from cudalab.results import RunPoint, RunRecord
+from cudalab.results import Roofline, RunPoint, RunRecord
 from cudalab.user import UserKernel
 
 __all__ = ["Axes", "axes", "split", "base_request", "requests", "precheck_points", "run_requests", "execute", "record",
@@ -164,13 +164,23 @@ def run_requests(reqs: Sequence[runner.RunRequest], device: Any, observer: Obser
     """
     obs = observer or Observer()
     runs: list[runner.FamilyRun] = []
+    roofs: dict[int, Roofline] = {}  # by bytes copied: points of one size (a block sweep) share one roofline
     obs.start(total or 0, reqs[0].family if reqs else "")
     try:
         for i, req in enumerate(reqs):
             run = runner.FamilyRun(req, device, on_result=obs.result, strict=False, on_stage=obs.stage)
             obs.point(i, len(reqs), _label(run))
             runs.append(run)
+            nbytes = run.family.roofline_bytes(run.problem) if run.spec.metric == "bandwidth" else 0
+            shared = roofs.get(nbytes) if req.roofline and nbytes else None
+            if shared is not None:
+                run.req = replace(req, roofline=False)
             run.run()
+            if shared is not None:
+                run.roofline = shared
+                run.results = [replace(r, pct_roofline=100.0 * r.gbs / shared.gbs) if r.gbs else r for r in run.results]
+            elif run.roofline is not None:
+                roofs[nbytes] = run.roofline
     except KeyboardInterrupt:
         return runs, True
     finally:

@@ -262,3 +262,23 @@ def test_to_pandas_with_pandas(fake_device):
     pd = pytest.importorskip("pandas")
     df = cudalab.run("copy", variants="naive", n=[64, 128]).to_pandas()
     assert isinstance(df, pd.DataFrame) and list(df["size"]) == ["64x64", "128x128"]
+
+
+def test_points_of_one_size_share_one_roofline(fake_device, monkeypatch):
+    from cudalab.results import Roofline
+
+    measured = []
+
+    def run(self):
+        row = runner.Result("naive", "kernel", runner.PASSED, stats=summarize([1.0]), gbs=50.0)
+        self.results = [row]
+        if self.req.roofline:
+            measured.append(self.problem.dims)
+            self.roofline = Roofline(gbs=100.0, source="memcpy_dtod", dtod_gbs=100.0)
+            self.results = [self._with_roofline(r) for r in self.results]
+        return self.results
+
+    monkeypatch.setattr(runner.FamilyRun, "run", run)
+    rec = cudalab.run("transpose", variants="naive", n=[64, 96], block=["32x8", "16x16"])
+    assert measured == [(64, 64), (96, 96)]
+    assert all(p.roofline and p.roofline.gbs == 100.0 and p.results[0].pct_roofline == 50.0 for p in rec.points)
