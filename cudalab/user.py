@@ -140,11 +140,12 @@ def parse_add(text: str, cwd: str | os.PathLike | None = None) -> UserKernel:
         raise UsageError(f"--add {text!r}: no such file {path}")
     fields: dict[str, Any] = {"kernel": m.group("kernel"), "name": "+" + m.group("kernel")}
     defines: list[tuple[str, str]] = []
-    for item in (m.group("opts") or "").split(","):
+    opts = m.group("opts")
+    if opts is not None and not opts.strip(" ,"):
+        raise UsageError(f"--add {text!r}: nothing after '@' (keys: {', '.join(_KEYS)}, -DNAME=VALUE)")
+    for item in (opts or "").split(","):
         item = item.strip()
-        if not item and m.group("opts") is not None and not m.group("opts").strip():
-            raise UsageError(f"--add {text!r}: nothing after '@' (keys: {', '.join(_KEYS)}, -DNAME=VALUE)")
-        if not item:
+        if not item:  # a stray comma
             continue
         if item.startswith("-D"):
             name, sep, value = item[2:].partition("=")

@@ -293,3 +293,17 @@ def test_examples_parse():
     for f in EXAMPLES.glob("*.cu"):
         k = user.parse_add(f"{f}:{f.stem}@block=32x8,tile=32x32")
         assert k.kernel == f.stem
+
+
+def test_the_nvcc_log_is_printed_after_the_tables(capsys):
+    from cudalab.cli.family import print_logs
+    from cudalab.results import RunPoint, RunRecord
+
+    log = "nvcc could not compile /x/broken.cu\n/x/broken.cu(1): error: expected a ';'"
+    rows = (runner.Result("naive", "kernel", runner.PASSED),
+            runner.Result("+k", "kernel", runner.FAILED, reason=log.splitlines()[0], extra={"log": log}))
+    rec = RunRecord(cudalab="x", command=(), started=0.0, device={},
+                    points=(RunPoint("transpose", "bandwidth", {"dims": [64, 64]}, results=rows),) * 2)
+    print_logs(rec)
+    err = capsys.readouterr().err
+    assert err.count("broken.cu(1): error") == 1 and err.startswith("--- +k: nvcc could not compile")
