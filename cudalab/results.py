@@ -223,6 +223,37 @@ class RunRecord:
         """Every (point, row) pair."""
         return [(p, r) for p in self.points for r in p.results]
 
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One flat dict per (point, variant): the point's size, dtype, options, block and defines, then the
+        row's launch, time, rate, check and status (what :meth:`to_pandas` tabulates)."""
+        out = []
+        for p, r in self.rows():
+            prob = p.problem
+            s = r.stats
+            row: dict[str, Any] = {
+                "point": p.label, "family": p.family, "size": "x".join(str(d) for d in prob.get("dims", ())),
+                "dtype": prob.get("dtype", ""), **dict(prob.get("options") or {}),
+                **{f"-D{k}": v for k, v in p.defines}, "sweep_block": p.block,
+                "variant": r.variant, "kind": r.kind, "status": r.status.value, "block": r.block, "grid": r.grid,
+                "median_ms": s.median if s else None, "iqr_ms": s.iqr if s else None, "min_ms": s.min if s else None,
+                "samples": s.n if s else None, "gbs": r.gbs, "gflops": r.gflops, "pct_roofline": r.pct_roofline,
+                "max_error": r.max_error, "reason": r.reason, "legacy": bool(r.legacy),
+            }
+            out.append(row)
+        return out
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame with one row per (point, variant) (:meth:`to_rows`).
+
+        Raises:
+            ImportError: pandas is not installed (one line saying how to get it).
+        """
+        try:
+            import pandas as pd  # noqa: PLC0415
+        except ImportError:
+            raise ImportError("RunRecord.to_pandas needs pandas: pip install pandas") from None
+        return pd.DataFrame(self.to_rows())
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
         return {"schema_version": self.schema_version, "cudalab": self.cudalab, "command": list(self.command),

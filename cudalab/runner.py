@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab import catalog, memplan
+from cudalab import catalog, memplan, user
 from cudalab import launch as L
 from cudalab.bench import Protocol, Stats, measure, summarize
 from cudalab.catalog import FamilySpec, VariantSpec
@@ -57,12 +57,14 @@ class RunRequest:
     keep_outputs: bool = False
     defines: tuple[tuple[str, str], ...] = ()
     force: bool = False
+    add: tuple[user.UserKernel, ...] = ()  # --add kernels: rows after the selected variants
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (tuples become lists)."""
         d = asdict(self)
         d["options"] = [list(o) for o in self.options]
         d["defines"] = [list(x) for x in self.defines]
+        d["add"] = [k.to_dict() for k in self.add]
         return d
 
     @classmethod
@@ -80,6 +82,7 @@ class RunRequest:
         d["options"] = tuple((str(k), v) for k, v in d.get("options", ()))
         d["defines"] = tuple((str(k), str(v)) for k, v in d.get("defines", ()))
         d["protocol"] = Protocol(**d.get("protocol", {}))
+        d["add"] = tuple(user.UserKernel.from_dict(k) for k in d.get("add", ()))
         return cls(**d)
 
 
@@ -216,8 +219,14 @@ def _define_value(value: str, names: dict[str, int]) -> str:
         return value
 
 
-def precheck(req: RunRequest) -> tuple[FamilySpec, Family, Problem, list[VariantSpec]]:
-    """Everything that can be refused without a GPU: names, sizes, dtype, block and grid rules.
+def precheck(req: RunRequest, strict: bool = True) -> tuple[FamilySpec, Family, Problem, list[VariantSpec]]:
+    """Everything that can be refused without a GPU: names, sizes, dtype, block and grid rules, and the
+    signatures of ``--add`` kernels (nvcc, no GPU).
+
+    Args:
+        req: the run.
+        strict: refuse when no kernel can run; a sweep passes False for its points once one point can
+            run, so a point where nothing fits still shows its skipped rows.
 
     Raises:
         UsageError: when every selected variant breaks a rule (the first reason is the message).
@@ -225,7 +234,9 @@ def precheck(req: RunRequest) -> tuple[FamilySpec, Family, Problem, list[Variant
     spec = catalog.family(req.family)
     fam = load(spec.module)
     problem = make_problem(spec, fam, req)
-    variants = spec.select(req.variants)
+    # --variant none: only the --add kernels
+    variants = [] if req.add and (req.variants or "").strip() == "none" else spec.select(req.variants)
+    variants += user.variants(req.add, spec)
     if req.profile:  # under ncu only cudalab's own kernels are of interest
         variants = [v for v in variants if v.kind == "kernel"]
     if req.block:
@@ -236,10 +247,12 @@ def precheck(req: RunRequest) -> tuple[FamilySpec, Family, Problem, list[Variant
     reasons = []
     for v in kernels:  # with the default device limits; the real ones are checked again per launch
         try:
-            plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
+            lau = plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
+            if user.is_user(v):
+                user.precheck_signature(v, spec.name, fam.SIGNATURE, dict(lau.defines), problem.np_dtype.itemsize)
         except (UsageError, LaunchConfigError) as exc:
             reasons.append(exc)
-    if kernels and len(reasons) == len(kernels):  # no kernel can run: refuse before opening a GPU
+    if strict and kernels and len(reasons) == len(kernels):  # no kernel can run: refuse before opening a GPU
         raise reasons[0]
     host = memplan.host_available()
     p = memplan.plan(fam, problem, None, host)
@@ -254,7 +267,8 @@ class FamilyRun:
     """Runs the selected variants of one family on one device and collects the rows."""
 
     def __init__(self, req: RunRequest, device: Any, on_result: Callable[[Result], None] | None = None,
-                 inputs: dict[str, np.ndarray] | None = None):
+                 inputs: dict[str, np.ndarray] | None = None, strict: bool = True,
+                 on_stage: Callable[[str, str], None] | None = None):
         """Plan the run (all CPU-side refusals happen here).
 
         Args:
@@ -262,10 +276,13 @@ class FamilyRun:
             device: the GPU (or a fake with the same methods).
             on_result: called with each row as it finishes.
             inputs: inputs to use instead of drawing fresh ones (the roofline copies the run's own).
+            strict: refuse when no kernel can run (a sweep's points pass False, see :func:`precheck`).
+            on_stage: called with (variant, "compiling" | "running") for progress.
         """
         self.req = req
         self.device = device
-        self.spec, self.family, self.problem, self.variants = precheck(req)
+        self.spec, self.family, self.problem, self.variants = precheck(req, strict)
+        self.on_stage = on_stage or (lambda variant, stage: None)  # (variant, "compiling" | "running"): progress
         self.rng = np.random.default_rng(req.seed)
         self.on_result = on_result or (lambda r: None)
         self.results: list[Result] = []
@@ -337,7 +354,13 @@ class FamilyRun:
                                   self.device.limits, self.req.defines)
                 base = replace(base, block=L.fmt_dims(lau.block), grid=L.fmt_dims(lau.grid), shared=lau.shared)
                 defines = dict(lau.defines)
-                source = self.spec.directory / v.source
+                self.on_stage(v.name, "compiling")
+                if user.is_user(v):  # compiled from the user's own path, after its signature is checked
+                    user.check_signature(v, self.spec.name, self.family.SIGNATURE, defines,
+                                         self.problem.np_dtype.itemsize, _arch(self.device))
+                    source = user.compile_source(v)
+                else:
+                    source = self.spec.directory / v.source
 
                 def kernels(name: str, _src=source, _def=defines):
                     return self.device.compile(_src, _def, [name])[name]
@@ -347,7 +370,10 @@ class FamilyRun:
                 def kernels(name: str):
                     raise CudalabError(f"{v.name} is a {v.kind} row and has no kernels")
             case = self.family.setup(ctx, v, lau, self.problem, inputs, kernels)
+            self.on_stage(v.name, "running")
             return self._drive(base, v, case, ref)
+        except user.SignatureError as exc:  # the user's kernel does not fit: an error, not a rule to skip
+            return replace(base, status=FAILED, reason=str(exc))
         except (UsageError, LaunchConfigError) as exc:
             return replace(base, status=SKIPPED, reason=str(exc))
         except KeyboardInterrupt:
@@ -429,6 +455,11 @@ class FamilyRun:
         return replace(
             base, status=status, reason=reason, stats=stats, gbs=gbs, gflops=gflops, max_error=chk.max_error, tolerance=chk.tolerance, extra=extra,
         )
+
+
+def _arch(device: Any) -> str:
+    """The device's nvcc architecture (``sm_90``); sm_90 where a fake device has none."""
+    return str(getattr(getattr(device, "info", None), "arch", "") or "sm_90")
 
 
 def roofline_matrix(nbytes: int, source: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:

@@ -58,7 +58,8 @@ BAD = [
     (["matmul", "--shape", "4x4"], "must have 3 sizes"),
     # blocks
     (["reduce", "--block", "128,,256"], "empty entry"),
-    (["reduce", "--block", "128,2000"], "power-of-two block size (got 2000 threads)"),
+    # a sweep is refused only when no point can run (a point where nothing fits is shown as skipped rows)
+    (["reduce", "--block", "2000,3000"], "power-of-two block size (got 2000 threads)"),
     (["transpose", "--variant", "naive", "--block", "64x32"], "block 64x32 has 2048 threads; the device allows 1024 per block"),
     (["transpose", "--variant", "naive", "--block", "2048"], "has 2048 threads"),
     (["transpose", "--variant", "naive", "--block", "1x1x128"], "block 1x1x128: dimension z = 128 exceeds the device limit 64"),
@@ -80,7 +81,10 @@ BAD = [
     (["nosuch"], "No such command 'nosuch'"),
     (["transpose", "--variant", "nosuch"], "transpose has no variant 'nosuch'; valid: host, naive"),
     (["transpose", "--variant", "naive,nosuch"], "has no variant 'nosuch'"),
-    (["transpose", "--dtype", "float64"], "Invalid value for '--dtype'"),
+    (["transpose", "--dtype", "float64"], "transpose has no dtype 'float64'; valid: float32"),
+    (["reduce", "--dtype", "float64,float16"], "reduce has no dtype 'float16'"),
+    (["transpose", "--n", "1k,,4k"], "--n '1k,,4k' has an empty entry"),
+    (["transpose", "--add", "docs/examples/my_transpose.cu"], "must be FILE.cu:KERNEL"),
     (["list", "nosuch"], "no family 'nosuch'; valid: "),
     (["compile", "nosuch"], "no family 'nosuch'; valid: "),
     (["compile", "transpose", "--variant", "nosuch"], "has no variant 'nosuch'"),

@@ -26,10 +26,22 @@ def test_transpose_bankopt_json_has_raw_samples_and_environment(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "bankopt" in res.stdout and "GB/s" in res.stdout and "roofline" in res.stdout
     data = json.loads(out.read_text())
-    row = data["results"][0]
+    point = data["points"][0]
+    row = point["results"][0]
     assert row["status"] == "passed" and len(row["stats"]["samples"]) == row["stats"]["n"] >= 10
-    assert data["device"]["name"] and data["device"]["driver_version"] and data["roofline"]["dtod_gbs"] > 0
+    assert data["device"]["name"] and data["device"]["driver_version"] and point["roofline"]["dtod_gbs"] > 0
     assert (tmp_path / "t.csv").read_text().splitlines()[1].startswith("bankopt,kernel,passed")
+
+
+def test_sweep_over_n_and_dtype_with_long_layout(tmp_path):
+    out = tmp_path / "long.json"
+    res = cudalab("reduce", "--n", "1000,2^20", "--dtype", "float64,int32", "--variant", "interleaved,modern",
+                  "--layout", "long", "--no-roofline", "--budget", "0.05", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "4 points" in res.stdout and res.stdout.count("interleaved") == 4
+    points = json.loads(out.read_text())["points"]
+    assert [(p["problem"]["dims"][0], p["problem"]["dtype"]) for p in points] == [
+        (1000, "float64"), (1000, "int32"), (2**20, "float64"), (2**20, "int32")]
 
 
 def test_block_sweep_prints_one_table_per_block(tmp_path):
@@ -38,7 +50,7 @@ def test_block_sweep_prints_one_table_per_block(tmp_path):
                   "--no-roofline", "--json", str(out))
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("cudalab reduce --block") == 3
-    sweep = json.loads(out.read_text())["sweep"]
+    sweep = json.loads(out.read_text())["points"]
     assert [s["block"] for s in sweep] == ["128", "256", "1024"]
     assert all(r["status"] == "passed" and r["block"] == s["block"] for s in sweep for r in s["results"])
 

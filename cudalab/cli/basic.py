@@ -45,6 +45,9 @@ def list_cmd(family: str | None) -> None:
         rows.append((v.name, *launch, desc))
     con.print(report.simple_table(["variant", "kernel", "block", "grid", "constraints", "description"], rows,
                                   title=f"{spec.name}: {spec.description} (dtypes {', '.join(spec.dtypes)})"))
+    from cudalab import user  # noqa: PLC0415
+
+    con.print(user.describe(spec, load(spec.module)), markup=False, highlight=False)
 
 
 @cli.command()

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
-from dataclasses import replace
 from typing import Any
 
 import click
 
-from cudalab import __version__, catalog, files, gpu, machine, report, runner
+from cudalab import catalog, files, progress, report, runner, sweep
 from cudalab.cli.app import CONTEXT
 from cudalab.cli.options import problem_options, requests_from, timing_options
 from cudalab.errors import UsageError
 from cudalab.families import Family, load
-from cudalab.results import RunPoint, RunRecord, Status, save_record
+from cudalab.results import RunRecord, Status, save_record
 
 
 def family_command(spec: catalog.FamilySpec) -> click.Command:
@@ -38,7 +35,7 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
 
 
 def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
-    """Precheck on the CPU, open the GPU, run every request, render, save; exit 1 on a bad row."""
+    """Precheck on the CPU, open the GPU, run every point, render, save; exit 1 on a bad row."""
     for opt in ("json", "csv", "plot"):  # refused now, not after minutes of measuring
         if kw[f"{opt}_path"] is not None:
             files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
@@ -47,25 +44,30 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
 
         plot.check(kw["plot_path"])
     requests = requests_from(spec, fam, kw)
-    for req in requests:
-        runner.precheck(req)  # everything that can be refused without a GPU, before opening one
+    counts = sweep.precheck_points(requests)  # what can be refused without a GPU, before opening one
     started = time.time()
-    runs, incomplete, info = execute(requests)
-    points = [point_of(run, spec) for run in runs]
+    runs, incomplete, info = sweep.execute(requests, progress.for_stderr(kw.get("quiet", False)), sum(counts),
+                                           on_open=lambda device: print_header(device, requests[0]))
+    points = [sweep.point_of(run, spec) for run in runs]
     if kw["ncu_"] and not incomplete:
         from cudalab import ncu  # noqa: PLC0415
 
         points = [ncu.add_ncu(p, req) for p, req in zip(points, requests)]
-    record = RunRecord(cudalab=__version__, command=tuple(sys.argv), started=started, device=info,
-                       points=tuple(points), incomplete=incomplete, machine=machine.facts())
+    record = sweep.record(spec, runs, incomplete, info, sys.argv, started, points)
     con = report.console()
-    for p in record.points:
-        report.print_point(con, record, p, fam.EXTRA_COLUMNS, header=False)
-        if p.results and fam.SHOW:
-            show(con, fam, runs[record.points.index(p)])
+    if kw.get("layout") == "long" and len(record.points) > 1:
+        report.print_long(con, record, fam.EXTRA_COLUMNS)
+    else:
+        for p in record.points:
+            report.print_point(con, record, p, fam.EXTRA_COLUMNS, header=False)
+            if p.results and fam.SHOW:
+                show(con, fam, runs[record.points.index(p)])
+    print_logs(record)
     if kw["json_path"]:
         save_record(kw["json_path"], record)
     if kw["plot_path"]:
+        from cudalab import plot  # noqa: PLC0415
+
         plot.plot_record(record, kw["plot_path"])
     rows = [r for p in record.points for r in p.results]
     if kw["csv_path"]:
@@ -78,53 +80,22 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
         raise UsageError(rows[0].reason)
 
 
-def execute(requests: list[runner.RunRequest]) -> tuple[list[runner.FamilyRun], bool, dict]:
-    """Run the requests on one GPU; Ctrl-C or SIGTERM keeps the rows measured so far.
-
-    Returns:
-        (runs, incomplete, device facts).
-    """
-    dev = gpu.Device(requests[0].device)
-    err = report.console(stderr=True)
+def print_header(device: dict[str, Any], req: runner.RunRequest) -> None:
+    """What runs where, printed as the GPU opens: a user waiting on a slow run sees what it is."""
     con = report.console()
-    # what runs where, before the work: a user waiting on a slow run sees what it is
-    first = requests[0]
-    for text in report.header_lines(dev.info.to_dict(), f"cudalab {first.family}", "", first.protocol, None):
+    for text in report.header_lines(device, f"cudalab {req.family}", "", req.protocol, None):
         if text:
             con.print(text, markup=False, highlight=False)
 
-    def progress(r: runner.Result) -> None:
-        t = f"{r.median_ms:.4f} ms" if r.median_ms is not None else ""
-        err.print(f"  {requests[0].family}/{r.variant}: {r.status} {t} {r.reason}".rstrip(), markup=False)
 
-    runs: list[runner.FamilyRun] = []
-    incomplete = False
-    # A batch system's SIGTERM is handled like Ctrl-C: the rows measured so far are kept.
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
-    try:
-        for req in requests:
-            runs.append(runner.FamilyRun(req, dev, on_result=progress))
-            runs[-1].run()
-    except KeyboardInterrupt:
-        incomplete = True
-        err.print("interrupted: keeping the rows measured so far (marked incomplete)")
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        info = dev.info.to_dict()
-        try:
-            dev.close()
-        except Exception:  # after a sticky GPU error closing can fail too; the rows matter more
-            pass
-    return runs, incomplete, info
-
-
-def point_of(run: runner.FamilyRun, spec: catalog.FamilySpec) -> RunPoint:
-    """A finished run as a record point (rates as % of the roofline, or of the library row for FLOPs)."""
-    return RunPoint(family=spec.name, metric=spec.metric, problem=run.problem.to_dict(), block=run.req.block or "",
-                    protocol=dict(run.req.protocol.__dict__), roofline=run.roofline,
-                    results=tuple(report.pct_column(run.results, spec.metric)), defines=run.req.defines)
+def print_logs(record: RunRecord) -> None:
+    """The nvcc log of every row that did not compile (on stderr, after the tables)."""
+    seen = set()
+    for _, r in record.rows():
+        log = r.extra.get("log", "")
+        if log and "nvcc" in log.splitlines()[0] and log not in seen:
+            seen.add(log)
+            print(f"--- {r.variant}: {log}", file=sys.stderr)
 
 
 def show(con: Any, fam: Family, run: runner.FamilyRun) -> None:
@@ -135,7 +106,3 @@ def show(con: Any, fam: Family, run: runner.FamilyRun) -> None:
     for name, out in run.outputs.items():
         con.print(f"--- {name}", markup=False)
         con.print(fam.show(run.problem, {}, out), markup=False)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt

@@ -3,11 +3,11 @@ and the requests built from it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import click
 
+from cudalab import sweep, user
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec
 from cudalab.errors import UsageError
@@ -21,25 +21,31 @@ def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
         click.Option(["--variant", "variants"], default=None,
                      help=f"Comma list of variants (default: all). One of: {', '.join(spec.names())}."),
         click.Option(["--all", "all_"], is_flag=True, help="Run every variant (the default)."),
-        click.Option(["--n"], default=None, help=fam.SIZE_HELP),
-        click.Option(["--shape"], default=None, help="Rectangular shape, e.g. 4096x1024."),
-        click.Option(["--dtype"], default=None, type=click.Choice(list(spec.dtypes)),
-                     help=f"Element type (default {spec.default_dtype})."),
+        click.Option(["--n"], default=None, help=fam.SIZE_HELP + "; a comma list is a sweep (--n 1k,4k,16k)."),
+        click.Option(["--shape"], default=None, help="Rectangular shape, e.g. 4096x1024 (comma list: a sweep)."),
+        click.Option(["--dtype"], default=None, metavar="|".join(spec.dtypes),
+                     help=f"Element type (default {spec.default_dtype}); a comma list is a sweep."),
         click.Option(["--block"], default=None,
                      help="Block dims for every variant, e.g. 32x8 (default: each variant's own); "
-                          "a comma list is a sweep (--block 128,256,512)."),
+                          "a comma list is a sweep (--block 16x16,32x8)."),
         click.Option(["--grid"], default=None, help="Grid dims override (must cover the data)."),
         click.Option(["--define", "-D", "defines"], multiple=True, metavar="NAME=VALUE",
-                     help="Override a kernel macro for every variant (repeatable), e.g. -D UNROLL=8."),
+                     help="Override a kernel macro for every variant (repeatable), e.g. -D UNROLL=8; "
+                          "-D UNROLL=2,4,8 is a sweep."),
+        click.Option(["--add"], multiple=True, metavar="FILE.cu:KERNEL[@KEY=VALUE,...]",
+                     help="Run your own kernel beside the variants (repeatable; --variant none: only yours). "
+                          "It must take the family's arguments (cudalab list " + spec.name + "). Keys: "
+                          "block=32x8, per_thread=1x4, tile=32x32, grid=tiles|sm:K|DIMS, shared=BYTES, name=NAME, "
+                          "-DNAME=VALUE; e.g. --add my.cu:k@block=32x8,tile=32x32,-DPAD=1."),
         click.Option(["--seed"], type=int, default=None, help="Random seed for the inputs (default: fresh)."),
         click.Option(["--device"], type=click.IntRange(min=0), default=0, show_default=True, help="GPU index."),
     ]
     for opt in fam.OPTIONS:
         if opt.type is bool:
             params.append(click.Option([f"--{opt.name}"], is_flag=True, default=opt.default, help=opt.help))
-        else:
-            params.append(click.Option([f"--{opt.name}"], type=opt.type, default=opt.default, show_default=True,
-                                       help=opt.help))
+        else:  # read as text: a comma list is a sweep; sweep.axes checks each value's type
+            params.append(click.Option([f"--{opt.name}"], default=None, metavar=opt.type.__name__.upper(),
+                                       help=f"{opt.help} [default: {opt.default}; a comma list is a sweep]"))
     return params
 
 
@@ -56,6 +62,10 @@ def timing_options() -> list[click.Parameter]:
                      help="Draw the run (bars per variant, the roofline as a line; a sweep as lines) to FILE.png or .svg."),
         click.Option(["--force"], is_flag=True,
                      help="Run even when the memory plan says the GPU's free memory is too small (host memory is never overridden)."),
+        click.Option(["--layout"], type=click.Choice(["points", "long"]), default="points", show_default=True,
+                     help="A sweep as one table per point, or as one long table with a point column."),
+        click.Option(["--quiet", "-q"], is_flag=True,
+                     help="No progress on stderr (a bar on a terminal, one line per variant otherwise)."),
     ]
 
 
@@ -72,31 +82,29 @@ def parse_defines(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
         name, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--define {item!r} must be NAME=VALUE (example: -D UNROLL=8)")
-        validate_define(name, value)
+        for part in value.split(","):  # -D NAME=1,2,4 is a sweep: each value is checked
+            validate_define(name, part.strip())
         out.append((name, value))
     return tuple(out)
 
 
 def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[RunRequest]:
-    """The runs a command line asks for: one per ``--block`` entry (a sweep), else one.
+    """The runs a command line asks for: the cross product of every comma list (a sweep), else one.
 
     Raises:
-        UsageError: conflicting or malformed options.
+        UsageError: conflicting or malformed options, a missing ``--add`` file.
     """
     if kw.get("all_") and kw.get("variants"):
         raise UsageError("give --all or --variant, not both")
     if kw.get("budget", 1.0) <= 0 or kw.get("min_samples", 1) < 1:
         raise UsageError("--budget must be positive and --min-samples at least 1")
-    blocks = [b.strip() for b in kw["block"].split(",")] if kw.get("block") else [None]
-    if kw.get("block") and not all(blocks):
-        raise UsageError(f"--block {kw['block']!r} has an empty entry (example: --block 128,256,512)")
-    options = tuple((o.name, kw[o.name.replace("-", "_")]) for o in fam.OPTIONS)
     protocol = Protocol(budget_s=kw.get("budget", 0.5), min_samples=kw.get("min_samples", 10),
                         flush_l2=not kw.get("hot", False))
-    base = RunRequest(
-        family=spec.name, variants=kw["variants"], n=kw["n"], shape=kw["shape"], dtype=kw["dtype"],
-        grid=kw["grid"], options=options, protocol=protocol, seed=kw["seed"],
-        roofline=not kw.get("no_roofline", False), device=kw["device"],
-        keep_outputs=bool(kw.get("show")), defines=parse_defines(kw["defines"]), force=bool(kw.get("force")),
-    )
-    return [replace(base, block=b) for b in blocks]
+    base = sweep.base_request(
+        spec, fam, variants=kw.get("variants"), grid=kw.get("grid"), add=user.parse_adds(kw.get("add") or ()),
+        protocol=protocol, seed=kw.get("seed"), roofline=not kw.get("no_roofline", False), device=kw.get("device", 0),
+        keep_outputs=bool(kw.get("show")), force=bool(kw.get("force")))
+    options = {o.name: kw.get(o.name.replace("-", "_")) for o in fam.OPTIONS}
+    ax = sweep.axes(spec, fam, n=kw.get("n"), shape=kw.get("shape"), dtype=kw.get("dtype"), block=kw.get("block"),
+                    options=options, defines=parse_defines(kw.get("defines") or ()))
+    return sweep.requests(spec, base, ax)

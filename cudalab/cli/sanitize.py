@@ -50,8 +50,13 @@ def run_sanitize(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
 
     interrupted = False
     rows: list = []
+    from cudalab import runner  # noqa: PLC0415
+
+    requests = requests_from(spec, fam, kw)
+    for req in requests:  # every size is a valid problem (bad ones refused before any run)
+        runner.make_problem(spec, fam, req)
     try:
-        for req in requests_from(spec, fam, kw):
+        for req in requests:
             rows += S.sanitize(req, tools, kw["log_dir"], kw["print_limit"], kw["timeout_s"], on_row=progress)
     except KeyboardInterrupt:  # subprocess.run has killed the child; keep the rows judged so far
         interrupted, rows = True, done

@@ -34,6 +34,11 @@ class Family:
             (``{"n": "64"}``, ``{"shape": "33x17x65"}``): one a multiple of every variant's tile and
             one not, both small (the tools slow kernels 10-100 times).
         SHOW: the family can print small inputs and results (``--show``, :meth:`show`).
+        SIGNATURE: the C prototype a ``--add`` kernel must have, ``KERNEL`` for its name, one
+            ``// comment`` per parameter saying what it holds; then comment lines on the launch
+            (what the grid covers). Parameter sizes are read from it (:func:`cudalab.user.prototype_sizes`:
+            pointers 8 bytes, ``ELEM_T`` the element) and checked against the compiled kernel.
+            Printed by ``cudalab list FAMILY``. Empty: the family takes no ``--add`` kernels.
     """
 
     OPTIONS: tuple[FamilyOption, ...] = ()
@@ -41,6 +46,7 @@ class Family:
     EXTRA_COLUMNS: tuple[tuple[str, str], ...] = ()
     SANITIZE_SIZES: tuple[dict[str, str], ...] = ({"n": "64"}, {"n": "33"})
     SHOW: bool = False
+    SIGNATURE: str = ""
 
     # --- required -----------------------------------------------------------------------------
 

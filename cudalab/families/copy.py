@@ -124,8 +124,19 @@ def roofline_variant() -> VariantSpec:
     raise UsageError("the copy family marks no variant with params.roofline = true")
 
 
+SIGNATURE = """\
+void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` elements apart: out = in
+            const float *in,   // rows x cols input, the same layout
+            int rows,          // matrix rows
+            int cols,          // matrix columns
+            int pitch)         // elements between the starts of two rows of in and of out (>= cols)
+// grid: tiles of block x per_thread over (cols, rows): x along a row, y down the columns
+// (grid=sm:K: a 1-D grid-stride kernel over rows x cols elements)"""
+
 class Copy(Family):
     """Matrix copy: the roofline of every matrix operation."""
+
+    SIGNATURE = SIGNATURE
 
     def own_roofline(self, problem: Problem, results) -> Roofline | None:
         """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its roofline."""

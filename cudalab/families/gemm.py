@@ -158,8 +158,22 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
     )
 
 
+SIGNATURE = """\
+void KERNEL(const float *A,    // M x K, row-major
+            const float *B,    // K x N, row-major
+            const float *C,    // M x N, row-major (not read when beta = 0)
+            float *Z,          // M x N output, row-major: Z = alpha A.B + beta C
+            int M,             // rows of A, C and Z
+            int N,             // columns of B, C and Z
+            int K,             // columns of A, rows of B
+            float alpha,       // --alpha
+            float beta)        // --beta
+// grid: tiles of block x per_thread (or tile=) over Z, (N, M): blockIdx.x walks its columns"""
+
 class Gemm(Matmul):
     """fp32 Z = α·A·B + β·C: matmul's sizes and show, its own inputs, reference and setup."""
+
+    SIGNATURE = SIGNATURE
 
     OPTIONS = OPTIONS
     problem = staticmethod(problem)

@@ -161,8 +161,21 @@ def _cublas_case(variant: VariantSpec, d_a, d_x, d_y, d_z, alpha: float, beta: f
     )
 
 
+SIGNATURE = """\
+void KERNEL(const float *A,    // M x N, row-major
+            const float *x,    // N elements
+            const float *y,    // M elements (not read when beta = 0)
+            float *z,          // M elements output: z = alpha A.x + beta y
+            int M,             // rows of A
+            int N,             // columns of A
+            float alpha,       // --alpha
+            float beta)        // --beta
+// grid: tiles of block x per_thread over the M rows along x (one thread a row)"""
+
 class Gemv(Family):
     """fp32 y = α·A·x + β·y."""
+
+    SIGNATURE = SIGNATURE
 
     OPTIONS = OPTIONS
     SIZE_HELP = SIZE_HELP

@@ -30,6 +30,7 @@ from cudalab.catalog import VariantSpec
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
 from cudalab.families.base import Family
+from cudalab.families.model import where as first_at
 
 MAX_TILE = 32  # tiled and tiled-any: a TILE×TILE block has at most 1024 threads
 OPTIONS: tuple[FamilyOption, ...] = (
@@ -150,7 +151,8 @@ def check_product(result: np.ndarray, ref: np.ndarray, k: int) -> Check:
     r = result.astype(np.float64)
     bad = int(np.count_nonzero(~np.isfinite(r)))
     if bad:
-        return Check(False, float("nan"), fro_tol, f" ({bad} elements unwritten, NaN or inf)")
+        return Check(False, float("nan"), fro_tol,
+                     f" ({bad} elements unwritten, NaN or inf, first at {first_at(~np.isfinite(r))})")
     if r.size == 0:
         return Check(True, 0.0, fro_tol)
     diff = r - ref
@@ -279,8 +281,19 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     )
 
 
+SIGNATURE = """\
+void KERNEL(const float *A,    // M x K, row-major
+            const float *B,    // K x N, row-major
+            float *C,          // M x N output, row-major: C = A.B
+            int M,             // rows of A and C
+            int N,             // columns of B and C
+            int K)             // columns of A, rows of B
+// grid: tiles of block x per_thread (or tile=) over C, (N, M): blockIdx.x walks its columns"""
+
 class Matmul(Family):
     """fp32 C = A·B."""
+
+    SIGNATURE = SIGNATURE
 
     OPTIONS = OPTIONS
     SIZE_HELP = SIZE_HELP

@@ -112,13 +112,29 @@ def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relativ
         return Check(False, float("inf"), tolerance, f" (shape {result.shape}, expected {reference.shape})")
     r = result.astype(np.float64, copy=False)
     ref = reference.astype(np.float64, copy=False)
-    nan = int(np.count_nonzero(np.isnan(r)))
+    nan_mask = np.isnan(r)
+    nan = int(np.count_nonzero(nan_mask))
     if nan:
-        return Check(False, float("nan"), tolerance, f" ({nan} elements unwritten or NaN)")
+        return Check(False, float("nan"), tolerance, f" ({nan} elements unwritten or NaN, first at {where(nan_mask)})")
     if r.size == 0:
         return Check(True, 0.0, tolerance)
     err = np.abs(r - ref)
     if relative:
         err = err / np.maximum(1.0, np.abs(ref))
     worst = float(err.max())
-    return Check(worst <= tolerance, worst, tolerance)
+    if worst <= tolerance:
+        return Check(True, worst, tolerance)
+    bad = err > tolerance
+    first = np.unravel_index(int(np.argmax(bad)), bad.shape)  # C order: the first wrong element
+    return Check(False, worst, tolerance, f" ({int(np.count_nonzero(bad))} wrong, first at {where(bad)}: "
+                                          f"got {r[first]:.7g}, expected {ref[first]:.7g})")
+
+
+def where(mask: np.ndarray) -> str:
+    """Name the first True element of ``mask`` in C order: ``element 7``, ``row 3, column 17`` or ``[b, y, x]``."""
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
+    if len(idx) == 1:
+        return f"element {idx[0]}"
+    if len(idx) == 2:
+        return f"row {idx[0]}, column {idx[1]}"
+    return "[" + ", ".join(map(str, idx)) + "]"

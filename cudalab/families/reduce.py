@@ -262,8 +262,17 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     )
 
 
+SIGNATURE = """\
+void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or int (--dtype); the kernel
+                               // may overwrite them (restored before every launch)
+            ELEM_T *partial,   // output: one partial sum per block, partial[blockIdx.x]; the host adds them
+            unsigned int n)    // number of elements
+// grid: 1-D, tiles of block x per_thread over n (per_thread=8: each block sums 8 x blockDim.x elements)"""
+
 class Reduce(Family):
     """Sum of n elements."""
+
+    SIGNATURE = SIGNATURE
 
     OPTIONS = OPTIONS
     SIZE_HELP = SIZE_HELP

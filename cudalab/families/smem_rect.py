@@ -114,8 +114,16 @@ def expected_out(problem: Problem, variant: VariantSpec) -> np.ndarray:
 setup = make_setup(PATTERNS, ipad, smem_expect)
 
 
+SIGNATURE = """\
+void KERNEL(int *out)          // blocks x 16 x 32 ints: block b writes out[b * 512 + i], i = 0..511, each
+                               // one of its own global thread indices b * 512 + threadIdx.y * 32 + threadIdx.x
+// block 32x16 (BDIMX, BDIMY); grid: --blocks blocks along x. Checked as a permutation: every index of the
+// block once (the order is the pattern's business; the built-in rows check their exact order)"""
+
 class SmemRect(SmemSquare):
     """Shared-memory bank conflicts on a 32x16 tile, padding set by ``--ipad``."""
+
+    SIGNATURE = SIGNATURE
 
     OPTIONS = OPTIONS
     problem = staticmethod(problem)

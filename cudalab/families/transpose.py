@@ -55,8 +55,19 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     )
 
 
+SIGNATURE = """\
+void KERNEL(float *out,        // cols x rows output: out[c * pitch_out + r] = in[r * pitch_in + c]
+            const float *in,   // rows x cols input, row-major
+            int rows,          // input rows (= output columns)
+            int cols,          // input columns (= output rows)
+            int pitch_in,      // elements between the starts of two rows of in (>= cols)
+            int pitch_out)     // elements between the starts of two rows of out (>= rows)
+// grid: tiles of block x per_thread (or tile=) over the input, (cols, rows): blockIdx.x walks its columns"""
+
 class Transpose(Copy):
     """Matrix transpose: the copy family's sizes, inputs and check, its own extent, reference and setup."""
+
+    SIGNATURE = SIGNATURE
 
     def host_seconds(self, problem: Problem) -> float:
         """NumPy's strided transpose moves about 0.35 GB/s (5.5-6.7 s at 16384² on an H100 host)."""

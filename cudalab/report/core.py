@@ -161,6 +161,27 @@ def markdown_record(record: Any, source: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str]] = ()) -> None:
+    """Print a sweep as one long table (``--layout long``): a point column, then each point's rows."""
+    from cudalab.bench import Protocol
+
+    first = record.points[0]
+    title = f"cudalab {first.family}: {len(record.points)} points" + (
+        "  [INCOMPLETE: interrupted]" if record.incomplete else "")
+    proto = Protocol(**first.protocol) if first.protocol else None
+    for text in header_lines(record.device, title, "points: size dtype [options] [block] [-D]", proto, None):
+        con.print(text, markup=False, highlight=False)
+    for p in record.points:
+        if p.roofline:
+            con.print(f"{p.label}: roofline {p.roofline.gbs:,.0f} GB/s = {p.roofline.source}", markup=False,
+                      highlight=False)
+    rows = [r for p in record.points for r in p.results]
+    labels = [p.label for p in record.points for _ in p.results]
+    ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
+    con.print(results_table(rows, first.metric, extra_columns, ncu_cols, points=labels))
+    con.print(LEGEND.get(first.metric, LEGEND["none"]) + " Speedups restart at each point.", markup=False)
+
+
 LEGEND = {
     "bandwidth": "speedup = over the first GPU row that passed, step = over the previous one; GB/s counts each "
                  "necessary byte once; % roofline = over the faster of memcpy_dtod and the best copy kernel, same run.",
@@ -171,13 +192,14 @@ LEGEND = {
 
 
 def results_table(results: Sequence[Result], metric: str, extra_columns: Iterable[tuple[str, str]] = (),
-                  ncu_columns: Iterable[tuple[str, str]] = ()) -> Table:
+                  ncu_columns: Iterable[tuple[str, str]] = (), points: Sequence[str] | None = None) -> Table:
     """The comparison table: one row per variant, in the order they ran.
 
     Speedup is over the first GPU variant that passed; 'step' over the previous GPU row that passed.
+    ``points`` (one label per row, ``--layout long``) adds a point column; speedups restart at each point.
     """
     t = Table(box=box.SIMPLE_HEAVY, show_lines=False, pad_edge=False)
-    cols = ["#", "variant", "block", "grid", "median ms", "± IQR", "n"]
+    cols = (["point"] if points else []) + ["#", "variant", "block", "grid", "median ms", "± IQR", "n"]
     rate = {"bandwidth": "GB/s", "flops": "GFLOP/s"}.get(metric)
     if rate:
         cols.append(rate)
@@ -187,10 +209,13 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     ncu_columns = list(ncu_columns)
     cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + ["check", "status"]
     for c in cols:
-        t.add_column(c, justify="left" if c in ("variant", "block", "grid", "status", "check") else "right",
+        t.add_column(c, justify="left" if c in ("point", "variant", "block", "grid", "status", "check") else "right",
                      overflow="fold")
     first = prev = None
     for i, r in enumerate(results, 1):
+        if points and i > 1 and points[i - 1] != points[i - 2]:
+            first = prev = None
+            t.add_section()
         med = r.median_ms
         speed = step = None
         if r.kind != "host" and r.status == PASSED and med:
@@ -199,7 +224,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
             speed = first / med
             step = prev / med if prev else None
             prev = med
-        row = [str(i), r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else ""),
+        row = ([points[i - 1]] if points else []) + [str(i), r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else ""),
                r.block, r.grid, _ms(med) if med is not None else "–",
                _ms(r.stats.iqr) if r.stats else "–", str(r.stats.n) if r.stats else "–"]
         if rate:

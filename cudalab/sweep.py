@@ -1,0 +1,254 @@
+"""Sweeps: every axis of a family run may be a list; the cross product is one RunRequest per point.
+
+Shared by the family command (:mod:`cudalab.cli.options`) and the Python API (:mod:`cudalab.api`):
+:func:`requests` builds the points, :func:`precheck_points` refuses what can be refused without a GPU,
+:func:`run_requests` runs them on one device and :func:`record` makes the saved
+:class:`~cudalab.results.RunRecord` (one :class:`~cudalab.results.RunPoint` per point). No click, no rich.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Sequence
+
+from cudalab import __version__, runner
+from cudalab.bench import Protocol
+from cudalab.catalog import FamilySpec
+from cudalab.errors import LaunchConfigError, UsageError
+from cudalab.families import Family
+from cudalab.progress import Observer
+from cudalab.results import Roofline, RunPoint, RunRecord
+from cudalab.user import UserKernel
+
+__all__ = ["Axes", "axes", "split", "base_request", "requests", "precheck_points", "run_requests", "execute", "record",
+           "point_of"]
+
+
+def split(value: Any, what: str) -> list[Any]:
+    """One axis as a list: ``None`` is one point with the default, a comma text or a list is a sweep.
+
+    Raises:
+        UsageError: an empty entry (``--n 1k,,4k``).
+    """
+    if value is None:
+        return [None]
+    items = [s.strip() for s in value.split(",")] if isinstance(value, str) else list(value)
+    if not items or any(isinstance(x, str) and not x for x in items):
+        raise UsageError(f"{what} {value!r} has an empty entry (example: {what} a,b,c)")
+    return items
+
+
+@dataclass(frozen=True)
+class Axes:
+    """The values of every axis of a sweep (each a list; ``[None]``: the default).
+
+    Attributes:
+        n, shape, dtype, block: as the family command's options, one entry per point.
+        options: family option name -> values (``tile`` -> [8, 16, 32]).
+        defines: macro name -> values (``-D UNROLL=2,4,8``).
+    """
+
+    n: tuple[Any, ...] = (None,)
+    shape: tuple[Any, ...] = (None,)
+    dtype: tuple[Any, ...] = (None,)
+    block: tuple[Any, ...] = (None,)
+    options: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    defines: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def _typed(fam: Family, name: str, values: list[Any]) -> tuple[Any, ...]:
+    opt = next((o for o in fam.OPTIONS if o.name == name), None)
+    if opt is None:
+        raise UsageError(f"no option {name!r}; valid: {', '.join(o.name for o in fam.OPTIONS) or 'none'}")
+    if opt.type is bool or any(v is None for v in values):
+        return tuple(opt.default if v is None else v for v in values)
+    out = []
+    for v in values:
+        try:
+            out.append(opt.type(v.strip() if isinstance(v, str) else v))
+        except (TypeError, ValueError):
+            raise UsageError(f"--{name} {v!r} is not a{'n int' if opt.type is int else ' number'}") from None
+    return tuple(out)
+
+
+def axes(spec: FamilySpec, fam: Family, n: Any = None, shape: Any = None, dtype: Any = None, block: Any = None,
+         options: dict[str, Any] | None = None, defines: Iterable[tuple[str, Any]] = ()) -> Axes:
+    """Read every axis from texts (``"1k,4k"``) or lists, checking dtypes and option types.
+
+    Raises:
+        UsageError: an unknown dtype or option, a value of the wrong type, an empty entry.
+    """
+    dtypes = split(dtype, "--dtype")
+    bad = [d for d in dtypes if d is not None and d not in spec.dtypes]
+    if bad:
+        raise UsageError(f"{spec.name} has no dtype {bad[0]!r}; valid: {', '.join(spec.dtypes)}")
+    opts = tuple((k, _typed(fam, k, split(v, f"--{k}") if not isinstance(v, (int, float)) else [v]))
+                 for k, v in (options or {}).items())
+    defs: dict[str, tuple[str, ...]] = {}
+    for name, value in defines:
+        defs[name] = tuple(str(x) for x in split(value if not isinstance(value, (int, float)) else str(value),
+                                                 f"-D {name}="))
+    return Axes(n=tuple(split(n, "--n")), shape=tuple(split(shape, "--shape")), dtype=tuple(dtypes),
+                block=tuple(split(block, "--block")), options=opts, defines=tuple(defs.items()))
+
+
+def requests(spec: FamilySpec, base: runner.RunRequest, ax: Axes) -> list[runner.RunRequest]:
+    """The cross product of the axes, one RunRequest per point (block varies fastest, sizes slowest)."""
+    opt_names = [k for k, _ in ax.options]
+    def_names = [k for k, _ in ax.defines]
+    out = []
+    for n, shape, dtype, opt_vals, def_vals, block in itertools.product(
+            ax.n, ax.shape, ax.dtype, itertools.product(*[v for _, v in ax.options]),
+            itertools.product(*[v for _, v in ax.defines]), ax.block):
+        options = dict(base.options)
+        options.update(zip(opt_names, opt_vals))
+        defines = dict(base.defines)
+        defines.update(zip(def_names, def_vals))
+        out.append(runner.RunRequest(**{
+            **{f: getattr(base, f) for f in base.__dataclass_fields__},
+            "n": None if n is None else str(n), "shape": shape, "dtype": dtype,
+            "block": None if block is None else str(block), "options": tuple(options.items()),
+            "defines": tuple(defines.items()),
+        }))
+    return out
+
+
+def base_request(spec: FamilySpec, fam: Family, variants: str | None = None, grid: str | None = None,
+                 add: Sequence[UserKernel] = (), protocol: Protocol = Protocol(), seed: int | None = None,
+                 roofline: bool = True, device: int = 0, keep_outputs: bool = False,
+                 force: bool = False) -> runner.RunRequest:
+    """What every point of a sweep shares (family option defaults filled in)."""
+    return runner.RunRequest(
+        family=spec.name, variants=variants, grid=grid, options=tuple((o.name, o.default) for o in fam.OPTIONS),
+        protocol=protocol, seed=seed, roofline=roofline, device=device, keep_outputs=keep_outputs, add=tuple(add),
+        force=force)
+
+
+def precheck_points(reqs: Sequence[runner.RunRequest]) -> list[int]:
+    """Refuse on the CPU what no point can run; return how many variants each point has.
+
+    A bad name or size anywhere is refused at once; a point where no variant fits its rules is
+    kept (its skipped rows are shown) as long as another point can run.
+
+    Raises:
+        UsageError, LaunchConfigError: the first reason, when no point can run (or a bad size).
+    """
+    counts, first, runnable = [], None, 0
+    for req in reqs:
+        counts.append(len(runner.precheck(req, strict=False)[3]))
+        try:
+            runner.precheck(req)
+            runnable += 1
+        except (UsageError, LaunchConfigError) as exc:
+            first = first or exc
+    if not runnable and first is not None:
+        raise first
+    return counts
+
+
+def run_requests(reqs: Sequence[runner.RunRequest], device: Any, observer: Observer | None = None,
+                 total: int | None = None) -> tuple[list[runner.FamilyRun], bool]:
+    """Run every point on one device; Ctrl-C keeps the rows measured so far.
+
+    Args:
+        reqs: the points (checked by :func:`precheck_points`).
+        device: the open GPU.
+        observer: progress callbacks (:func:`cudalab.progress.for_stderr`); closed at the end.
+        total: rows in all (the sum of :func:`precheck_points`), for the bar's ETA.
+
+    Returns:
+        (runs, incomplete): one FamilyRun per point started; incomplete after an interrupt.
+    """
+    obs = observer or Observer()
+    runs: list[runner.FamilyRun] = []
+    roofs: dict[int, Roofline] = {}  # by bytes copied: points of one size (a block sweep) share one roofline
+    obs.start(total or 0, reqs[0].family if reqs else "")
+    try:
+        for i, req in enumerate(reqs):
+            run = runner.FamilyRun(req, device, on_result=obs.result, strict=False, on_stage=obs.stage)
+            obs.point(i, len(reqs), _label(run))
+            runs.append(run)
+            nbytes = run.family.roofline_bytes(run.problem) if run.spec.metric == "bandwidth" else 0
+            shared = roofs.get(nbytes) if req.roofline and nbytes else None
+            if shared is not None:
+                run.req = replace(req, roofline=False)
+            run.run()
+            if shared is not None:
+                run.roofline = shared
+                run.results = [replace(r, pct_roofline=100.0 * r.gbs / shared.gbs) if r.gbs else r for r in run.results]
+            elif run.roofline is not None:
+                roofs[nbytes] = run.roofline
+    except KeyboardInterrupt:
+        return runs, True
+    finally:
+        obs.close()
+    return runs, False
+
+
+def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None, total: int = 0,
+            on_open: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[runner.FamilyRun], bool, dict[str, Any]]:
+    """Open the GPU, run every point, close it; Ctrl-C or SIGTERM keeps the rows measured so far.
+
+    ``on_open`` gets the device's facts as soon as it is open (the CLI prints its header then).
+
+    Returns:
+        (runs, incomplete, device facts).
+
+    Raises:
+        GpuUnavailableError: no pycuda, driver or GPU.
+    """
+    from cudalab import gpu  # noqa: PLC0415  (pycuda only when a run starts)
+
+    dev = gpu.Device(reqs[0].device)
+    if on_open is not None:
+        on_open(dev.info.to_dict())
+    # A batch system's SIGTERM is handled like Ctrl-C: the rows measured so far are kept.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    try:
+        runs, incomplete = run_requests(reqs, dev, observer, total)
+        if incomplete:
+            print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        info = dev.info.to_dict()
+        try:
+            dev.close()
+        except Exception:  # after a sticky GPU error closing can fail too; the rows matter more
+            pass
+    return runs, incomplete, info
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _label(run: runner.FamilyRun) -> str:
+    req = run.req
+    text = f"{run.problem.label} {run.problem.dtype}" + (f" block={req.block}" if req.block else "")
+    return text + "".join(f" {k}={v}" for k, v in req.defines)
+
+
+def point_of(run: runner.FamilyRun, spec: FamilySpec) -> RunPoint:
+    """A finished run as a record point (rates as % of the roofline, or of the library row for FLOPs)."""
+    from cudalab.report import pct_column  # noqa: PLC0415  (pure, but lives with the tables)
+
+    return RunPoint(family=spec.name, metric=spec.metric, problem=run.problem.to_dict(), block=run.req.block or "",
+                    protocol=dict(run.req.protocol.__dict__), roofline=run.roofline,
+                    results=tuple(pct_column(run.results, spec.metric)), defines=run.req.defines)
+
+
+def record(spec: FamilySpec, runs: Sequence[runner.FamilyRun], incomplete: bool, device: dict[str, Any],
+           command: Sequence[str], started: float | None = None, points: Sequence[RunPoint] | None = None) -> RunRecord:
+    """The saved record of a run (``points`` when a tool has added columns to them)."""
+    from cudalab import machine  # noqa: PLC0415
+
+    pts = tuple(points) if points is not None else tuple(point_of(r, spec) for r in runs)
+    return RunRecord(cudalab=__version__, command=tuple(command), started=started or time.time(), device=device,
+                     points=pts, incomplete=incomplete, machine=machine.facts())

@@ -1,0 +1,25 @@
+// Your own reduction beside the ladder:
+//   cudalab reduce --add docs/examples/my_reduce.cu:my_reduce@block=512,per_thread=2
+// The family's convention (cudalab list reduce): one partial sum per block into partial[blockIdx.x];
+// ELEM_T is the element type of --dtype and BLOCK_X the block size, both defined by cudalab.
+
+extern "C" __global__ void my_reduce(ELEM_T *data, ELEM_T *partial, unsigned int n)
+{
+    __shared__ ELEM_T sum[BLOCK_X];
+    unsigned int tid = threadIdx.x;
+    unsigned int i = blockIdx.x * blockDim.x * 2 + tid;  // each thread first adds two elements
+    ELEM_T v = 0;
+    if (i < n)
+        v = data[i];
+    if (i + blockDim.x < n)
+        v += data[i + blockDim.x];
+    sum[tid] = v;
+    __syncthreads();
+    for (unsigned int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        if (tid < stride)
+            sum[tid] += sum[tid + stride];
+        __syncthreads();  // every thread reaches it: no barrier inside a branch
+    }
+    if (tid == 0)
+        partial[blockIdx.x] = sum[0];
+}
