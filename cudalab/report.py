@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cudalab import telemetry
 from cudalab.files import atomic_write
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
@@ -41,24 +42,55 @@ def _ms(x: float) -> str:
 
 
 def header_lines(device: dict[str, Any] | None, title: str, problem: str, protocol: Any,
-                 roofline: Roofline | None) -> list[str]:
-    """The lines above a table: GPU, clocks, versions, size, dtype, timing protocol, roofline."""
+                 roofline: Roofline | None, results: Sequence[Result] = ()) -> list[str]:
+    """The lines above a table: GPU, clocks, versions, size, dtype, timing protocol, roofline, and
+    warnings about what else the GPU was doing.
+
+    Clocks are the ones measured during the samples (NVML, median over the run) where there are
+    any; the device's nominal maximum is printed only when nothing was measured, and says so.
+    """
     lines = [title]
     if device:
+        tele = device.get("telemetry") or {}
+        if tele.get("sm_mhz"):
+            clocks = (f"SM clock {tele['sm_mhz']} MHz, memory clock {tele.get('mem_mhz', '?')} MHz "
+                      "(measured: median over the samples)")
+        else:
+            clocks = (f"SM clock {device['sm_clock_mhz']} MHz (nominal max), memory clock "
+                      f"{device['mem_clock_mhz']} MHz (nominal)")
         lines.append(
             f"GPU {device['index']}: {device['name']} (sm_{device['compute_capability'].replace('.', '')}, "
-            f"{device['sm_count']} SMs, SM clock {device['sm_clock_mhz']} MHz, memory clock {device['mem_clock_mhz']} MHz, "
+            f"{device['sm_count']} SMs, {clocks}, "
             f"L2 {device['l2_bytes'] / 2**20:.0f} MiB) · driver {device.get('driver_release') or ''}"
             f"{' ' if device.get('driver_release') else ''}(CUDA {device['driver_version']} driver API) · "
             f"CUDA {device['cuda_version']} (pycuda build)"
         )
+        if tele.get("locked_sm_mhz"):
+            lines.append(f"SM clock locked at {tele['locked_sm_mhz']} MHz for this run (--lock-clocks; restored after)")
+        if tele.get("throttle"):
+            lines.append(f"clock events during the samples: {', '.join(tele['throttle'])} (see the throttle column)")
+        if tele.get("note"):
+            lines.append(tele["note"])
     lines.append(problem)
     if protocol is not None:
         lines.append(
             f"timing: CUDA events, median of ≥{protocol.min_samples} samples (until IQR/median < "
-            f"{protocol.target_rel_iqr:.0%} or {protocol.budget_s:g} s), {protocol.warmup} warm-up, "
+            f"{protocol.target_rel_iqr:.0%}, the median's 95% CI within ±{getattr(protocol, 'target_rel_ci', 0):.1%}, "
+            f"or {protocol.budget_s:g} s), {protocol.warmup} warm-up, "
             f"{'L2 flushed before each sample' if protocol.flush_l2 else 'hot L2 (--hot)'}"
         )
+        batched = sorted({int(r.extra["batch"]) for r in results if r.extra.get("batch")})
+        if batched:
+            ns = "/".join(str(n) for n in batched)
+            l2 = (f"L2 flushed before each batch of {ns}, not each launch (launches 2..N find a warm L2)"
+                  if protocol.flush_l2 else "hot L2")
+            lines.append(f"rows marked ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N back-to-back "
+                         f"launches per event pair (time per launch = batch / N); {l2}")
+    others = sorted({int(p) for r in results for p in (r.extra.get("other_process") or ())})
+    if others:
+        names = ", ".join(r.variant for r in results if r.extra.get("other_process"))
+        lines.append(f"WARNING: another process (pid {', '.join(map(str, others))}) was computing on this GPU "
+                     f"while {names} ran: those timings are not trustworthy (rows marked !)")
     if roofline:
         kern = f", copy kernel {roofline.kernel_gbs:,.0f}" if roofline.kernel_gbs else ""
         lines.append(f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern})")
@@ -94,11 +126,15 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         f" · {k} {v}" for k, v in sorted((prob.get("options") or {}).items()))
     line += "".join(f" · -D {k}={v}" for k, v in point.defines)
     proto = Protocol(**point.protocol) if point.protocol else None
-    for text in header_lines(record.device, title, line, proto, point.roofline):
+    for text in header_lines(record.device, title, line, proto, point.roofline, point.results):
         con.print(text, markup=False, highlight=False)
     rows = point.results
     ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
     con.print(results_table(rows, point.metric, extra_columns, ncu_cols))
+    if any("telemetry_polls" in r.extra for r in rows):
+        con.print("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
+                  "W median, °C max; mJ/launch = the window's energy (flushes and gaps included: an upper bound) "
+                  "/ launches.", markup=False)
     con.print(LEGEND.get(point.metric, LEGEND["none"]), markup=False)
     if any(r.legacy for r in rows):
         con.print("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
@@ -129,7 +165,9 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     cols += ["speedup", "step"]
     extra_columns = list(extra_columns)
     ncu_columns = list(ncu_columns)
-    cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + ["check", "status"]
+    tele_columns = telemetry_columns(results)
+    cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + [h for _, h in tele_columns]
+    cols += ["check", "status"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("variant", "block", "grid", "status", "check") else "right",
                      overflow="fold")
@@ -143,8 +181,10 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
             speed = first / med
             step = prev / med if prev else None
             prev = med
-        row = [str(i), r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else ""),
-               r.block, r.grid, _ms(med) if med is not None else "–",
+        batch = f" ×{r.extra['batch']}" if r.extra.get("batch") else ""
+        row = [str(i), r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else "")
+               + (" !" if r.extra.get("other_process") else ""),
+               r.block, r.grid, _ms(med) + batch if med is not None else "–",
                _ms(r.stats.iqr) if r.stats else "–", str(r.stats.n) if r.stats else "–"]
         if rate:
             row.append(_fmt(r.gbs if metric == "bandwidth" else r.gflops, 0 if metric == "bandwidth" else 0))
@@ -153,6 +193,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         for key, _ in extra_columns + ncu_columns:
             v = r.extra.get(key)
             row.append(_fmt(v, 4 if key.endswith("_ms") else 2) if isinstance(v, float) else "–" if v is None else str(v))
+        row += [telemetry.cell(key, r.extra) for key, _ in tele_columns]
         if r.max_error is None:
             row.append("–")
         elif r.status == INCORRECT:
@@ -163,6 +204,12 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         row.append(Text(status, style=_STATUS_STYLE.get(r.status, "")))
         t.add_row(*[c if isinstance(c, Text) else Text(c) for c in row])  # plain text: "[legacy]" is no markup
     return t
+
+
+def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
+    """The telemetry columns some row has a value for (none without NVML)."""
+    return [(k, h) for k, h in telemetry.COLUMNS
+            if any(r.extra.get(k) not in (None, "") for r in results)]
 
 
 def pct_column(results: Sequence[Result], metric: str) -> list[Result]:

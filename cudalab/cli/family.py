@@ -75,7 +75,15 @@ def execute(requests: list[runner.RunRequest]) -> tuple[list[runner.FamilyRun], 
     Returns:
         (runs, incomplete, device facts).
     """
-    dev = gpu.Device(requests[0].device)
+    tele = open_telemetry(requests[0])  # before the context: who else is on the GPU; --exclusive, --lock-clocks
+    try:
+        dev = gpu.Device(requests[0].device)
+    except BaseException:
+        if tele.telemetry is not None:
+            tele.telemetry.close()
+        raise
+    if tele.telemetry is not None:
+        tele.telemetry.after_open()
     err = report.console(stderr=True)
 
     def progress(r: runner.Result) -> None:
@@ -89,7 +97,7 @@ def execute(requests: list[runner.RunRequest]) -> tuple[list[runner.FamilyRun], 
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
         for req in requests:
-            runs.append(runner.FamilyRun(req, dev, on_result=progress))
+            runs.append(runner.FamilyRun(req, dev, on_result=progress, telemetry=tele.telemetry))
             runs[-1].run()
     except KeyboardInterrupt:
         incomplete = True
@@ -98,11 +106,31 @@ def execute(requests: list[runner.RunRequest]) -> tuple[list[runner.FamilyRun], 
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         info = dev.info.to_dict()
+        if tele.telemetry is not None:
+            info["telemetry"] = tele.telemetry.summary()
+            tele.telemetry.close()  # restores a locked clock
+        else:
+            info["telemetry"] = {"note": tele.note}
         try:
             dev.close()
         except Exception:  # after a sticky GPU error closing can fail too; the rows matter more
             pass
     return runs, incomplete, info
+
+
+def open_telemetry(req: runner.RunRequest):
+    """NVML for the request's GPU (:func:`cudalab.telemetry.open_telemetry`), or a note why not.
+
+    Raises:
+        TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
+    """
+    from cudalab import telemetry  # noqa: PLC0415
+
+    try:
+        bus = gpu.pci_bus_id(req.device)
+    except Exception:  # the device is opened next and says what is wrong in its own words
+        bus = None
+    return telemetry.open_telemetry(req.device, bus, exclusive=req.exclusive, lock_mhz=req.lock_clocks)
 
 
 def point_of(run: runner.FamilyRun, spec: catalog.FamilySpec) -> RunPoint:

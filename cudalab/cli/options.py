@@ -50,6 +50,11 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--budget"], type=float, default=0.5, show_default=True, help="Seconds of sampling per variant."),
         click.Option(["--min-samples"], type=int, default=10, show_default=True, help="Fewest timed samples."),
         click.Option(["--no-roofline"], is_flag=True, help="Skip the copy roofline measurement."),
+        click.Option(["--exclusive"], is_flag=True,
+                     help="Refuse to start while another process computes on the GPU (needs NVML)."),
+        click.Option(["--lock-clocks"], type=click.IntRange(min=1), default=None, metavar="MHZ",
+                     help="Lock the SM clock at MHZ during the run and restore it after (needs NVML and "
+                          "permission to set clocks; never on a shared GPU)."),
         click.Option(["--json", "json_path"], default=None, help="Write everything (raw samples too) to this JSON file."),
         click.Option(["--csv", "csv_path"], default=None, help="Write one row per variant to this CSV file."),
     ]
@@ -93,5 +98,6 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
         grid=kw["grid"], options=options, protocol=protocol, seed=kw["seed"],
         roofline=not kw.get("no_roofline", False), device=kw["device"],
         keep_outputs=bool(kw.get("show")), defines=parse_defines(kw["defines"]),
+        exclusive=bool(kw.get("exclusive")), lock_clocks=kw.get("lock_clocks"),
     )
     return [replace(base, block=b) for b in blocks]
