@@ -306,3 +306,27 @@ def test_dynamic_shared_memory_follows_the_compiled_ipad(fam_name, variant, defa
     # -D IPAD=2: the kernel indexes up to (by - 1) * (bx + 2) + bx - 1 words; the launch gives (bx + 2) * by
     assert lau.shared == (bx + 2) * by * 4
     assert lau.shared >= ((by - 1) * (bx + 2) + bx) * 4
+
+
+# --- the mutant trees parse and plan (the GPU test runs them) --------------------------------------
+
+
+@pytest.mark.parametrize("family,fields", [
+    ("copy", {"shape": "97x1000"}), ("transpose", {"shape": "97x1000"}), ("reduce", {"n": "2^24", "dtype": "float32"}),
+    ("matmul", {"n": "200"}), ("gemv", {"n": "1000"}), ("smem-square", {"options": (("blocks", 4),)}),
+])
+def test_mutant_trees_plan_on_the_cpu(tmp_path, monkeypatch, family, fields):
+    from mutants import build, use_tree
+
+    names = build(tmp_path, family)
+    use_tree(monkeypatch, tmp_path)
+    req = runner.RunRequest(family=family, variants=",".join(names), roofline=False, **fields)
+    spec, fam, problem, variants = runner.precheck(req)
+    assert [v.name for v in variants] == names
+    for v in variants:
+        lau = runner.plan_launch(v, fam, problem)
+        assert ("MUTATION", str(v.defines and dict(v.defines)["MUTATION"])) in lau.defines
+        assert (spec.directory / v.source).is_file()
+        grid = lau.grid
+        # every mutation needs a block (1, 0) and a second warp in block 0
+        assert grid[0] >= 2 and lau.block[0] * lau.block[1] >= 64
