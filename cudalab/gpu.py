@@ -300,6 +300,7 @@ class Device:
         if self._ctx is None:
             return
         self._modules.clear()
+        self._spin_fn = self._spin_mod = None
         if self._scratch is not None:
             self._scratch.free()
             self._scratch = None
@@ -381,15 +382,17 @@ class Device:
         Returns False (and enqueues nothing) when the spin kernel cannot be built here; batches then
         run at whatever rate the host enqueues them.
         """
-        fn = self._modules.get(("cudalab_spin",))
+        fn = getattr(self, "_spin_fn", None)
         if fn is None:
             from pycuda.compiler import SourceModule  # noqa: PLC0415
 
             try:
-                fn = SourceModule(_SPIN_SRC, arch=self.info.arch, no_extern_c=True).get_function("cudalab_spin")
+                # Keep the module: unloading it would invalidate the function.
+                self._spin_mod = SourceModule(_SPIN_SRC, arch=self.info.arch, no_extern_c=True)
+                fn = self._spin_mod.get_function("cudalab_spin")
             except Exception:  # no nvcc here, or an old PTX ISA: batching still works, less tightly
                 fn = False
-            self._modules[("cudalab_spin",)] = fn
+            self._spin_fn = fn
         if fn is False:
             return False
         fn(np.uint64(max(0, int(ms * 1e6))), block=(1, 1, 1), grid=(1, 1))

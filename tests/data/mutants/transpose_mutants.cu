@@ -25,7 +25,7 @@ extern "C" __global__ void transpose_mutant(float *out, const float *in, int row
     float v = in[(size_t)y * pitch_in_elem + x];
 #if MUTATION == 4
     if (x == 3 && y == 2)
-        v = -v - 1.0f;
+        v += 1.0f;
 #endif
     out[(size_t)x * pitch_out_elem + y] = v;
 #if MUTATION == 5
