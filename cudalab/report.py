@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudalab import telemetry
 from cudalab.files import atomic_write
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
@@ -193,7 +192,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         for key, _ in extra_columns + ncu_columns:
             v = r.extra.get(key)
             row.append(_fmt(v, 4 if key.endswith("_ms") else 2) if isinstance(v, float) else "–" if v is None else str(v))
-        row += [telemetry.cell(key, r.extra) for key, _ in tele_columns]
+        row += [telemetry_cell(key, r.extra) for key, _ in tele_columns]
         if r.max_error is None:
             row.append("–")
         elif r.status == INCORRECT:
@@ -206,10 +205,32 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     return t
 
 
+#: (key in Result.extra, header) of the telemetry columns, in table order.
+TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
+    ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
+)
+
+
+def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
+    """One telemetry table cell; '–' when the row has no such value."""
+    v = extra.get(key)
+    if v is None or v == "":
+        return "–"
+    if key in ("sm_mhz", "mem_mhz"):
+        low = extra.get(f"{key}_min")
+        # The minimum only when it is well below the median: a clock that dipped during the samples.
+        return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
+    if key == "energy_mj_per_launch":
+        return f"{v:.3g}"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+    return str(v)
+
+
 def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
     """The telemetry columns some row has a value for (none without NVML)."""
-    return [(k, h) for k, h in telemetry.COLUMNS
-            if any(r.extra.get(k) not in (None, "") for r in results)]
+    return [(k, h) for k, h in TELEMETRY_COLUMNS if any(r.extra.get(k) not in (None, "") for r in results)]
 
 
 def pct_column(results: Sequence[Result], metric: str) -> list[Result]:

@@ -344,7 +344,8 @@ class FamilyRun:
         # Two poisons catch unwritten elements; only where the poison reaches the output (kernels,
         # the driver copy) and not under a tool, where every launch is one more profile.
         twice = v.kind in ("kernel", "driver") and not self.req.profile
-        verdict = verified_launches(case, launch_once, lambda out: self.family.check(self.problem, out, ref), twice)
+        verdict = verified_launches(case, launch_once, lambda out: self.family.check(self.problem, out, ref), twice,
+                                    extra=not self.req.profile)
         chk = verdict.check
         if self.req.keep_outputs:
             self.outputs[v.name] = verdict.output
@@ -362,14 +363,9 @@ class FamilyRun:
         finally:
             reading = window.stop() if window is not None else None
         stats = timing.stats
-        extra = dict(case.notes)
-        extra["stop"] = timing.stop
-        if timing.batch > 1:
-            extra["batch"] = timing.batch
-            extra["single_launch_ms"] = timing.single_ms
-            extra["batch_spin"] = timing.spin
-        if unwritten := verdict.unwritten:
-            extra["unwritten"] = unwritten
+        extra = dict(case.notes, **timing.extra())
+        if verdict.unwritten:
+            extra["unwritten"] = verdict.unwritten
         if reading is not None:
             extra.update(reading.extra(timing.launches, work.bytes if self.spec.metric == "bandwidth" else 0,
                                        work.flops if self.spec.metric == "flops" else 0))

@@ -53,6 +53,13 @@ class Timing:
     launches: int = 0
     spin: bool = False
 
+    def extra(self) -> dict:
+        """``Result.extra`` entries: why sampling stopped and, when batched, the batch facts."""
+        out: dict = {"stop": self.stop}
+        if self.batch > 1:
+            out.update(batch=self.batch, single_launch_ms=self.single_ms, batch_spin=self.spin)
+        return out
+
 
 def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] = time.perf_counter) -> Timing:
     """Warm up and sample one case on ``dev`` (``time_ms``, ``flush_l2``, optional ``spin``)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -346,7 +346,6 @@ class Opened:
 
     telemetry: Telemetry | None
     note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def import_nvml() -> tuple[Any | None, str]:
@@ -404,28 +403,3 @@ def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, 
         tele.close()
         raise
     return Opened(tele)
-
-
-# --- table cells ------------------------------------------------------------------------------------
-
-#: (key in Result.extra, header) of the telemetry columns, in table order.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
-    ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
-)
-
-
-def cell(key: str, extra: dict[str, Any]) -> str:
-    """One telemetry table cell; '–' when the row has no such value."""
-    v = extra.get(key)
-    if v is None or v == "":
-        return "–"
-    if key in ("sm_mhz", "mem_mhz"):
-        low = extra.get(f"{key}_min")
-        # The minimum only when it is well below the median: a clock that dipped during the samples.
-        return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
-    if key == "energy_mj_per_launch":
-        return f"{v:.3g}"
-    if isinstance(v, float):
-        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
-    return str(v)

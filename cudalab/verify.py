@@ -88,7 +88,7 @@ def padding_damage(raw: np.ndarray, row_bytes: int, byte: int) -> int:
 
 
 def verified_launches(case: Case, launch: Callable[[], None], check: Callable[[Any], Check],
-                      twice: bool = True) -> Verdict:
+                      twice: bool = True, extra: bool = True) -> Verdict:
     """Run the verified launch once per poison pattern and judge the results.
 
     Args:
@@ -97,6 +97,8 @@ def verified_launches(case: Case, launch: Callable[[], None], check: Callable[[A
         check: the family's element check of one result.
         twice: False runs one poison only (rows whose poison is a no-op, host rows, runs under a
             tool, where each launch is profiled).
+        extra: run ``case.extra_checks`` too (not under a tool: their launches would be profiled
+            as if they were the variant's).
     """
     patterns = POISONS if twice else POISONS[:1]
     outputs = []
@@ -115,9 +117,9 @@ def verified_launches(case: Case, launch: Callable[[], None], check: Callable[[A
             first_bad = chk
         for arr in case.padded:
             padding += padding_damage(arr.download_raw(), arr.row_bytes, byte)
-    for extra in case.extra_checks:
+    for more in case.extra_checks if extra else ():
         for byte in patterns:
-            chk = extra(byte)
+            chk = more(byte)
             if not chk.ok and first_bad is None:
                 first_bad = chk
     unwritten = count_differing(outputs[0], outputs[1]) if len(outputs) == 2 else 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from gpu_util import run_rows
-from mutants import FAMILIES, build, use_tree
+from mutants import build, use_tree
 
 from cudalab import runner
 

@@ -330,3 +330,18 @@ def test_mutant_trees_plan_on_the_cpu(tmp_path, monkeypatch, family, fields):
         grid = lau.grid
         # every mutation needs a block (1, 0) and a second warp in block 0
         assert grid[0] >= 2 and lau.block[0] * lau.block[1] >= 64
+
+
+def test_under_a_tool_one_poison_and_no_extra_launches():
+    ref = np.arange(4, dtype=np.int32)
+    out = PoisonedOutput(ref, None)
+    launches = []
+
+    def run():
+        launches.append(1)
+        out.run()
+
+    case = Case(run=run, result=out.result, poison=out.poison,
+                extra_checks=(lambda byte: launches.append(2) or Check(True, 0.0, 0.0),))
+    v = verified_launches(case, case.run, int_check(ref), twice=False, extra=False)
+    assert v.ok and launches == [1]
