@@ -37,6 +37,8 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 
 
 def _ms(x: float) -> str:
+    if 0 < x < 0.01:  # batched kernels of a few µs: keep 10 ns steps
+        return f"{x:.5f}"
     return f"{x:.4f}" if x < 1 else f"{x:.3f}" if x < 100 else f"{x:,.1f}"
 
 
