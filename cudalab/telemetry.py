@@ -159,8 +159,9 @@ class Telemetry:
         self.locked_mhz: int | None = None
         self.polls: list[Poll] = []   # every poll of the run, for the header's measured clocks
         self.other_seen: set[int] = set()
-        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        self._reasons = reasons or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        # The newer name first; a driver older than the binding lacks it, the older name is there.
+        names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        self._reasons = [fn for fn in (getattr(nvml, n, None) for n in names) if fn is not None]
 
     # --- processes -------------------------------------------------------------------------------
     def processes(self) -> set[int]:
@@ -245,11 +246,12 @@ class Telemetry:
         mw = get("nvmlDeviceGetPowerUsage")
         temp = get("nvmlDeviceGetTemperature", getattr(n, "NVML_TEMPERATURE_GPU", 0))
         reasons = 0
-        if self._reasons is not None:
+        while self._reasons:
             try:
-                reasons = int(self._reasons(h))
-            except Exception:
-                reasons = 0
+                reasons = int(self._reasons[0](h))
+                break
+            except Exception:  # not in this driver: try the other name once, then give up
+                self._reasons.pop(0)
         return Poll(sm_mhz=sm, mem_mhz=mem, power_w=None if mw is None else mw / 1000.0, temp_c=temp, reasons=reasons)
 
     def energy_j(self) -> float | None:

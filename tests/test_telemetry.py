@@ -247,3 +247,15 @@ def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, 
     row = data["points"][0]["results"][0]
     assert row["extra"]["other_process"] == [4242] and row["extra"]["sm_mhz"] == 1980
     assert data["device"]["telemetry"]["other_process"] == [4242]
+
+
+def test_throttle_reasons_fall_back_to_the_older_nvml_name():
+    class OldDriver(FakeNVML):
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+            raise self.NVMLError("Function Not Found")
+
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+            return 0x40
+
+    tele = Telemetry(OldDriver(), "handle", our_pid=OUR)
+    assert tele.poll().reasons == 0x40 and tele.poll().reasons == 0x40
