@@ -1,17 +1,22 @@
-"""Timing protocol and statistics over a timer interface (pure: no GPU here).
+"""Timing protocol, statistics and the stopping rule over a timer interface (pure: no GPU here).
 
-A *sample function* performs one untimed reset, optionally an L2 flush, then one timed launch,
-and returns its duration in milliseconds. :func:`measure` warms up, then keeps sampling until the
-relative spread is small or the time budget is spent.
+A *sample function* performs one untimed reset, optionally an L2 flush, then one timed launch (or
+one timed batch of launches, divided by its length), and returns the time per launch in
+milliseconds. :func:`measure` warms up, then keeps sampling until the median is pinned down or the
+time budget is spent.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+#: Two-sided 95% normal quantile, for the order-statistic confidence interval of the median.
+Z95 = 1.959964
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,14 @@ class Protocol:
         max_samples: never more.
         budget_s: stop adding samples after this much wall time (once ``min_samples`` are in).
         target_rel_iqr: stop early once IQR / median is below this.
+        target_rel_ci: or once the 95% confidence interval of the median lies within ± this
+            fraction of it (a noisy but well-sampled kernel is pinned down long before its IQR
+            shrinks: the interval narrows as 1/sqrt(n), the IQR does not narrow at all).
         flush_l2: overwrite an L2-sized buffer before each sample (cold cache); ``--hot`` turns it off.
+        batch_below_ms: a kernel whose first samples' median is below this is timed in batches
+            (one launch per event pair would measure launch overhead and event resolution).
+        batch_ms: a batch lasts at least about this long.
+        max_batch: never more launches in one batch (the driver's launch queue holds about 1,000).
     """
 
     warmup: int = 2
@@ -33,6 +45,10 @@ class Protocol:
     budget_s: float = 0.5
     target_rel_iqr: float = 0.01
     flush_l2: bool = True
+    target_rel_ci: float = 0.005
+    batch_below_ms: float = 0.02
+    batch_ms: float = 0.2
+    max_batch: int = 1000
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,11 @@ class Stats:
         """IQR over median (0 when the median is 0)."""
         return self.iqr / self.median if self.median > 0 else 0.0
 
+    @property
+    def rel_ci(self) -> float:
+        """Half-width of the 95% confidence interval of the median over the median (inf when unknown)."""
+        return median_ci(self.samples)
+
 
 def summarize(samples: list[float] | tuple[float, ...]) -> Stats:
     """Summarise raw samples (ms) into median, IQR, min, max, mean, n.
@@ -69,6 +90,87 @@ def summarize(samples: list[float] | tuple[float, ...]) -> Stats:
     )
 
 
+def median_ci(samples: list[float] | tuple[float, ...] | np.ndarray) -> float:
+    """Relative half-width of a distribution-free 95% confidence interval of the median.
+
+    The interval runs between the order statistics of ranks n/2 ∓ 1.96·sqrt(n)/2 (the binomial
+    count of samples below the median, normal approximation); no assumption on the shape of the
+    distribution, which for kernel times is skewed (a tail of slow samples). The larger of the two
+    distances from the median, over the median. inf below 6 samples (the ranks fall off the ends).
+    """
+    a = np.sort(np.asarray(samples, dtype=np.float64))
+    n = a.size
+    if n < 6:
+        return math.inf
+    half = Z95 * math.sqrt(n) / 2
+    lo = int(math.floor(n / 2 - half))
+    hi = int(math.ceil(n / 2 + half)) - 1
+    if lo < 0 or hi >= n:
+        return math.inf
+    med = float(np.median(a))
+    if med <= 0:
+        return math.inf
+    return max(med - a[lo], a[hi] - med) / med
+
+
+def stop_reason(samples: list[float], protocol: Protocol, elapsed_s: float) -> str:
+    """Why sampling should stop now, or '' to go on.
+
+    Returns:
+        ``max`` (max_samples reached), ``budget`` (time spent), ``iqr`` (IQR / median below target),
+        ``ci`` (the median's 95% interval within ± target), or ''.
+    """
+    n = len(samples)
+    if n >= protocol.max_samples:
+        return "max"
+    if n < protocol.min_samples:
+        return ""
+    s = summarize(samples)
+    if s.rel_iqr < protocol.target_rel_iqr:
+        return "iqr"
+    if protocol.target_rel_ci > 0 and median_ci(samples) <= protocol.target_rel_ci:
+        return "ci"
+    if elapsed_s >= protocol.budget_s:
+        return "budget"
+    return ""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What :func:`measure_until` returns: the statistics and why sampling stopped."""
+
+    stats: Stats
+    stop: str
+
+
+def measure_until(
+    sample: Callable[[], float],
+    protocol: Protocol,
+    clock: Callable[[], float] = time.perf_counter,
+    warmup: bool = True,
+) -> Measured:
+    """Warm up, then collect samples until :func:`stop_reason` says stop.
+
+    Args:
+        sample: performs one sample and returns its time in ms (per launch).
+        protocol: warm-up count, sample bounds, budget and spread targets.
+        clock: wall clock for the budget (injectable for tests).
+        warmup: run the protocol's warm-up samples first.
+    """
+    if warmup:
+        for _ in range(protocol.warmup):
+            sample()
+    samples: list[float] = []
+    start = clock()
+    while True:
+        samples.append(sample())
+        if len(samples) < min(protocol.min_samples, protocol.max_samples):
+            continue  # the clock is read only once a stop is possible
+        why = stop_reason(samples, protocol, clock() - start)
+        if why:
+            return Measured(summarize(samples), why)
+
+
 def measure(
     sample: Callable[[], float],
     protocol: Protocol,
@@ -81,16 +183,14 @@ def measure(
         protocol: warm-up count, sample bounds, budget and spread target.
         clock: wall clock for the budget (injectable for tests).
     """
-    for _ in range(protocol.warmup):
-        sample()
-    samples: list[float] = []
-    start = clock()
-    while len(samples) < protocol.max_samples:
-        samples.append(sample())
-        if len(samples) < protocol.min_samples:
-            continue
-        if clock() - start >= protocol.budget_s:
-            break
-        if summarize(samples).rel_iqr < protocol.target_rel_iqr:
-            break
-    return summarize(samples)
+    return measure_until(sample, protocol, clock).stats
+
+
+def batch_size(per_launch_ms: float, protocol: Protocol) -> int:
+    """Launches per event pair for a kernel of ``per_launch_ms``: 1 at or above the protocol's
+    threshold, else enough for a batch of ``batch_ms`` (at least 2, at most ``max_batch``)."""
+    if per_launch_ms >= protocol.batch_below_ms or protocol.max_batch < 2:
+        return 1
+    if per_launch_ms <= 0:
+        return protocol.max_batch
+    return int(min(protocol.max_batch, max(2, math.ceil(protocol.batch_ms / per_launch_ms))))

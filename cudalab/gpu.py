@@ -88,6 +88,27 @@ def driver_release() -> str:
     return m.group(1) if m else ""
 
 
+def pci_bus_id(index: int) -> str:
+    """The PCI bus id of CUDA device ``index`` (``0000:19:00.0``), without creating a context: how
+    NVML (which numbers GPUs its own way) finds the same GPU."""
+    return str(_driver().Device(index).pci_bus_id())
+
+
+#: A kernel that holds the stream for a given number of nanoseconds (globaltimer): enqueued before
+#: a batch, it lets the host queue all the batch's launches before the first one starts, so the
+#: batch runs back to back instead of at the host's launch rate.
+_SPIN_SRC = r"""
+extern "C" __global__ void cudalab_spin(unsigned long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+"""
+
+
 def device_count() -> int:
     """Number of CUDA devices (raises GpuUnavailableError without pycuda or a driver)."""
     return _driver().Device.count()
@@ -180,6 +201,23 @@ class DeviceArray:
             c(aligned=True)
         else:
             drv.memcpy_dtoh(out, self.ptr + r0 * self.row_bytes)
+
+    def download_padding(self) -> np.ndarray:
+        """The row padding of a pitched allocation (bytes past each row's data), as uint8 of shape
+        (rows, pitch_bytes - row_bytes): a 2-D copy of only those bytes, whatever the array's size."""
+        pad = self.pitch_bytes - self.row_bytes
+        out = np.empty((self.rows, pad), np.uint8)
+        if pad == 0 or self.rows == 0:
+            return out
+        c = self._dev.drv.Memcpy2D()
+        c.set_src_device(self.ptr + self.row_bytes)
+        c.src_pitch = self.pitch_bytes
+        c.set_dst_host(out)
+        c.dst_pitch = pad
+        c.width_in_bytes = pad
+        c.height = self.rows
+        c(aligned=False)
+        return out
 
     def _copy2d(self, src_host: np.ndarray | None = None, dst_host: np.ndarray | None = None) -> None:
         drv = self._dev.drv
@@ -310,6 +348,7 @@ class Device:
             return
         self._modules.clear()
         self._staging = None
+        self._spin_fn = self._spin_mod = None
         if self._scratch is not None:
             self._scratch.free()
             self._scratch = None
@@ -387,6 +426,28 @@ class Device:
             except self.drv.LogicError:
                 raise CompileError(f"{source} has no kernel named {name!r} (is it extern \"C\"?)") from None
         return out
+
+    def spin(self, ms: float) -> bool:
+        """Enqueue a one-thread kernel that keeps the default stream busy for ``ms`` milliseconds.
+
+        Returns False (and enqueues nothing) when the spin kernel cannot be built here; batches then
+        run at whatever rate the host enqueues them.
+        """
+        fn = getattr(self, "_spin_fn", None)
+        if fn is None:
+            from pycuda.compiler import SourceModule  # noqa: PLC0415
+
+            try:
+                # Keep the module: unloading it would invalidate the function.
+                self._spin_mod = SourceModule(_SPIN_SRC, arch=self.info.arch, no_extern_c=True)
+                fn = self._spin_mod.get_function("cudalab_spin")
+            except Exception:  # no nvcc here, or an old PTX ISA: batching still works, less tightly
+                fn = False
+            self._spin_fn = fn
+        if fn is False:
+            return False
+        fn(np.uint64(max(0, int(ms * 1e6))), block=(1, 1, 1), grid=(1, 1))
+        return True
 
     def time_ms(self, enqueue: Callable[[], None]) -> float:
         """Time what ``enqueue`` puts on the default stream between two CUDA events (ms)."""

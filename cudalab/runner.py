@@ -28,6 +28,8 @@ from cudalab.expr import evaluate
 from cudalab.families import Case, Family, Launch, Problem, load
 from cudalab.families import copy as copy_family  # the roofline is a copy
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
+from cudalab.sampling import Timing, time_case
+from cudalab.verify import verified_launches
 
 __all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "measure_roofline", "plan_launch", "precheck",
            "PASSED", "INCORRECT", "FAILED", "SKIPPED", "Result", "Roofline"]
@@ -58,6 +60,8 @@ class RunRequest:
     defines: tuple[tuple[str, str], ...] = ()
     force: bool = False
     add: tuple[user.UserKernel, ...] = ()  # --add kernels: rows after the selected variants
+    exclusive: bool = False
+    lock_clocks: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (tuples become lists)."""
@@ -199,15 +203,28 @@ def plan_launch(
         g = (max(1, min(limits.sm_count * per_sm, needed)), 1, 1)
     else:
         g = L.parse_dims(variant.grid, "grid")
-    shared = evaluate(variant.shared, names)
     defines = tuple((k, _define_value(v, names)) for k, v in variant.defines)
     defines += tuple(fam.defines(problem, variant).items())  # e.g. the element type for the problem's dtype
     if overrides:  # --define NAME=VALUE: the user's word wins over the family's
         merged = dict(defines)
         merged.update({k: _define_value(v, names) for k, v in overrides})
         defines = tuple(merged.items())
+    # The shared-memory size may name the compiled macros (IPAD): size it from what is compiled,
+    # so -D IPAD=2 gets the bytes the kernel indexes, not the family's default padding.
+    shared = evaluate(variant.shared, {**_int_defines(defines), **names})
     L.check_launch(b, g, shared, limits)
     return Launch(block=b, grid=g, tile=tile, shared=shared, defines=defines)
+
+
+def _int_defines(defines: tuple[tuple[str, str], ...]) -> dict[str, int]:
+    """The defines whose values are integers, as expression names."""
+    out = {}
+    for k, v in defines:
+        try:
+            out[k] = int(str(v), 0)
+        except ValueError:
+            continue
+    return out
 
 
 def _define_value(value: str, names: dict[str, int]) -> str:
@@ -268,7 +285,7 @@ class FamilyRun:
 
     def __init__(self, req: RunRequest, device: Any, on_result: Callable[[Result], None] | None = None,
                  inputs: dict[str, np.ndarray] | None = None, strict: bool = True,
-                 on_stage: Callable[[str, str], None] | None = None):
+                 on_stage: Callable[[str, str], None] | None = None, telemetry: Any | None = None):
         """Plan the run (all CPU-side refusals happen here).
 
         Args:
@@ -278,9 +295,11 @@ class FamilyRun:
             inputs: inputs to use instead of drawing fresh ones (the roofline copies the run's own).
             strict: refuse when no kernel can run (a sweep's points pass False, see :func:`precheck`).
             on_stage: called with (variant, "compiling" | "running") for progress.
+            telemetry: a :class:`cudalab.telemetry.Telemetry` (None: no NVML, no telemetry columns).
         """
         self.req = req
         self.device = device
+        self.telemetry = telemetry
         self.spec, self.family, self.problem, self.variants = precheck(req, strict)
         self.on_stage = on_stage or (lambda variant, stage: None)  # (variant, "compiling" | "running"): progress
         self.rng = np.random.default_rng(req.seed)
@@ -390,55 +409,60 @@ class FamilyRun:
                     pass
 
     def _drive(self, base: Result, v: VariantSpec, case: Case, ref: np.ndarray) -> Result:
+        """Warm up, verify (two poisons, padding, extra checks), then time inside a telemetry window."""
         dev = self.device
         host = case.timer == "host"
         proto = self.req.protocol
 
         def launch_once():
-            case.reset()
             case.run()
             if not host:
                 dev.synchronize()
 
         if not self.req.profile and not host:  # under a tool the verified launch is the only one it sees
+            case.reset()
             launch_once()  # first launch: module load and first-launch costs (also a crash check)
         log = dev.launch_log
         mark = len(log) if log is not None else 0
-        case.reset()
-        case.poison()
-        t0 = time.perf_counter()
-        case.run()
-        verified_ms = (time.perf_counter() - t0) * 1e3
-        if not host:
-            dev.synchronize()
-        out = case.result()
-        chk = self.family.check(self.problem, out, ref)
+        took: list[float] = []
+
+        def verified_launch() -> None:
+            t0 = time.perf_counter()
+            launch_once()
+            took.append((time.perf_counter() - t0) * 1e3)
+
+        # Two poisons catch unwritten elements; only where the poison reaches the output (kernels,
+        # the driver copy) and not under a tool, where every launch is one more profile.
+        twice = v.kind in ("kernel", "driver") and not self.req.profile
+        verdict = verified_launches(case, verified_launch, lambda out: self.family.check(self.problem, out, ref),
+                                    twice, extra=not self.req.profile)
+        chk = verdict.check
         if self.req.keep_outputs:
-            self.outputs[v.name] = out
-        status = PASSED if chk.ok else INCORRECT
-        reason = "" if chk.ok else f"max error {chk.max_error:.3g} > {chk.tolerance:.3g}{chk.detail}"
+            self.outputs[v.name] = verdict.output
+        status = PASSED if verdict.ok else INCORRECT
+        reason = verdict.reason
         if self.req.profile:  # the kernels this launch ran, in order: how a tool's launches are matched
             launches = [list(x) for x in log[mark:]] if log is not None else []
             return replace(base, status=status, reason=reason, max_error=chk.max_error,
                            tolerance=chk.tolerance, extra=dict(case.notes, launches=launches))
 
-        def sample() -> float:
-            case.reset()
-            if proto.flush_l2 and not host:
-                dev.flush_l2()
-            if host:
-                t0 = time.perf_counter()
-                case.run()
-                return (time.perf_counter() - t0) * 1e3
-            return dev.time_ms(case.run)
-
-        if host and verified_ms > HOST_ONE_SAMPLE_S * 1e3:
-            stats = summarize([verified_ms])  # one sample when one takes over a second: the verified run
-        elif host:
-            stats = measure(sample, replace(proto, min_samples=min(proto.min_samples, 3), warmup=0))
+        work = self.family.work(self.problem)
+        reading = None
+        if host and took and took[0] > HOST_ONE_SAMPLE_S * 1e3:  # over a second: the verified run is the sample
+            timing = Timing(summarize(took[:1]), "one host sample over 1 s", launches=len(took))
         else:
-            stats = measure(sample, proto)
-        extra = dict(case.notes)
+            window = self.telemetry.window().start() if self.telemetry is not None and not host else None
+            try:
+                timing = time_case(dev, case, proto)
+            finally:
+                reading = window.stop() if window is not None else None
+        stats = timing.stats
+        extra = dict(case.notes, **timing.extra())
+        if verdict.unwritten:
+            extra["unwritten"] = verdict.unwritten
+        if reading is not None:
+            extra.update(reading.extra(timing.launches, work.bytes if self.spec.metric == "bandwidth" else 0,
+                                       work.flops if self.spec.metric == "flops" else 0))
         if case.to_result is not None:
             def total() -> float:
                 case.reset()
@@ -448,7 +472,6 @@ class FamilyRun:
                 return (time.perf_counter() - t0) * 1e3
             tstats = measure(total, replace(proto, warmup=1, min_samples=min(proto.min_samples, 5), budget_s=proto.budget_s / 2))
             extra["to_result_ms"] = tstats.median
-        work = self.family.work(self.problem)
         sec = stats.median / 1e3
         gbs = work.bytes / sec / 1e9 if work.bytes and sec > 0 else None
         gflops = work.flops / sec / 1e9 if work.flops and sec > 0 else None

@@ -121,12 +121,12 @@ def requests(spec: FamilySpec, base: runner.RunRequest, ax: Axes) -> list[runner
 def base_request(spec: FamilySpec, fam: Family, variants: str | None = None, grid: str | None = None,
                  add: Sequence[UserKernel] = (), protocol: Protocol = Protocol(), seed: int | None = None,
                  roofline: bool = True, device: int = 0, keep_outputs: bool = False,
-                 force: bool = False) -> runner.RunRequest:
+                 force: bool = False, exclusive: bool = False, lock_clocks: int | None = None) -> runner.RunRequest:
     """What every point of a sweep shares (family option defaults filled in)."""
     return runner.RunRequest(
         family=spec.name, variants=variants, grid=grid, options=tuple((o.name, o.default) for o in fam.OPTIONS),
         protocol=protocol, seed=seed, roofline=roofline, device=device, keep_outputs=keep_outputs, add=tuple(add),
-        force=force)
+        force=force, exclusive=exclusive, lock_clocks=lock_clocks)
 
 
 def precheck_points(reqs: Sequence[runner.RunRequest]) -> list[int]:
@@ -152,7 +152,7 @@ def precheck_points(reqs: Sequence[runner.RunRequest]) -> list[int]:
 
 
 def run_requests(reqs: Sequence[runner.RunRequest], device: Any, observer: Observer | None = None,
-                 total: int | None = None) -> tuple[list[runner.FamilyRun], bool]:
+                 total: int | None = None, telemetry: Any | None = None) -> tuple[list[runner.FamilyRun], bool]:
     """Run every point on one device; Ctrl-C keeps the rows measured so far.
 
     Args:
@@ -160,6 +160,7 @@ def run_requests(reqs: Sequence[runner.RunRequest], device: Any, observer: Obser
         device: the open GPU.
         observer: progress callbacks (:func:`cudalab.progress.for_stderr`); closed at the end.
         total: rows in all (the sum of :func:`precheck_points`), for the bar's ETA.
+        telemetry: NVML sampling for every row (:class:`cudalab.telemetry.Telemetry`), or None.
 
     Returns:
         (runs, incomplete): one FamilyRun per point started; incomplete after an interrupt.
@@ -170,7 +171,8 @@ def run_requests(reqs: Sequence[runner.RunRequest], device: Any, observer: Obser
     obs.start(total or 0, reqs[0].family if reqs else "")
     try:
         for i, req in enumerate(reqs):
-            run = runner.FamilyRun(req, device, on_result=obs.result, strict=False, on_stage=obs.stage)
+            run = runner.FamilyRun(req, device, on_result=obs.result, strict=False, on_stage=obs.stage,
+                                   telemetry=telemetry)
             obs.point(i, len(reqs), _label(run))
             runs.append(run)
             nbytes = run.family.roofline_bytes(run.problem) if run.spec.metric == "bandwidth" else 0
@@ -204,25 +206,53 @@ def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None,
     """
     from cudalab import gpu  # noqa: PLC0415  (pycuda only when a run starts)
 
-    dev = gpu.Device(reqs[0].device)
+    tele = open_telemetry(reqs[0])  # before the context: who else is on the GPU; --exclusive, --lock-clocks
+    try:
+        dev = gpu.Device(reqs[0].device)
+    except BaseException:
+        if tele.telemetry is not None:
+            tele.telemetry.close()  # restores a locked clock
+        raise
+    if tele.telemetry is not None:
+        tele.telemetry.after_open()
     if on_open is not None:
         on_open(dev.info.to_dict())
     # A batch system's SIGTERM is handled like Ctrl-C: the rows measured so far are kept.
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
-        runs, incomplete = run_requests(reqs, dev, observer, total)
+        runs, incomplete = run_requests(reqs, dev, observer, total, tele.telemetry)
         if incomplete:
             print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         info = dev.info.to_dict()
+        if tele.telemetry is not None:
+            info["telemetry"] = tele.telemetry.summary()
+            tele.telemetry.close()  # restores a locked clock
+        else:
+            info["telemetry"] = {"note": tele.note}
         try:
             dev.close()
         except Exception:  # after a sticky GPU error closing can fail too; the rows matter more
             pass
     return runs, incomplete, info
+
+
+def open_telemetry(req: runner.RunRequest) -> Any:
+    """NVML for the request's GPU (:func:`cudalab.telemetry.open_telemetry`), or a note why not.
+
+    Raises:
+        TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
+    """
+    from cudalab import gpu, telemetry  # noqa: PLC0415
+
+    try:
+        bus = gpu.pci_bus_id(req.device)
+    except Exception:  # the device is opened next and says what is wrong in its own words
+        bus = None
+    return telemetry.open_telemetry(req.device, bus, exclusive=req.exclusive, lock_mhz=req.lock_clocks)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

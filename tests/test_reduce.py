@@ -225,9 +225,12 @@ def test_float_inputs_are_positive_so_the_relative_bound_holds():
         assert x.min() >= 0.5 and x.max() < 1.5
 
 
-def test_int_inputs_are_small_signed_and_never_zero():
+def test_int_inputs_are_small_positive_and_cannot_wrap():
+    # Positive: no dropped block can sum to 0 and no partial can equal a poison (-1, 0x7F7F7F7F).
     x = MOD.make_inputs(_problem(100000, "int32"), np.random.default_rng(0))["x"]
-    assert x.dtype == np.int32 and np.all(x != 0) and np.abs(x).max() <= 100 and x.min() < 0 < x.max()
+    assert x.dtype == np.int32 and x.min() >= 1 and x.max() <= 100 and x.min() < x.max()
+    assert MOD.int_limit(2**31) == 1 and MOD.int_limit(2**24) == 100
+    assert MOD.int_limit(2**26) * 2**26 < 2**31
 
 
 def test_tolerance():

@@ -35,6 +35,9 @@ class FakeArray:
     def download(self):
         return self.data.copy()
 
+    def download_padding(self):
+        return np.empty((self.shape[0], 0), np.uint8)  # NumPy rows are never padded
+
     def chunks(self):
         from cudalab.hostwork import RowChunks
 

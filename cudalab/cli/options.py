@@ -56,6 +56,11 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--budget"], type=float, default=0.5, show_default=True, help="Seconds of sampling per variant."),
         click.Option(["--min-samples"], type=int, default=10, show_default=True, help="Fewest timed samples."),
         click.Option(["--no-roofline"], is_flag=True, help="Skip the copy roofline measurement."),
+        click.Option(["--exclusive"], is_flag=True,
+                     help="Refuse to start while another process computes on the GPU (needs NVML)."),
+        click.Option(["--lock-clocks"], type=click.IntRange(min=1), default=None, metavar="MHZ",
+                     help="Lock the SM clock at MHZ during the run and restore it after (needs NVML and "
+                          "permission to set clocks; never on a shared GPU)."),
         click.Option(["--json", "json_path"], default=None, help="Write everything (raw samples too) to this JSON file."),
         click.Option(["--csv", "csv_path"], default=None, help="Write one row per variant to this CSV file."),
         click.Option(["--plot", "plot_path"], default=None,
@@ -103,7 +108,8 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
     base = sweep.base_request(
         spec, fam, variants=kw.get("variants"), grid=kw.get("grid"), add=user.parse_adds(kw.get("add") or ()),
         protocol=protocol, seed=kw.get("seed"), roofline=not kw.get("no_roofline", False), device=kw.get("device", 0),
-        keep_outputs=bool(kw.get("show")), force=bool(kw.get("force")))
+        keep_outputs=bool(kw.get("show")), force=bool(kw.get("force")), exclusive=bool(kw.get("exclusive")),
+        lock_clocks=kw.get("lock_clocks"))
     options = {o.name: kw.get(o.name.replace("-", "_")) for o in fam.OPTIONS}
     ax = sweep.axes(spec, fam, n=kw.get("n"), shape=kw.get("shape"), dtype=kw.get("dtype"), block=kw.get("block"),
                     options=options, defines=parse_defines(kw.get("defines") or ()))

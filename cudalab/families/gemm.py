@@ -153,7 +153,7 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
     return Case(
         run=run, result=d_z.download, close=d_z.free,
         reset=(lambda: d_z.copy_from(d_c)) if in_place else (lambda: None),
-        poison=(lambda: None) if in_place else d_z.poison,
+        poison=(lambda byte=0xFF: None) if in_place else d_z.poison,
         notes=notes,
     )
 

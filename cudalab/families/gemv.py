@@ -156,7 +156,7 @@ def _cublas_case(variant: VariantSpec, d_a, d_x, d_y, d_z, alpha: float, beta: f
     return Case(
         run=run, result=d_z.download, close=d_z.free,
         reset=(lambda: d_z.copy_from(d_y)) if in_place else (lambda: None),
-        poison=(lambda: None) if in_place else d_z.poison,
+        poison=(lambda byte=0xFF: None) if in_place else d_z.poison,
         notes=notes,
     )
 

@@ -76,25 +76,53 @@ class Check:
     detail: str = ""
 
 
+def _no_poison(byte: int = 0xFF) -> None:
+    """Default ``Case.poison``: nothing to poison (host and library rows)."""
+
+
+def _no_reset() -> None:
+    """Default ``Case.reset``: nothing to restore between launches."""
+
+
 @dataclass
 class Case:
     """How the runner drives one variant.
 
-    The runner calls ``reset`` (untimed) before every launch, ``poison`` before the verified
-    launch, ``run`` between two CUDA events (or a host clock when ``timer == "host"``),
+    The runner calls ``reset`` (untimed) before every launch, ``poison(byte)`` before each verified
+    launch (twice, with two byte patterns: an element the kernel never writes differs between the
+    two results), ``run`` between two CUDA events (or a host clock when ``timer == "host"``),
     ``result`` after synchronising, and ``close`` at the end. ``to_result`` (optional) runs
     ``run`` plus whatever turns the output into the final answer (e.g. the host sum of partial
     sums) and is timed with a host clock after a synchronise: the 'time to result'.
+
+    Attributes:
+        poison: fills the output with one byte pattern (``DeviceArray.poison`` fits), padding too.
+        padded: pitched outputs whose row padding must still hold the poison after the launch
+            (objects with ``download_raw()``, ``row_bytes``, ``pitch_bytes``): a stray write into
+            the padding is a wrong write the element check cannot see.
+        repeatable: whether ``run`` may be launched back to back without ``reset`` in between and
+            still do the same work (what batching short kernels needs). None: repeatable when
+            ``reset`` is the default no-op.
+        extra_checks: further verifications, each called with a poison byte after the verified
+            launches and returning a :class:`Check` (reduce: a launch on exactly summable inputs).
     """
 
     run: Callable[[], None]
     result: Callable[[], np.ndarray]
-    reset: Callable[[], None] = lambda: None
-    poison: Callable[[], None] = lambda: None
+    reset: Callable[[], None] = _no_reset
+    poison: Callable[..., None] = _no_poison
     close: Callable[[], None] = lambda: None
     to_result: Callable[[], Any] | None = None
     timer: str = "events"
     notes: dict[str, Any] = field(default_factory=dict)
+    padded: tuple[Any, ...] = ()
+    repeatable: bool | None = None
+    extra_checks: tuple[Callable[[int], "Check"], ...] = ()
+
+    @property
+    def can_repeat(self) -> bool:
+        """``repeatable``, or when undeclared, whether ``reset`` is the default no-op."""
+        return self.reset is _no_reset if self.repeatable is None else bool(self.repeatable)
 
 
 def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relative: bool = True) -> Check:

@@ -10,9 +10,10 @@ launch by ``Case.reset``, which the runner leaves out of the timing.
 
 Verification compares the final scalar with NumPy's sum:
 
-* int32: the kernels add in 32-bit ints, which wrap modulo 2^32. Inputs are small (±1..100), so
-  no partial overflows at the default grids, and both sides are wrapped to int32 before an exact
-  comparison, so the check stays exact even where a sum does wrap.
+* int32: exact. Inputs are positive (1..V, V = min(100, (2^31 - 1) / n)), so no sum wraps and
+  every partial sum is positive: neither poison (0xFF bytes: -1; 0x7F bytes: 2139062143) can stand
+  for a partial, and a dropped element or block always lowers the total (signed inputs could sum
+  to 0 over a dropped block and pass).
 * float32 / float64: the reference is the sum in float64. Inputs are positive (uniform in
   [0.5, 1.5)), so sum |x| equals the sum itself and the classic bound for floating-point summation
   applies to the relative error: |error| <= d * u * sum |x| (to first order), where u is the unit
@@ -23,6 +24,11 @@ Verification compares the final scalar with NumPy's sum:
   2^24 elements that is 306 u: 1.8e-5 relative in float32, 3.4e-14 in float64. Rounding errors of
   random data grow far slower than this worst case, so a pass is robust and a lost or doubled block
   (a relative change of at least 1/n) still fails in float64 and int32.
+* float32 / float64, exactly: that tolerance is 300 elements' worth at 2^24 in float32, so one
+  dropped warp passes it. Every float variant is therefore also run on integer inputs (1..V) small
+  enough that every partial sum a block forms is an exact float (V · elements per block <= 2^24 in
+  float32, 2^53 in float64), and the float64 host sum of its partials must equal the exact total
+  (:func:`exact_check`): one dropped or doubled element fails, whatever the rounding tolerance.
 """
 
 from __future__ import annotations
@@ -83,9 +89,11 @@ def roofline_bytes(problem: Problem) -> int:
 
 
 def device_bytes(problem: Problem) -> int:
-    """Pristine input, the in-place work copy, and one partial per block (blocks of at least 32)."""
+    """Pristine input, the in-place work copy, one partial per block (blocks of at least 32), and
+    for floats the exactly summable input."""
     n, size = problem.dims[0], problem.np_dtype.itemsize
-    return 2 * n * size + (n // 32 + 1) * size + (1 << 20)
+    exact = 0 if _is_int(problem) else n * size
+    return 2 * n * size + exact + (n // 32 + 1) * size + (1 << 20)
 
 
 def defines(problem: Problem, variant: VariantSpec) -> dict[str, str]:
@@ -95,17 +103,20 @@ def defines(problem: Problem, variant: VariantSpec) -> dict[str, str]:
 
 # --- inputs, reference, tolerance -------------------------------------------------------------------
 
+def int_limit(n: int) -> int:
+    """Largest int32 input value: 100, or less so that n of them cannot wrap (sum < 2^31)."""
+    return max(1, min(100, (2**31 - 1) // max(1, n)))
+
+
 def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random, never-zero data: positive floats in [0.5, 1.5), integers ±(1..100).
+    """Random, never-zero, positive data: floats in [0.5, 1.5), integers 1..:func:`int_limit`.
 
     Floats are positive so that sum |x| is the sum and the relative bound in :func:`tolerance`
-    is rigorous; integers are signed and small so partial sums stay far from int32 overflow.
+    is rigorous; integers are positive and small so no partial wraps and none can equal a poison.
     """
     n = problem.dims[0]
     if problem.dtype == "int32":
-        x = rng.integers(1, 101, size=n, dtype=np.int32)
-        np.negative(x, out=x, where=rng.random(n) < 0.5)
-        return {"x": x}
+        return {"x": rng.integers(1, int_limit(n) + 1, size=n, dtype=np.int32)}
     x = rng.random(n, dtype=np.float32 if problem.dtype == "float32" else np.float64)
     x += 0.5
     return {"x": x.astype(problem.np_dtype, copy=False)}
@@ -138,6 +149,34 @@ def check(problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
     if _is_int(problem):
         return compare(np.asarray(result).astype(np.int32), ref, tolerance=0.0, relative=False)
     return compare(result, ref, tolerance=tolerance(problem), relative=True)
+
+
+def exact_limit(problem: Problem, per_block: int) -> int:
+    """Largest value of the exactly summable inputs: every sum of ``per_block`` of them is an exact
+    float (at most 2^24 in float32, 2^53 in float64), capped at 100."""
+    mantissa = np.finfo(problem.np_dtype).nmant + 1
+    return max(1, min(100, 2**mantissa // max(1, per_block)))
+
+
+def exact_inputs(problem: Problem, rng: np.random.Generator, limit: int) -> np.ndarray:
+    """Integers 1..limit in the problem's float dtype: all positive, so a dropped element always
+    lowers the sum, and varied, so reading a wrong element usually changes it."""
+    return rng.integers(1, limit + 1, size=problem.dims[0]).astype(problem.np_dtype)
+
+
+def check_exact(partials: np.ndarray, total: int, limit: int) -> Check:
+    """The float64 sum of a launch's partials on exact inputs must be ``total`` exactly.
+
+    The partials are exact integers when the kernel adds every element once; their float64 sum is
+    exact (below 2^53). NaN or inf partials are the poison of a block that never wrote.
+    """
+    p = np.asarray(partials).astype(np.float64)
+    what = f" (exact-sum check on integer inputs 1..{limit})"
+    bad = int(np.count_nonzero(~np.isfinite(p)))
+    if bad:
+        return Check(False, float("nan"), 0.0, f" ({bad} partials unwritten or not finite in the exact-sum check)")
+    err = abs(float(p.sum()) - float(total))
+    return Check(err == 0.0, err, 0.0, what + (f": off by {err:g}" if err else ""))
 
 
 def finish(problem: Problem, partials: np.ndarray) -> np.ndarray:
@@ -245,6 +284,9 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     else:
         args = (d_x, d_part, np.uint64(n))
         reset = lambda: None  # noqa: E731  (the input is only read)
+    checks = ()
+    if not _is_int(problem):  # int32 inputs are exact already (see make_inputs)
+        checks = (_exact_check(ctx, problem, k, launch, d_part, d_work if inplace else None),)
 
     def run() -> None:
         k.launch(launch.grid, launch.block, args, launch.shared)
@@ -259,6 +301,7 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     return Case(
         run=run, result=result, reset=reset, poison=d_part.poison, close=d_part.free, to_result=to_result,
         notes={"blocks": blocks, "registers": k.num_regs, "in_place": inplace},
+        repeatable=not inplace, extra_checks=checks,
     )
 
 
@@ -268,6 +311,39 @@ void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or i
             ELEM_T *partial,   // output: one partial sum per block, partial[blockIdx.x]; the host adds them
             unsigned int n)    // number of elements
 // grid: 1-D, tiles of block x per_thread over n (per_thread=8: each block sums 8 x blockDim.x elements)"""
+
+
+def _exact_check(ctx, problem: Problem, k, launch: Launch, d_part, d_work):
+    """A check that launches the kernel on exactly summable inputs (:func:`check_exact`).
+
+    Elements per block: a block covers at most ceil(n / blocks) elements, plus one block's width
+    for the grid-stride kernel's last round.
+    """
+    n = problem.dims[0]
+    blocks = launch.grid[0]
+    limit = exact_limit(problem, -(-n // blocks) + L.threads(launch.block))
+    host = ctx.shared(f"x_exact_{limit}_host", lambda: exact_inputs(problem, ctx.rng, limit))
+    d_exact = ctx.shared(f"x_exact_{limit}", lambda: ctx.device.to_device(host))
+    total = ctx.shared(f"x_exact_{limit}_total", lambda: _Total(int(host.sum(dtype=np.int64))))
+    args = (d_work, d_part, np.uint32(n)) if d_work is not None else (d_exact, d_part, np.uint64(n))
+
+    def check(byte: int) -> Check:
+        d_part.poison(byte)
+        if d_work is not None:
+            d_work.copy_from(d_exact)
+        k.launch(launch.grid, launch.block, args, launch.shared)
+        ctx.device.synchronize()
+        return check_exact(d_part.download(), total.value, limit)
+
+    return check
+
+
+class _Total:
+    """An int kept in ``ctx.shared`` (which frees what it holds at the end)."""
+
+    def __init__(self, value: int):
+        self.value = value
+
 
 class Reduce(Family):
     """Sum of n elements."""

@@ -50,7 +50,7 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     args = (d_out, d_in, np.int32(rows), np.int32(cols), np.int32(d_in.pitch_elems), np.int32(d_out.pitch_elems))
     return Case(
         run=lambda: k.launch(launch.grid, launch.block, args, launch.shared),
-        result=d_out.chunks, poison=d_out.poison, close=d_out.free,
+        result=d_out.chunks, poison=d_out.poison, close=d_out.free, padded=(d_out,),
         notes={"pitch": d_in.pitch_elems, "pitch_out": d_out.pitch_elems, "registers": k.num_regs},
     )
 

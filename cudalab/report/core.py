@@ -36,22 +36,49 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 
 
 def _ms(x: float) -> str:
+    if 0 < x < 0.01:  # batched kernels of a few µs: keep 10 ns steps
+        return f"{x:.5f}"
     return f"{x:.4f}" if x < 1 else f"{x:.3f}" if x < 100 else f"{x:,.1f}"
 
 
 def header_lines(device: dict[str, Any] | None, title: str, problem: str, protocol: Any,
-                 roofline: Roofline | None) -> list[str]:
-    """The lines above a table: GPU, clocks, versions, size, dtype, timing protocol, roofline."""
+                 roofline: Roofline | None, results: Sequence[Result] = ()) -> list[str]:
+    """The lines above a table: GPU, clocks, versions, size, dtype, timing protocol, roofline, and
+    warnings about what else the GPU was doing.
+
+    Clocks are the ones measured during the samples (NVML, median over the run) where there are
+    any; the device's nominal maximum is printed only when nothing was measured, and says so.
+    """
     lines = [title]
     if device:
+        tele = device.get("telemetry") or {}
         lines.append(device_line(device))
+        if tele.get("locked_sm_mhz"):
+            lines.append(f"SM clock locked at {tele['locked_sm_mhz']} MHz for this run (--lock-clocks; restored after)")
+        if tele.get("throttle"):
+            lines.append(f"clock events during the samples: {', '.join(tele['throttle'])} (see the throttle column)")
+        if tele.get("note"):
+            lines.append(tele["note"])
     lines.append(problem)
     if protocol is not None:
         lines.append(
             f"timing: CUDA events, median of ≥{protocol.min_samples} samples (until IQR/median < "
-            f"{protocol.target_rel_iqr:.0%} or {protocol.budget_s:g} s), {protocol.warmup} warm-up, "
+            f"{protocol.target_rel_iqr:.0%}, the median's 95% CI within ±{getattr(protocol, 'target_rel_ci', 0):.1%}, "
+            f"or {protocol.budget_s:g} s), {protocol.warmup} warm-up, "
             f"{'L2 flushed before each sample' if protocol.flush_l2 else 'hot L2 (--hot)'}"
         )
+        batched = sorted({int(r.extra["batch"]) for r in results if r.extra.get("batch")})
+        if batched:
+            ns = "/".join(str(n) for n in batched)
+            l2 = (f"L2 flushed before each batch of {ns}, not each launch (launches 2..N find a warm L2)"
+                  if protocol.flush_l2 else "hot L2")
+            lines.append(f"rows marked ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N back-to-back "
+                         f"launches per event pair (time per launch = batch / N); {l2}")
+    others = sorted({int(p) for r in results for p in (r.extra.get("other_process") or ())})
+    if others:
+        names = ", ".join(r.variant for r in results if r.extra.get("other_process"))
+        lines.append(f"WARNING: another process (pid {', '.join(map(str, others))}) was computing on this GPU "
+                     f"while {names} ran: those timings are not trustworthy (rows marked !)")
     if roofline:
         kern = f", copy kernel {roofline.kernel_gbs:,.0f}" if roofline.kernel_gbs else ""
         lines.append(f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern})")
@@ -64,8 +91,13 @@ def device_line(device: dict[str, Any]) -> str:
     g = lambda k: d.get(k, "?")  # noqa: E731
     l2 = f"{d['l2_bytes'] / 2**20:.0f}" if isinstance(d.get("l2_bytes"), (int, float)) else "?"
     release = d.get("driver_release") or ""
+    tele = device.get("telemetry") or {}
+    if tele.get("sm_mhz"):  # what the GPU ran at, not what it could
+        clocks = f"SM clock {tele['sm_mhz']} MHz, memory clock {tele.get('mem_mhz', '?')} MHz (measured: median over the samples)"
+    else:
+        clocks = f"SM clock {g('sm_clock_mhz')} MHz (nominal max), memory clock {g('mem_clock_mhz')} MHz (nominal)"
     return (f"GPU {g('index')}: {g('name')} (sm_{str(g('compute_capability')).replace('.', '')}, "
-            f"{g('sm_count')} SMs, SM clock {g('sm_clock_mhz')} MHz, memory clock {g('mem_clock_mhz')} MHz, "
+            f"{g('sm_count')} SMs, {clocks}, "
             f"L2 {l2} MiB) · driver {release}{' ' if release else ''}(CUDA {g('driver_version')} driver API) · "
             f"CUDA {g('cuda_version')} (pycuda build)")
 
@@ -93,14 +125,21 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         header: print the GPU and protocol lines too (a live run printed them before it started).
     """
     title, line = _point_title(record, point)
-    lines = header_lines(record.device, title, line, _protocol(point.protocol), point.roofline)
-    if not header:  # the title, the problem and the roofline: what this point adds
-        lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(("size ", "roofline "))]
+    lines = header_lines(record.device, title, line, _protocol(point.protocol), point.roofline, point.results)
+    if not header:  # a live run printed the GPU and protocol as it started: what the run itself found
+        keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING")
+        if (record.device.get("telemetry") or {}).get("sm_mhz"):
+            keep += ("GPU ",)  # it now names the clocks measured during the samples
+        lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(keep)]
     for text in lines:
         con.print(text, markup=False, highlight=False)
     rows = point.results
     ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
     con.print(results_table(rows, point.metric, extra_columns, ncu_cols))
+    if any("telemetry_polls" in r.extra for r in rows):
+        con.print("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
+                  "W median, °C max; mJ/launch = the window's energy (flushes and gaps included: an upper bound) "
+                  "/ launches.", markup=False)
     con.print(LEGEND.get(point.metric, LEGEND["none"]), markup=False)
     if ncu_cols:
         from cudalab.report.tools import ncu_legend  # noqa: PLC0415  (tools imports this module)
@@ -207,7 +246,9 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     cols += ["speedup", "step"]
     extra_columns = list(extra_columns)
     ncu_columns = list(ncu_columns)
-    cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + ["check", "status"]
+    tele_columns = telemetry_columns(results)
+    cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + [h for _, h in tele_columns]
+    cols += ["check", "status"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("point", "variant", "block", "grid", "status", "check") else "right",
                      overflow="fold")
@@ -224,8 +265,10 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
             speed = first / med
             step = prev / med if prev else None
             prev = med
-        row = ([points[i - 1]] if points else []) + [str(i), r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else ""),
-               r.block, r.grid, _ms(med) if med is not None else "–",
+        batch = f" ×{r.extra['batch']}" if r.extra.get("batch") else ""
+        row = ([points[i - 1]] if points else []) + [str(i), r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else "")
+               + (" !" if r.extra.get("other_process") else ""),
+               r.block, r.grid, _ms(med) + batch if med is not None else "–",
                _ms(r.stats.iqr) if r.stats else "–", str(r.stats.n) if r.stats else "–"]
         if rate:
             row.append(_fmt(r.gbs if metric == "bandwidth" else r.gflops, 0 if metric == "bandwidth" else 0))
@@ -237,6 +280,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
                 else "–" if v is None else str(v)
             ok = r.extra.get(key.replace("_wpr", "_ok")) if key.endswith("_wpr") else None
             row.append(text + (" ✓" if ok is True else " ✗" if ok is False else ""))
+        row += [telemetry_cell(key, r.extra) for key, _ in tele_columns]
         if r.max_error is None:
             row.append("–")
         elif r.status == INCORRECT:
@@ -247,6 +291,34 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         row.append(Text(status, style=_STATUS_STYLE.get(r.status, "")))
         t.add_row(*[c if isinstance(c, Text) else Text(c) for c in row])  # plain text: "[legacy]" is no markup
     return t
+
+
+#: (key in Result.extra, header) of the telemetry columns, in table order.
+TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
+    ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
+)
+
+
+def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
+    """One telemetry table cell; '–' when the row has no such value."""
+    v = extra.get(key)
+    if v is None or v == "":
+        return "–"
+    if key in ("sm_mhz", "mem_mhz"):
+        low = extra.get(f"{key}_min")
+        # The minimum only when it is well below the median: a clock that dipped during the samples.
+        return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
+    if key == "energy_mj_per_launch":
+        return f"{v:.3g}"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+    return str(v)
+
+
+def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
+    """The telemetry columns some row has a value for (none without NVML)."""
+    return [(k, h) for k, h in TELEMETRY_COLUMNS if any(r.extra.get(k) not in (None, "") for r in results)]
 
 
 def pct_column(results: Sequence[Result], metric: str) -> list[Result]:

@@ -1,0 +1,121 @@
+"""Timed samples of one variant on a device: one launch per event pair, or batches for short kernels.
+
+A kernel under ~20 µs timed alone between two events measures launch overhead and the events'
+resolution (the one-block smem demos read 2.9-4.0 µs in 32 ns steps). Such a kernel is timed in
+batches of N back-to-back launches per event pair, N chosen so a batch lasts about 200 µs, and the
+time per launch is the batch time / N. Before each batch a spin kernel holds the stream while the
+host enqueues the N launches, so they run back to back rather than at Python's launch rate. With a
+cold-cache protocol the L2 is flushed before each batch, not each launch: launches 2..N of a batch
+find what launch 1 left in L2 (the table marks such rows ×N and the header says so).
+
+Only cases that are safe to repeat are batched (``Case.can_repeat``): the in-place reductions need
+their input restored before every launch, and timing reset + run in a batch minus a batch of resets
+would subtract two noisy numbers of similar size (the reset is a copy of the whole input, as long
+as the kernel). Those kernels run 25-70 µs, above the threshold anyway; they reach the stopping
+rule through the confidence interval of the median (:func:`cudalab.bench.stop_reason`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from cudalab.bench import Protocol, Stats, batch_size, measure_until
+
+#: Probe samples (one launch each) that decide whether a kernel is short.
+PROBES = 5
+#: Spin before a batch: this many ms per launch until the host's enqueue rate is measured.
+SPIN_GUESS_MS = 0.02
+#: Never spin longer than this before one batch.
+SPIN_MAX_MS = 50.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The samples of one variant.
+
+    Attributes:
+        stats: per-launch times (ms); for a batched kernel each sample is one batch's time / batch.
+        stop: why sampling stopped (``iqr``, ``ci``, ``budget``, ``max``).
+        batch: launches per event pair (1: unbatched).
+        single_ms: median of the one-launch probes when the kernel was batched, else None.
+        launches: every launch of ``run`` made here (warm-up and probes too): energy per launch.
+        spin: whether a spin kernel held the stream before each batch.
+    """
+
+    stats: Stats
+    stop: str
+    batch: int = 1
+    single_ms: float | None = None
+    launches: int = 0
+    spin: bool = False
+
+    def extra(self) -> dict:
+        """``Result.extra`` entries: why sampling stopped and, when batched, the batch facts."""
+        out: dict = {"stop": self.stop}
+        if self.batch > 1:
+            out.update(batch=self.batch, single_launch_ms=self.single_ms, batch_spin=self.spin)
+        return out
+
+
+def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] = time.perf_counter) -> Timing:
+    """Warm up and sample one case on ``dev`` (``time_ms``, ``flush_l2``, optional ``spin``)."""
+    count = [0]
+
+    def run() -> None:
+        count[0] += 1
+        case.run()
+
+    if case.timer == "host":
+        def host_sample() -> float:
+            case.reset()
+            t0 = clock()
+            run()
+            return (clock() - t0) * 1e3
+
+        host_proto = replace(proto, min_samples=min(proto.min_samples, 3), warmup=0)
+        m = measure_until(host_sample, host_proto, clock)
+        return Timing(m.stats, m.stop, launches=count[0])
+
+    def single() -> float:
+        case.reset()
+        if proto.flush_l2:
+            dev.flush_l2()
+        return dev.time_ms(run)
+
+    if not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0:
+        m = measure_until(single, proto, clock)
+        return Timing(m.stats, m.stop, launches=count[0])
+    for _ in range(proto.warmup):
+        single()
+    probes = [single() for _ in range(PROBES)]
+    n = batch_size(float(np.median(probes)), proto)
+    if n == 1:
+        m = measure_until(single, proto, clock, warmup=False)
+        return Timing(m.stats, m.stop, launches=count[0])
+    spin = getattr(dev, "spin", None)
+    state = {"enqueue_ms": SPIN_GUESS_MS * n, "spun": False}
+
+    def batch(k: int) -> float:
+        case.reset()  # a no-op for a repeatable case; kept so the order of events stays the rule
+        if proto.flush_l2:
+            dev.flush_l2()
+        if spin is not None:
+            state["spun"] = bool(spin(min(SPIN_MAX_MS, 1.5 * state["enqueue_ms"] + 0.05)))
+
+        def enqueue() -> None:
+            t0 = clock()
+            for _ in range(k):
+                run()
+            state["enqueue_ms"] = (clock() - t0) * 1e3
+
+        return dev.time_ms(enqueue) / k
+
+    # One batch refines N: back to back, a launch costs less than the probe's lone launch did.
+    n = max(n, batch_size(batch(n), proto)) if proto.max_batch > n else n
+    m = measure_until(lambda: batch(n), proto, clock, warmup=False)
+    return Timing(m.stats, m.stop, batch=n, single_ms=float(np.median(probes)), launches=count[0],
+                  spin=bool(state["spun"]))

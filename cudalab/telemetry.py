@@ -1,0 +1,407 @@
+"""What the GPU was doing while a variant's samples ran, read from NVML (``nvidia-ml-py``, optional).
+
+Per variant a :class:`Window` polls NVML on a background thread every few milliseconds while the
+samples run: SM and memory clocks, power, temperature, clock-event (throttle) reasons. The energy
+counter is read before and after. The run as a whole gives the measured clocks the header prints
+instead of the nominal maximum, which is not a measurement.
+
+Another process computing on the same GPU makes every timing of the run doubtful (two runs at once
+read 2.5% IQR where one alone reads 0.2%): it is looked for at the start and end of each window and
+now and then in between, and flagged on the rows. Inside a container NVML may report host process
+ids, so our own id is learnt by difference: the processes on the GPU before we open our context
+are others; one new process after it is us.
+
+NVML numbers GPUs its own way: the GPU is found by the PCI bus id CUDA reports. Every NVML call
+may fail (old driver, no permission, a field the GPU lacks); a failed field is left out, never
+guessed. Tests pass a fake NVML module.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from cudalab.errors import CudalabError
+
+#: Clock-event (throttle) reason bits, NVML's ``nvmlClocksEventReason*``.
+REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "idle"), (0x2, "app-clocks"), (0x4, "sw-power-cap"), (0x8, "hw-slowdown"), (0x10, "sync-boost"),
+    (0x20, "sw-thermal"), (0x40, "hw-thermal"), (0x80, "hw-power-brake"), (0x100, "display-clocks"),
+)
+#: Reasons that say nothing about the samples: idle is the gap between samples, app-clocks is a
+#: clock setting (``--lock-clocks`` shows it too).
+BENIGN = frozenset({"idle", "app-clocks"})
+INTERVAL_S = 0.005
+#: Look for other processes every this many polls (the process list is the slowest NVML call).
+PROCESS_EVERY = 10
+INSTALL_HINT = "pip install -e '.[telemetry]' (nvidia-ml-py)"
+
+
+class TelemetryError(CudalabError):
+    """``--exclusive`` or ``--lock-clocks`` cannot be honoured (one line, exit 2, no GPU work done)."""
+
+
+def decode_reasons(mask: int) -> tuple[str, ...]:
+    """Names of the set bits of a clock-event reason mask, in NVML's bit order."""
+    names = tuple(name for bit, name in REASONS if mask & bit)
+    known = sum(bit for bit, _ in REASONS)
+    if mask & ~known:
+        names += (f"0x{mask & ~known:x}",)
+    return names
+
+
+@dataclass(frozen=True)
+class Poll:
+    """One poll of the GPU (None: NVML could not say)."""
+
+    sm_mhz: int | None = None
+    mem_mhz: int | None = None
+    power_w: float | None = None
+    temp_c: int | None = None
+    reasons: int = 0
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One window's telemetry: clocks (min, median), throttle reasons seen, power, energy, temperature."""
+
+    polls: int
+    seconds: float
+    sm_mhz: tuple[int, int] | None = None
+    mem_mhz: tuple[int, int] | None = None
+    power_w: float | None = None
+    temp_c: int | None = None
+    reasons: tuple[str, ...] = ()
+    energy_j: float | None = None
+    other_pids: tuple[int, ...] = ()
+
+    @property
+    def throttle(self) -> tuple[str, ...]:
+        """The reasons that matter for the samples (idle gaps and clock settings left out)."""
+        return tuple(r for r in self.reasons if r not in BENIGN)
+
+    def extra(self, launches: int, work_bytes: int = 0, work_flops: int = 0) -> dict[str, Any]:
+        """``Result.extra`` entries for this window (fields NVML could not read are left out).
+
+        Energy per launch is the window's energy over the launches it held: flushes, resets and
+        the gaps between samples are in the window too, so it is an upper bound.
+        """
+        out: dict[str, Any] = {"telemetry_polls": self.polls}
+        if self.sm_mhz:
+            out["sm_mhz_min"], out["sm_mhz"] = self.sm_mhz
+        if self.mem_mhz:
+            out["mem_mhz_min"], out["mem_mhz"] = self.mem_mhz
+        if self.power_w is not None:
+            out["power_w"] = self.power_w
+        if self.temp_c is not None:
+            out["temp_c"] = self.temp_c
+        out["throttle"] = "+".join(self.throttle)
+        out["clock_events"] = list(self.reasons)
+        if self.energy_j is not None and self.energy_j > 0 and launches > 0:
+            out["energy_j"] = self.energy_j
+            out["energy_mj_per_launch"] = self.energy_j * 1e3 / launches
+            if work_bytes:
+                out["gb_per_j"] = work_bytes * launches / 1e9 / self.energy_j
+            if work_flops:
+                out["gflop_per_j"] = work_flops * launches / 1e9 / self.energy_j
+        if self.other_pids:
+            out["other_process"] = list(self.other_pids)
+        return out
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(np.median(v)) if v else None
+
+
+def summarize(polls: list[Poll], seconds: float, energy_j: float | None, other: Iterable[int] = ()) -> Reading:
+    """Reduce a window's polls to a :class:`Reading`."""
+    def clock(values: list[int | None]) -> tuple[int, int] | None:
+        v = [x for x in values if x is not None]
+        return (int(min(v)), int(round(float(np.median(v))))) if v else None
+
+    mask = 0
+    for p in polls:
+        mask |= p.reasons
+    temps = [p.temp_c for p in polls if p.temp_c is not None]
+    return Reading(
+        polls=len(polls), seconds=seconds, sm_mhz=clock([p.sm_mhz for p in polls]),
+        mem_mhz=clock([p.mem_mhz for p in polls]), power_w=_median(p.power_w for p in polls),
+        temp_c=max(temps) if temps else None, reasons=decode_reasons(mask), energy_j=energy_j,
+        other_pids=tuple(sorted(set(other))),
+    )
+
+
+class Telemetry:
+    """NVML for one GPU: polls, energy, other processes, the clock lock.
+
+    Args:
+        nvml: the ``pynvml`` module (initialised) or a fake with the same functions.
+        handle: the NVML device handle.
+        label: how messages name the GPU (``GPU 0``).
+        our_pid: this process's id as we see it.
+    """
+
+    def __init__(self, nvml: Any, handle: Any, label: str = "GPU", our_pid: int | None = None,
+                 interval_s: float = INTERVAL_S):
+        self.nvml = nvml
+        self.handle = handle
+        self.label = label
+        self.interval_s = interval_s
+        self.our_pid = os.getpid() if our_pid is None else our_pid
+        self.self_pids = {self.our_pid}
+        self.baseline: set[int] = set()
+        self.locked_mhz: int | None = None
+        self.polls: list[Poll] = []   # every poll of the run, for the header's measured clocks
+        self.other_seen: set[int] = set()
+        # The newer name first; a driver older than the binding lacks it, the older name is there.
+        names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        self._reasons = [fn for fn in (getattr(nvml, n, None) for n in names) if fn is not None]
+
+    # --- processes -------------------------------------------------------------------------------
+    def processes(self) -> set[int]:
+        """Ids of the processes computing on this GPU (empty when NVML will not say)."""
+        try:
+            return {int(p.pid) for p in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)}
+        except Exception:  # NVMLError, or a container that hides the list
+            return set()
+
+    def before_open(self) -> None:
+        """Remember who computes on the GPU before this process opens its context."""
+        self.baseline = self.processes()
+
+    def after_open(self) -> None:
+        """Learn our own id as NVML reports it: one new process since :meth:`before_open` is us."""
+        now = self.processes()
+        if self.our_pid in now:
+            return
+        new = now - self.baseline
+        if len(new) == 1:
+            self.self_pids |= new
+
+    def others(self) -> set[int]:
+        """Processes other than this one computing on the GPU now."""
+        found = self.processes() - self.self_pids
+        self.other_seen |= found
+        return found
+
+    def refuse_if_shared(self) -> None:
+        """``--exclusive``: refuse to start while another process computes on the GPU.
+
+        Raises:
+            TelemetryError: naming the process ids.
+        """
+        others = self.others()
+        if others:
+            pids = ", ".join(str(p) for p in sorted(others))
+            raise TelemetryError(f"--exclusive: another process is computing on {self.label} (pid {pids}); "
+                                 "not starting (wait for it, or run without --exclusive)")
+
+    # --- clocks ---------------------------------------------------------------------------------
+    def lock_clocks(self, mhz: int) -> None:
+        """Lock the SM clock at ``mhz`` (min = max); :meth:`close` restores it.
+
+        Raises:
+            TelemetryError: the driver refuses (no permission, not supported, a clock it cannot set).
+        """
+        try:
+            self.nvml.nvmlDeviceSetGpuLockedClocks(self.handle, int(mhz), int(mhz))
+        except Exception as exc:
+            raise TelemetryError(f"--lock-clocks {mhz}: the driver refused to lock the SM clock of {self.label} "
+                                 f"({_nvml_text(exc)}); nothing ran. Setting clocks needs root (or a driver "
+                                 "that allows it) and a clock the GPU supports") from None
+        self.locked_mhz = int(mhz)
+
+    def close(self) -> None:
+        """Restore a locked clock and shut NVML down (safe to call twice; never raises)."""
+        if self.locked_mhz is not None:
+            try:
+                self.nvml.nvmlDeviceResetGpuLockedClocks(self.handle)
+            except Exception:
+                pass
+            self.locked_mhz = None
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+    # --- polling ----------------------------------------------------------------------------------
+    def poll(self) -> Poll:
+        """One reading of clocks, power, temperature and clock-event reasons (failed fields None)."""
+        n, h = self.nvml, self.handle
+
+        def get(fn: str, *args: Any) -> Any:
+            try:
+                return getattr(n, fn)(h, *args)
+            except Exception:
+                return None
+
+        sm = get("nvmlDeviceGetClockInfo", getattr(n, "NVML_CLOCK_SM", 1))
+        mem = get("nvmlDeviceGetClockInfo", getattr(n, "NVML_CLOCK_MEM", 2))
+        mw = get("nvmlDeviceGetPowerUsage")
+        temp = get("nvmlDeviceGetTemperature", getattr(n, "NVML_TEMPERATURE_GPU", 0))
+        reasons = 0
+        while self._reasons:
+            try:
+                reasons = int(self._reasons[0](h))
+                break
+            except Exception:  # not in this driver: try the other name once, then give up
+                self._reasons.pop(0)
+        return Poll(sm_mhz=sm, mem_mhz=mem, power_w=None if mw is None else mw / 1000.0, temp_c=temp, reasons=reasons)
+
+    def energy_j(self) -> float | None:
+        """The GPU's energy counter in joules (None where the GPU has none)."""
+        try:
+            return self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0
+        except Exception:
+            return None
+
+    def window(self) -> "Window":
+        """A polling window around one variant's samples (a context manager; see :class:`Window`)."""
+        return Window(self)
+
+    def summary(self) -> dict[str, Any]:
+        """The run's telemetry for ``RunRecord.device["telemetry"]``: measured clocks (median over
+        every poll), the clock lock, and other processes seen."""
+        out: dict[str, Any] = {"source": "nvml", "polls": len(self.polls)}
+        run = summarize(self.polls, 0.0, None)
+        if run.sm_mhz:
+            out["sm_mhz"] = run.sm_mhz[1]
+        if run.mem_mhz:
+            out["mem_mhz"] = run.mem_mhz[1]
+        if run.throttle:
+            out["throttle"] = list(run.throttle)
+        if self.locked_mhz is not None:
+            out["locked_sm_mhz"] = self.locked_mhz
+        if self.other_seen:
+            out["other_process"] = sorted(self.other_seen)
+        return out
+
+
+class Window:
+    """Polls on a background thread between :meth:`start` and :meth:`stop` (or ``with``)."""
+
+    def __init__(self, tele: Telemetry):
+        self.tele = tele
+        self.polls: list[Poll] = []
+        self.other: set[int] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self._e0: float | None = None
+        self.reading: Reading | None = None
+
+    def start(self) -> "Window":
+        """Read the energy counter, look for other processes, start polling."""
+        self.other |= self.tele.others()
+        self._e0 = self.tele.energy_j()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._loop, name="cudalab-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            self.polls.append(self.tele.poll())
+            i += 1
+            if i % PROCESS_EVERY == 0:
+                self.other |= self.tele.others()
+            self._stop.wait(self.tele.interval_s)
+
+    def stop(self) -> Reading:
+        """Stop polling (one last poll if the window was too short for any) and summarise."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        seconds = time.perf_counter() - self._t0
+        e1 = self.tele.energy_j()
+        if not self.polls:
+            self.polls.append(self.tele.poll())
+        self.other |= self.tele.others()
+        energy = e1 - self._e0 if e1 is not None and self._e0 is not None else None
+        self.tele.polls.extend(self.polls)
+        self.reading = summarize(self.polls, seconds, energy, self.other)
+        return self.reading
+
+    def __enter__(self) -> "Window":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.reading is None:
+            self.stop()
+
+
+def _nvml_text(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What :func:`open_telemetry` returns: the telemetry, or None and the one-line note why not."""
+
+    telemetry: Telemetry | None
+    note: str = ""
+
+
+def import_nvml() -> tuple[Any | None, str]:
+    """``(pynvml, '')`` initialised, or ``(None, why not)``."""
+    try:
+        import pynvml  # noqa: PLC0415  (optional extra)
+    except ImportError:
+        return None, f"nvidia-ml-py is not installed: {INSTALL_HINT}"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # no driver, no libnvidia-ml.so
+        return None, f"NVML could not start ({_nvml_text(exc)})"
+    return pynvml, ""
+
+
+def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, exclusive: bool = False,
+                   lock_mhz: int | None = None) -> Opened:
+    """Open NVML for CUDA device ``index`` before its context: look for other processes, refuse
+    under ``--exclusive`` while one is there, lock the clock for ``--lock-clocks``.
+
+    Args:
+        index: the CUDA device index (messages; the NVML index when no bus id is known).
+        pci_bus_id: the device's PCI bus id as CUDA reports it.
+        nvml: an initialised NVML module (tests pass a fake); None imports ``pynvml``.
+        exclusive: refuse while another process computes on the GPU.
+        lock_mhz: lock the SM clock at this many MHz.
+
+    Raises:
+        TelemetryError: NVML missing while ``--exclusive``/``--lock-clocks`` need it, another process
+            under ``--exclusive``, or the driver refusing the lock.
+    """
+    note = ""
+    if nvml is None:
+        nvml, note = import_nvml()
+    if nvml is None:
+        needs = [o for o, on in (("--exclusive", exclusive), ("--lock-clocks", lock_mhz is not None)) if on]
+        if needs:
+            raise TelemetryError(f"{' and '.join(needs)} need NVML: {note}")
+        return Opened(None, f"telemetry off: {note}")
+    try:
+        handle = (nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id) if pci_bus_id
+                  else nvml.nvmlDeviceGetHandleByIndex(index))
+    except Exception as exc:
+        if exclusive or lock_mhz is not None:
+            raise TelemetryError(f"NVML does not find GPU {index} ({_nvml_text(exc)})") from None
+        return Opened(None, f"telemetry off: NVML does not find GPU {index} ({_nvml_text(exc)})")
+    tele = Telemetry(nvml, handle, label=f"GPU {index}")
+    try:
+        tele.before_open()
+        if exclusive:
+            tele.refuse_if_shared()
+        if lock_mhz is not None:
+            tele.lock_clocks(lock_mhz)
+    except BaseException:
+        tele.close()
+        raise
+    return Opened(tele)

@@ -1,0 +1,261 @@
+"""Telemetry with a fake NVML: clocks, throttle reasons, energy, other processes, --exclusive,
+--lock-clocks, and what the report prints from them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cudalab import gpu, report, runner, telemetry
+from cudalab.cli import cli
+from cudalab.families.model import Case
+from cudalab.gpu import DeviceInfo
+from cudalab.results import Result
+from cudalab.telemetry import Telemetry, TelemetryError, decode_reasons, open_telemetry
+from fake_nvml import FakeNVML
+
+OUR = 1000
+
+
+def test_decode_reasons():
+    assert decode_reasons(0) == ()
+    assert decode_reasons(0x4 | 0x40) == ("sw-power-cap", "hw-thermal")
+    assert decode_reasons(0x1 | 0x1000) == ("idle", "0x1000")
+
+
+def test_window_reads_clocks_power_temperature_energy_and_reasons():
+    nvml = FakeNVML(sm=(1980, 1755, 1980, 1980), mem=(2619,), power_mw=(250000, 350000), temp=(40, 61),
+                    reasons=(0x1, 0x4))
+    tele = Telemetry(nvml, "handle", our_pid=OUR, interval_s=0.001)
+    w = tele.window().start()
+    while len(w.polls) < 8:
+        pass
+    r = w.stop()
+    assert r.sm_mhz == (1755, 1980) and r.mem_mhz == (2619, 2619)
+    assert r.power_w == pytest.approx(300.0) and r.temp_c == 61
+    assert r.reasons == ("idle", "sw-power-cap") and r.throttle == ("sw-power-cap",)
+    assert r.energy_j == pytest.approx(1.0)
+    extra = r.extra(launches=100, work_bytes=2 * 10**9)
+    assert extra["sm_mhz"] == 1980 and extra["sm_mhz_min"] == 1755 and extra["throttle"] == "sw-power-cap"
+    assert extra["energy_mj_per_launch"] == pytest.approx(10.0)
+    assert extra["gb_per_j"] == pytest.approx(200.0)          # 100 launches × 2 GB / 1 J
+    assert "other_process" not in extra
+    assert tele.summary()["sm_mhz"] == 1980 and tele.summary()["mem_mhz"] == 2619
+
+
+def test_missing_fields_are_left_out_not_guessed():
+    class Partial(FakeNVML):
+        def nvmlDeviceGetPowerUsage(self, h):
+            raise self.NVMLError("Not Supported")
+
+        def nvmlDeviceGetTotalEnergyConsumption(self, h):
+            raise self.NVMLError("Not Supported")
+
+    tele = Telemetry(Partial(), "handle", our_pid=OUR)
+    r = tele.window().start().stop()
+    extra = r.extra(launches=10, work_bytes=100)
+    assert "power_w" not in extra and "energy_mj_per_launch" not in extra and "gb_per_j" not in extra
+    assert extra["sm_mhz"] == 1980
+
+
+def test_other_process_is_flagged_and_our_container_pid_is_learnt():
+    nvml = FakeNVML(pids=[222])
+    tele = Telemetry(nvml, "handle", our_pid=OUR)
+    tele.before_open()                  # 222 was there first
+    nvml.pids = [222, 9999]             # we opened our context: NVML shows us as 9999 (host pid)
+    tele.after_open()
+    assert tele.others() == {222}
+    r = tele.window().start().stop()
+    assert r.other_pids == (222,) and r.extra(1)["other_process"] == [222]
+    nvml.pids = [9999]
+    assert tele.window().start().stop().other_pids == ()
+    assert tele.summary()["other_process"] == [222]
+
+
+def test_exclusive_refuses_while_another_process_computes():
+    nvml = FakeNVML(pids=[4242])
+    with pytest.raises(TelemetryError, match=r"--exclusive: another process .*pid 4242"):
+        open_telemetry(0, "0000:01:00.0", nvml=nvml, exclusive=True, lock_mhz=1500)
+    assert not any(c[0] == "lock" for c in nvml.calls)  # refused before touching the clocks
+    assert nvml.shutdown == 1
+    opened = open_telemetry(0, "0000:01:00.0", nvml=FakeNVML(), exclusive=True)
+    assert opened.telemetry is not None
+
+
+def test_lock_clocks_refused_is_one_clear_error():
+    nvml = FakeNVML(lock_error="Insufficient Permissions")
+    with pytest.raises(TelemetryError, match=r"--lock-clocks 1500: the driver refused .*Insufficient Permissions"):
+        open_telemetry(0, None, nvml=nvml, lock_mhz=1500)
+    assert ("reset",) not in nvml.calls
+
+
+def test_lock_clocks_locks_and_close_restores():
+    nvml = FakeNVML()
+    tele = open_telemetry(0, "0000:01:00.0", nvml=nvml, lock_mhz=1500).telemetry
+    assert ("lock", 1500, 1500) in nvml.calls and tele.summary()["locked_sm_mhz"] == 1500
+    tele.close()
+    tele.close()
+    assert nvml.calls.count(("reset",)) == 1
+
+
+def test_without_nvml_the_columns_go_and_a_note_stays(monkeypatch):
+    monkeypatch.setattr(telemetry, "import_nvml", lambda: (None, "nvidia-ml-py is not installed: pip ..."))
+    opened = open_telemetry(0, None)
+    assert opened.telemetry is None and opened.note.startswith("telemetry off: nvidia-ml-py")
+    with pytest.raises(TelemetryError, match="--exclusive and --lock-clocks need NVML"):
+        open_telemetry(0, None, exclusive=True, lock_mhz=1400)
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+DEVICE = DeviceInfo(0, "Fake GPU", (9, 0), 132, 80 * 2**30, 50 * 2**20, 1980, 2619, 5120, "13.0", "13.0").to_dict()
+
+
+def test_header_prints_measured_clocks_or_says_nominal():
+    measured = dict(DEVICE, telemetry={"source": "nvml", "sm_mhz": 1755, "mem_mhz": 2619, "polls": 90})
+    text = "\n".join(report.header_lines(measured, "t", "p", None, None))
+    assert "SM clock 1755 MHz" in text and "measured" in text and "nominal" not in text
+    off = dict(DEVICE, telemetry={"note": "telemetry off: nvidia-ml-py is not installed"})
+    text = "\n".join(report.header_lines(off, "t", "p", None, None))
+    assert "SM clock 1980 MHz (nominal max)" in text and "telemetry off" in text
+
+
+def test_table_shows_telemetry_batch_and_other_process():
+    from cudalab.bench import Protocol, summarize
+
+    rows = [Result("a", "kernel", runner.PASSED, stats=summarize([0.002] * 3), max_error=0.0,
+                   extra={"batch": 95, "sm_mhz": 1980, "sm_mhz_min": 1500, "power_w": 321.0,
+                          "energy_mj_per_launch": 0.0123, "telemetry_polls": 10, "throttle": "",
+                          "other_process": [4242]}),
+            Result("b", "kernel", runner.PASSED, stats=summarize([0.05] * 3), max_error=0.0)]
+    con = report.console()
+    with con.capture() as cap:
+        con.print(report.results_table(rows, "none"))
+    out = cap.get()
+    assert "×95" in out and "SM MHz" in out and "1980 (min 1500)" in out and "mJ/launch" in out
+    assert "a !" in out and "throttle" not in out    # no row has a throttle reason: no column
+    head = "\n".join(report.header_lines(DEVICE, "t", "p", Protocol(), None, rows))
+    assert "L2 flushed before each batch of 95" in head
+    assert "WARNING: another process (pid 4242)" in head
+
+
+# --- the command line, end to end with fakes --------------------------------------------------------
+
+
+class FakeGpu:
+    """What the CLI and ``FamilyRun._drive`` use of a Device; launches take 50 µs."""
+
+    opened: list[int] = []
+
+    def __init__(self, index=0):
+        FakeGpu.opened.append(index)
+        self.info = DeviceInfo(0, "Fake GPU", (9, 0), 132, 80 * 2**30, 50 * 2**20, 1980, 2619, 5120, "13.0", "13.0")
+        self.launch_log = None
+        self.launches = 0
+        on_open = getattr(FakeGpu, "on_open", None)
+        if on_open:
+            on_open()
+
+    def close(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def flush_l2(self):
+        pass
+
+    def time_ms(self, enqueue):
+        before = self.launches
+        enqueue()
+        return 0.05 * (self.launches - before)
+
+
+@pytest.fixture
+def fake_cli(monkeypatch):
+    nvml = FakeNVML()
+    FakeGpu.opened = []
+    FakeGpu.on_open = None
+    monkeypatch.setattr(telemetry, "import_nvml", lambda: (nvml, ""))
+    monkeypatch.setattr(gpu, "pci_bus_id", lambda index: "0000:01:00.0")
+    monkeypatch.setattr(gpu, "Device", FakeGpu)
+    return nvml
+
+
+def drive_one_copy_row(self):
+    """Stand-in for FamilyRun.run: one copy kernel row through the real ``_drive``."""
+    v = next(x for x in self.variants if x.kind == "kernel")
+    ref = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    data = np.empty_like(ref)
+    dev = self.device
+
+    def run():
+        dev.launches += 1
+        data[:] = ref
+
+    def poison(byte=0xFF):
+        data.view(np.uint8)[:] = byte
+
+    case = Case(run=run, result=data.copy, poison=poison)
+    row = self._drive(Result(v.name, v.kind, runner.FAILED), v, case, ref)
+    self.results.append(row)
+    return self.results
+
+
+def test_exclusive_refuses_in_one_line_without_opening_the_gpu(fake_cli):
+    fake_cli.pids = [4242]
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--exclusive"])
+    assert res.exit_code == 2, res.output
+    assert "--exclusive" in res.output and "4242" in res.output and "Traceback" not in res.output
+    assert FakeGpu.opened == []
+
+
+def test_lock_clocks_refused_exits_2_without_gpu_work(fake_cli):
+    fake_cli.lock_error = "Insufficient Permissions"
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--lock-clocks", "1500"])
+    assert res.exit_code == 2, res.output
+    assert "--lock-clocks 1500" in res.output and "Traceback" not in res.output
+    assert FakeGpu.opened == []
+
+
+def test_lock_clocks_is_restored_after_the_run(fake_cli, monkeypatch):
+    monkeypatch.setattr(runner.FamilyRun, "run", drive_one_copy_row)
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--lock-clocks", "1500", "--budget", "0.01"])
+    assert res.exit_code == 0, res.output
+    assert ("lock", 1500, 1500) in fake_cli.calls and fake_cli.calls[-1] == ("reset",)
+    assert "SM clock locked at 1500 MHz" in res.output
+
+
+def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, monkeypatch, tmp_path):
+    FakeGpu.on_open = lambda: setattr(fake_cli, "pids", [os.getpid()])
+
+    def run_with_neighbour(self):
+        fake_cli.pids = [os.getpid(), 4242]  # someone else starts computing during our samples
+        return drive_one_copy_row(self)
+
+    monkeypatch.setattr(runner.FamilyRun, "run", run_with_neighbour)
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--budget", "0.01", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "WARNING: another process (pid 4242) was computing on this GPU" in res.output
+    assert "SM clock 1980 MHz, memory clock 2619 MHz (measured" in res.output
+    data = json.loads(out.read_text())
+    row = data["points"][0]["results"][0]
+    assert row["extra"]["other_process"] == [4242] and row["extra"]["sm_mhz"] == 1980
+    assert data["device"]["telemetry"]["other_process"] == [4242]
+
+
+def test_throttle_reasons_fall_back_to_the_older_nvml_name():
+    class OldDriver(FakeNVML):
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+            raise self.NVMLError("Function Not Found")
+
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+            return 0x40
+
+    tele = Telemetry(OldDriver(), "handle", our_pid=OUR)
+    assert tele.poll().reasons == 0x40 and tele.poll().reasons == 0x40
