@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: install pycuda from .wheelhouse, run the GPU tests and the
-# benchmarks, keep logs and JSON under $OUT, print a short table last.
+# One call on the GPU machine: install cudalab and pycuda (wheels in .wheelhouse), run the GPU tests
+# and the benchmarks, keep logs and JSON under $OUT, print a short table last.
 #
-#   bash scripts/gpu-check.sh [STAGE...]     stages: info tests ncu sanitizer bench (default: all)
+#   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench (default: all)
 #
-# Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is
-# stopped after $STAGE_TIMEOUT seconds (default 480) so one hang cannot eat the whole lease.
+# Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
+# after $STAGE_TIMEOUT seconds (default 480) so one hang cannot eat the whole lease. Extra pytest
+# arguments for the test stages: $PYTEST_ARGS (e.g. "-x -k transpose").
 set -u -o pipefail
 OUT=${OUT:-/tmp/cudalab-out}
 mkdir -p "$OUT"
-if ! python3 -c "import pycuda" 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .wheelhouse/*.whl || exit 2
-    export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+if ! python3 -c "import pycuda, cudalab" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl || exit 2
+    python3 -m pip install -q --no-index --no-build-isolation -e '.[gpu,test]' || exit 2
 fi
-export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 LC_ALL=C
+export PYTHONUNBUFFERED=1 LC_ALL=C
 stages=${*:-"info tests ncu sanitizer bench"}
 limit=${STAGE_TIMEOUT:-480}
 summary=()
@@ -22,10 +23,10 @@ for stage in $stages; do
     case $stage in
         info) nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
               python3 -m cudalab info ;;
-        tests) timeout "$limit" python3 -m pytest -m "gpu" -q -p no:cacheprovider -rs ;;
-        ncu) timeout "$limit" python3 -m pytest -m "ncu" -q -p no:cacheprovider -rs ;;
-        sanitizer) timeout "$limit" python3 -m pytest -m "sanitizer" -q -p no:cacheprovider -rs ;;
-        bench) timeout "$limit" python3 scripts/benchmark.py --out "$OUT/bench" ;;
+        tests) timeout "$limit" python3 -m pytest -m "gpu" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
+        ncu) timeout "$limit" python3 -m pytest -m "ncu" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
+        sanitizer) timeout "$limit" python3 -m pytest -m "sanitizer" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
+        bench) timeout "$limit" python3 scripts/benchmark.py --out "$OUT/bench" ${BENCH_ARGS:-} ;;
         *) echo "unknown stage $stage"; false ;;
     esac > "$OUT/$stage.log" 2>&1
     rc=$?
