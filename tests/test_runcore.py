@@ -136,7 +136,7 @@ def test_an_unwritten_element_is_incorrect_and_the_others_still_run():
     dev = FakeDevice({"copy_naive": drops_last, "copy_shared": good_copy, "copy_vec4": good_copy})
     rows = run(dev, variants="naive,shared", n="33", roofline=False)
     assert rows["naive"].status == Status.INCORRECT
-    assert "unwritten" in rows["naive"].reason and "32, 32" in rows["naive"].reason
+    assert "unwritten" in rows["naive"].reason and "row 32, column 32" in rows["naive"].reason
     assert rows["shared"].status == Status.PASSED
 
 

@@ -72,14 +72,14 @@ def check(problem: Problem, result: np.ndarray | hostwork.RowChunks, ref: np.nda
         return Check(False, float("inf"), 0.0, f" ({exc})")
     if d.first is None:
         return Check(True, 0.0, 0.0)
-    where = ", ".join(str(i) for i in d.first)
+    where = f"row {d.first[0]}, column {d.first[1]}" if len(d.first) == 2 else f"element {d.first}"
     parts = []
     if d.unwritten:
         parts.append(f"{d.unwritten} elements unwritten")
     if d.wrong - d.unwritten:
         parts.append(f"{d.wrong - d.unwritten} wrong")
     err = float("nan") if d.unwritten and not d.max_error else d.max_error
-    return Check(False, err, 0.0, f" ({', '.join(parts)}; first at row, col {where}: {d.got!r}, expected {d.want!r})")
+    return Check(False, err, 0.0, f" ({', '.join(parts)}; first at {where}: got {d.got}, expected {d.want})")
 
 
 def upload_matrix(ctx, problem: Problem, a: np.ndarray):

@@ -25,7 +25,8 @@ _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED:
 def console(stderr: bool = False) -> Console:
     """A console wide enough for the tables even when output is piped or captured."""
     stream = sys.stderr if stderr else sys.stdout
-    width = shutil.get_terminal_size((200, 24)).columns if stream.isatty() else 200
+    # Piped or captured (logs, CI, tests): wide enough that no column folds, however many a run adds
+    width = shutil.get_terminal_size((200, 24)).columns if stream.isatty() else 400
     return Console(file=stream, width=max(width, 100), soft_wrap=False, highlight=False)
 
 
