@@ -1,0 +1,214 @@
+"""Planning a run (pure: runs without a GPU): the request, the problem, each variant's launch, and
+everything that can be refused before a GPU is opened."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from cudalab import catalog, memplan, user
+from cudalab import launch as L
+from cudalab.bench import Protocol
+from cudalab.catalog import FamilySpec, VariantSpec
+from cudalab.errors import CudalabError, LaunchConfigError, SizeError, UsageError
+from cudalab.expr import evaluate
+from cudalab.families import Family, Launch, Problem, load
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything a user chose for one family run; JSON round-trips it for child runs (:mod:`cudalab.child`).
+
+    ``profile``: under a tool (ncu, compute-sanitizer) each variant runs one warm-up and one verified
+    launch, nothing is timed and no roofline is measured.
+    """
+
+    family: str
+    variants: str | None = None
+    n: str | None = None
+    shape: str | None = None
+    dtype: str | None = None
+    block: str | None = None
+    grid: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    protocol: Protocol = Protocol()
+    seed: int | None = None
+    roofline: bool = True
+    device: int = 0
+    profile: bool = False
+    keep_outputs: bool = False
+    defines: tuple[tuple[str, str], ...] = ()
+    force: bool = False
+    add: tuple[user.UserKernel, ...] = ()  # --add kernels: rows after the selected variants
+    exclusive: bool = False
+    lock_clocks: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON (tuples become lists)."""
+        d = asdict(self)
+        d["options"] = [list(o) for o in self.options]
+        d["defines"] = [list(x) for x in self.defines]
+        d["add"] = [k.to_dict() for k in self.add]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunRequest":
+        """Read :meth:`to_dict`'s output.
+
+        Raises:
+            UsageError: a key this RunRequest does not have.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise UsageError(f"run request has unknown keys {sorted(unknown)}")
+        d = dict(d)
+        d["options"] = tuple((str(k), v) for k, v in d.get("options", ()))
+        d["defines"] = tuple((str(k), str(v)) for k, v in d.get("defines", ()))
+        d["protocol"] = Protocol(**d.get("protocol", {}))
+        d["add"] = tuple(user.UserKernel.from_dict(k) for k in d.get("add", ()))
+        return cls(**d)
+
+
+def make_problem(spec: FamilySpec, fam: Family, req: RunRequest) -> Problem:
+    """Parse the request's sizes, dtype and options into the family's Problem.
+
+    Raises:
+        UsageError: a bad size, dtype or option.
+    """
+    dtype = req.dtype or spec.default_dtype
+    if dtype not in spec.dtypes:
+        raise UsageError(f"{spec.name} has no dtype {dtype!r}; valid: {', '.join(spec.dtypes)}")
+    return fam.problem(req.n, req.shape, dtype, dict(req.options))
+
+
+def names_for(problem: Problem, block: L.Dim3, tile: L.Dim3) -> dict[str, int]:
+    """Names usable in family.toml expressions for one launch."""
+    names = {
+        "block_x": block[0], "block_y": block[1], "block_z": block[2], "threads": L.threads(block),
+        "tile_x": tile[0], "tile_y": tile[1], "tile_z": tile[2], "itemsize": problem.np_dtype.itemsize,
+        "warps": max(1, L.threads(block) // 32),
+    }
+    names.update({k: v for k, v in problem.options if isinstance(v, int) and not isinstance(v, bool)})
+    return names
+
+
+def plan_launch(
+    variant: VariantSpec, fam: Family, problem: Problem, block: str | None = None, grid: str | None = None,
+    limits: L.DeviceLimits = L.DeviceLimits(), overrides: tuple[tuple[str, str], ...] = (),
+) -> Launch:
+    """Resolve block, tile, grid, shared memory and defines for one variant, checking every rule.
+
+    Raises:
+        LaunchConfigError: a device limit or the coverage rule is broken.
+        SizeError: the size breaks the variant's divisibility rule.
+        UsageError: the block breaks the variant's own rule (power of two, fixed block).
+    """
+    default = fam.default_block(variant, problem)
+    b = L.parse_dims(block) if block else default
+    if variant.fixed_block and b != default:
+        raise UsageError(f"{variant.name} is compiled for block {L.fmt_dims(default)} only (got {L.fmt_dims(b)})")
+    if variant.block_pow2 and L.threads(b) & (L.threads(b) - 1):
+        raise UsageError(f"{variant.name} needs a power-of-two block size (got {L.threads(b)} threads)")
+    tile = L.tile_of(b, variant.per_thread)
+    names = names_for(problem, b, tile)
+    if variant.tile:
+        t = [evaluate(e, names) for e in variant.tile] + [1, 1]
+        tile = (t[0], t[1], t[2])
+        names = names_for(problem, b, tile)
+    for rule in variant.require:
+        if not evaluate(rule, names):
+            raise UsageError(f"{variant.name} needs {rule} (block {L.fmt_dims(b)})")
+    extent = fam.extent(problem, variant)
+    if variant.divisible:
+        for axis in range(3):
+            if extent[axis] % tile[axis]:
+                raise SizeError(
+                    f"{variant.name} handles only sizes that are multiples of its tile "
+                    f"{L.fmt_dims(tile)} (block {L.fmt_dims(b)} × {L.fmt_dims(variant.per_thread)} per thread); "
+                    f"{'xyz'[axis]} extent is {extent[axis]}"
+                )
+    if grid:
+        g = L.parse_dims(grid, "grid")
+        L.check_covers(g, tile, extent, variant.grid_stride)
+    elif variant.grid == "tiles":
+        g = L.grid_for_tiles(extent, tile)
+    elif variant.grid.startswith("sm:"):
+        per_sm = int(variant.grid.split(":")[1])
+        needed = L.grid_for_tiles(extent, tile)[0]
+        g = (max(1, min(limits.sm_count * per_sm, needed)), 1, 1)
+    else:
+        g = L.parse_dims(variant.grid, "grid")
+    defines = tuple((k, _define_value(v, names)) for k, v in variant.defines)
+    defines += tuple(fam.defines(problem, variant).items())  # e.g. the element type for the problem's dtype
+    if overrides:  # --define NAME=VALUE: the user's word wins over the family's
+        merged = dict(defines)
+        merged.update({k: _define_value(v, names) for k, v in overrides})
+        defines = tuple(merged.items())
+    # The shared-memory size may name the compiled macros (IPAD): size it from what is compiled,
+    # so -D IPAD=2 gets the bytes the kernel indexes, not the family's default padding.
+    shared = evaluate(variant.shared, {**_int_defines(defines), **names})
+    L.check_launch(b, g, shared, limits)
+    return Launch(block=b, grid=g, tile=tile, shared=shared, defines=defines)
+
+
+def _int_defines(defines: tuple[tuple[str, str], ...]) -> dict[str, int]:
+    """The defines whose values are integers, as expression names."""
+    out = {}
+    for k, v in defines:
+        try:
+            out[k] = int(str(v), 0)
+        except ValueError:
+            continue
+    return out
+
+
+def _define_value(value: str, names: dict[str, int]) -> str:
+    """Evaluate a define as an expression over the launch names; keep it verbatim if it is not one
+    (a type name such as ``float``)."""
+    try:
+        return str(evaluate(value, names))
+    except CudalabError:
+        return value
+
+
+def precheck(req: RunRequest, strict: bool = True) -> tuple[FamilySpec, Family, Problem, list[VariantSpec]]:
+    """Everything that can be refused without a GPU: names, sizes, dtype, block and grid rules, and the
+    signatures of ``--add`` kernels (nvcc, no GPU).
+
+    Args:
+        req: the run.
+        strict: refuse when no kernel can run; a sweep passes False for its points once one point can
+            run, so a point where nothing fits still shows its skipped rows.
+
+    Raises:
+        UsageError: when every selected variant breaks a rule (the first reason is the message).
+    """
+    spec = catalog.family(req.family)
+    fam = load(spec.module)
+    problem = make_problem(spec, fam, req)
+    # --variant none: only the --add kernels
+    variants = [] if req.add and (req.variants or "").strip() == "none" else spec.select(req.variants)
+    variants += user.variants(req.add, spec)
+    if req.profile:  # under ncu only cudalab's own kernels are of interest
+        variants = [v for v in variants if v.kind == "kernel"]
+    if req.block:
+        L.parse_dims(req.block)
+    if req.grid:
+        L.parse_dims(req.grid, "grid")
+    kernels = [v for v in variants if v.kind == "kernel"]
+    reasons = []
+    for v in kernels:  # with the default device limits; the real ones are checked again per launch
+        try:
+            lau = plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
+            if user.is_user(v):
+                user.precheck_signature(v, spec.name, fam.SIGNATURE, dict(lau.defines), problem.np_dtype.itemsize)
+        except (UsageError, LaunchConfigError) as exc:
+            reasons.append(exc)
+    if strict and kernels and len(reasons) == len(kernels):  # no kernel can run: refuse before opening a GPU
+        raise reasons[0]
+    host = memplan.host_available()
+    p = memplan.plan(fam, problem, None, host)
+    if not p.host_fits:  # the host side is known before any GPU is opened
+        memplan.check(p, memplan.largest_n(fam, problem.dtype, dict(problem.options), None, host))
+    return spec, fam, problem, variants
