@@ -23,6 +23,12 @@
 // Edges. Any M, N, K: a copy that would read outside A or B asks cp.async for 0 source bytes,
 // which zero-fills its shared bytes, and only stores inside Z happen. When B's rows are not
 // 16-byte aligned (N % 4 != 0) B moves in 4-byte copies too (uniform per launch).
+//
+// Two K loops. Blocks whose tile lies inside M and N, when B's rows are 16-byte aligned and K is a
+// multiple of BK, run a copy of the K loop with no bound arithmetic: base pointers and shared
+// offsets are computed once and the copies of one slice differ by constants (about 90% of the
+// loop's instructions are then FFMA, against 72% with per-copy checks, which cost 15% of the
+// speed). The other blocks run the checked loop.
 
 #pragma once
 

@@ -252,7 +252,9 @@ extern "C" __global__ void transpose_vec4_cf(float *out, const float *in, int ro
     // every load issued before the first shared store. Each warp is 8 vectors wide and 4 rows
     // deep (not 16 x 2 as in transpose_vec4): the scalar shared accesses of one instruction then
     // hit rows r..r+3 at columns 4*tx + k, banks (r + 4*tx + k) mod 32 with the 1-word padding,
-    // all 32 distinct, on the way in and on the way out.
+    // all 32 distinct, on the way in and on the way out. Tiles are taken in bands of TV_BAND tile
+    // columns (1: column by column), which kept the H200 near copy speed (launch order: 4 points
+    // lower). The cache hints (TV_LDHINT, TV_STCS) measured slower on H100 and H200.
     constexpr int TW = TV_TILE / 4;          // vectors per tile row (threads along x)
     constexpr int PER = TV_TILE / TV_ROWS;   // rows per thread
     static_assert(TW % 8 == 0 && TV_ROWS % 4 == 0 && TV_TILE % TV_ROWS == 0, "tile shape");
