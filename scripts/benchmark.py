@@ -58,14 +58,17 @@ def targets(runs: dict) -> list[tuple[str, str, bool | None]]:
         v = num / den
         out.append((name, f"{what}: {v:.1%}", v >= need))
 
-    for job, need, label in (("copy 16384²", 0.95, "copy"), ("transpose 16384²", 0.90, "transpose")):
+    # Issue 16: the memory-bound rungs against the roofline (the faster of memcpy_dtod and the copy
+    # family's roofline kernel, measured in the same run on the same bytes).
+    for job, need, label in (("copy 16384²", 0.98, "copy"), ("transpose 16384²", 0.97, "transpose"),
+                             ("gemv 8192²", 0.95, "gemv")):
         run = runs.get(job, {})
-        rows = run.get("rows", [])
-        b = best(rows)
+        b = best(run.get("rows", []))
         roof = run.get("roofline")
-        ratio(f"best {label} ≥ {need:.0%} of memcpy_dtod (16384², same run)", job, b.gbs if b else None,
-              roof.dtod_gbs if roof else None, need,
-              f"{b.variant if b else '?'} {b.gbs if b else 0:,.0f} / dtod {roof.dtod_gbs if roof else 0:,.0f} GB/s")
+        ratio(f"best {label} ≥ {need:.0%} of the roofline ({job}, same run)", job, b.gbs if b else None,
+              roof.gbs if roof else None, need,
+              f"{b.variant if b else '?'} {b.gbs if b else 0:,.0f} / roofline {roof.gbs if roof else 0:,.0f} GB/s "
+              f"({roof.source if roof else '?'})")
     for job in ("reduce 2^24 float64", "reduce 2^26 float64"):
         rows = runs.get(job, {}).get("rows", [])
         b, cub = best(rows), best(rows, "library")
@@ -76,13 +79,12 @@ def targets(runs: dict) -> list[tuple[str, str, bool | None]]:
     ratio("reduce 2^26 float64: best ≥ 90% of memcpy_dtod", "reduce 2^26 float64", b.gbs if b else None,
           roof.dtod_gbs if roof else None, 0.90,
           f"{b.variant if b else '?'} {b.gbs if b else 0:,.0f} / dtod {roof.dtod_gbs if roof else 0:,.0f} GB/s")
-    for job, need in (("matmul 4096³", 0.70), ("gemv 8192²", 0.90)):
+    for job, need in (("matmul 4096³", 0.90), ("gemm 4096³ α=1.5 β=0.5", 0.88)):
         rows = runs.get(job, {}).get("rows", [])
-        key = "gflops" if job.startswith("matmul") else "gbs"
-        b, lib = best(rows, key=key), best(rows, "library", key=key)
-        ratio(f"{job}: best ≥ {need:.0%} of cuBLAS", job, getattr(b, key) if b else None,
-              getattr(lib, key) if lib else None, need,
-              f"{b.variant if b else '?'} {getattr(b, key) if b else 0:,.0f} / cublas {getattr(lib, key) if lib else 0:,.0f}")
+        b, lib = best(rows, key="gflops"), best(rows, "library", key="gflops")
+        ratio(f"{job}: best ≥ {need:.0%} of cuBLAS (TF32 off, same run)", job, b.gflops if b else None,
+              lib.gflops if lib else None, need,
+              f"{b.variant if b else '?'} {b.gflops if b else 0:,.0f} / cublas {lib.gflops if lib else 0:,.0f} GFLOP/s")
     return out
 
 

@@ -46,8 +46,8 @@ def test_catalog_loads(family):
 def test_matmul_ladder():
     names = catalog.family("matmul").names()
     assert names[:4] == ["host", "naive", "tiled", "tiled-any"]
-    assert {"regblock", "dbuf", "cublas"} <= set(names)
-    assert catalog.family("gemv").names() == ["host", "naive", "coalesced", "warp-row", "cublas"]
+    assert {"regblock", "dbuf", "async", "warptile", "cublas"} <= set(names)
+    assert catalog.family("gemv").names() == ["host", "naive", "coalesced", "warp-row", "block-row", "cublas"]
 
 
 # --- launch plans ------------------------------------------------------------------------------------

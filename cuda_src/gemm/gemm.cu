@@ -1,7 +1,8 @@
 // fp32 GEMM Z = alpha * A.B + beta * C, row-major: A is M x K, B is K x N, C and Z are M x N.
 // Z is a separate output so that every timed launch does the same work (C is never
 // overwritten); with beta == 0, C is not read (the BLAS convention).
-// The register-blocked kernels are the matmul family's, with the alpha/beta epilogue.
+// The register-blocked, async-copy and warp-tiled kernels are the matmul family's, with the
+// alpha/beta epilogue.
 
 #include "../matmul/sgemm.cuh"
 
@@ -35,4 +36,70 @@ gemm_dbuf(const float *__restrict__ A, const float *__restrict__ B, const float 
 {
     // Double-buffered shared memory with register prefetch; alpha/beta epilogue.
     sgemm_128x128<true, true>(A, B, C, Z, M, N, K, alpha, beta);
+}
+
+// ---- the matmul async-copy and warp-tiling rungs with the alpha/beta epilogue -------------------
+
+#include "../matmul/sgemm_async.cuh"
+
+// async: dbuf's 128 x 128 tile and 8 x 8 thread layout, with AS_STAGES slices of AS_BK in flight
+// through cp.async instead of register prefetch. Dynamic shared memory:
+// SA_SMEM_BYTES(128, 128, AS_BK, AS_STAGES) (family.toml's `shared`).
+#ifndef AS_BK
+#define AS_BK 16
+#endif
+#ifndef AS_STAGES
+#define AS_STAGES 3
+#endif
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+gemm_async(const float *__restrict__ A, const float *__restrict__ B, const float *__restrict__ C,
+           float *__restrict__ Z, int M, int N, int K, float alpha, float beta)
+{
+    sgemm_async<128, 128, AS_BK, 256, 2, 2, AS_STAGES, 0, 0, 0, true>(A, B, C, Z, M, N, K, alpha, beta);
+}
+
+// warptile: a WT_BM x WT_BN block tile split into WT_WM x WT_WN warp tiles; each lane owns
+// (4*WT_MI) x (4*WT_NI) outputs; WT_STAGES cp.async stages of WT_BK; blocks walk WT_GROUP block
+// rows at a time (L2 reuse). Threads: (WT_BM / WT_WM) * (WT_BN / WT_WN) * 32, at least WT_MINB
+// blocks an SM. The defaults are the tuned shape: 128 x 256 tile, 8 warps of 64 x 64, 8 x 16 per
+// lane (1 block an SM, up to 255 registers a thread). Shared: SA_SMEM_BYTES(WT_BM, WT_BN, WT_BK, WT_STAGES).
+#ifndef WT_BM
+#define WT_BM 128
+#endif
+#ifndef WT_BN
+#define WT_BN 256
+#endif
+#ifndef WT_BK
+#define WT_BK 16
+#endif
+#ifndef WT_WM
+#define WT_WM 64
+#endif
+#ifndef WT_WN
+#define WT_WN 64
+#endif
+#ifndef WT_MI
+#define WT_MI 2
+#endif
+#ifndef WT_NI
+#define WT_NI 4
+#endif
+#ifndef WT_STAGES
+#define WT_STAGES 3
+#endif
+#ifndef WT_MINB
+#define WT_MINB 1
+#endif
+#ifndef WT_GROUP
+#define WT_GROUP 8
+#endif
+#define WT_THREADS ((WT_BM / WT_WM) * (WT_BN / WT_WN) * 32)
+
+extern "C" __global__ void __launch_bounds__(WT_THREADS, WT_MINB)
+gemm_warptile(const float *__restrict__ A, const float *__restrict__ B, const float *__restrict__ C,
+              float *__restrict__ Z, int M, int N, int K, float alpha, float beta)
+{
+    sgemm_async<WT_BM, WT_BN, WT_BK, WT_THREADS, WT_MI, WT_NI, WT_STAGES, WT_WM, WT_WN, WT_GROUP, true>(
+        A, B, C, Z, M, N, K, alpha, beta);
 }

@@ -69,29 +69,86 @@ extern "C" __global__ void transpose_block(float *out, const float *in, int rows
 #define STORE(p, v) (*(p) = (v))
 #endif
 
-extern "C" __global__ void transpose_tiled(float *out, const float *in, int rows, int cols,
-                                           int pitch_in_elem, int pitch_out_elem)
+// TS_LDHINT 1: the tile's loads ask L2 for 256-byte blocks (ld.global.nc.L2::256B): each block's
+// 64-float rows are 256 bytes, so one request fetches a whole tile row.
+#ifndef TS_LDHINT
+#define TS_LDHINT 0
+#endif
+
+__device__ __forceinline__ float ts_load(const float *p)
 {
-    // A TILE x TILE tile moved by TILE x ROWS threads, TILE/ROWS elements each: more independent
-    // loads in flight per thread and fewer blocks. The tile is padded by one word per row.
+#if TS_LDHINT
+    float v;
+    asm("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+#else
+    return *p;
+#endif
+}
+
+// One TILE x TILE tile (input tile column bx, tile row by) moved by TILE x ROWS threads.
+__device__ __forceinline__ void transpose_tile(float *out, const float *in, int rows, int cols,
+                                               int pitch_in_elem, int pitch_out_elem, int bx, int by)
+{
     __shared__ float tile[TILE][TILE + 1];
-    int x = blockIdx.x * TILE + threadIdx.x;
-    int y0 = blockIdx.y * TILE + threadIdx.y;
+    int x = bx * TILE + threadIdx.x;
+    int y0 = by * TILE + threadIdx.y;
     if (x < cols) {
 #pragma unroll
         for (int j = 0; j < TILE; j += ROWS)
             if (y0 + j < rows)
-                tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(y0 + j) * pitch_in_elem + x];
+                tile[threadIdx.y + j][threadIdx.x] = ts_load(in + (size_t)(y0 + j) * pitch_in_elem + x);
     }
     __syncthreads();
-    int ox = blockIdx.y * TILE + threadIdx.x;
-    int oy0 = blockIdx.x * TILE + threadIdx.y;
+    int ox = by * TILE + threadIdx.x;
+    int oy0 = bx * TILE + threadIdx.y;
     if (ox < rows) {
 #pragma unroll
         for (int j = 0; j < TILE; j += ROWS)
             if (oy0 + j < cols)
                 STORE(out + (size_t)(oy0 + j) * pitch_out_elem + ox, tile[threadIdx.x][threadIdx.y + j]);
     }
+}
+
+extern "C" __global__ void transpose_tiled(float *out, const float *in, int rows, int cols,
+                                           int pitch_in_elem, int pitch_out_elem)
+{
+    // A TILE x TILE tile moved by TILE x ROWS threads, TILE/ROWS elements each: more independent
+    // loads in flight per thread and fewer blocks. The tile is padded by one word per row.
+    transpose_tile(out, in, rows, cols, pitch_in_elem, pitch_out_elem, blockIdx.x, blockIdx.y);
+}
+
+// Launch order -> tile. BAND = 0: the launch order (row by row: the blocks resident together
+// read a few whole input rows but write a short piece of every output row). BAND = G > 0: bands
+// of G tile columns, walked row by row inside each band, so the blocks resident together read runs
+// of G tiles of each input row and write long runs of each output row (BAND = 1: column by column).
+__device__ __forceinline__ void transpose_band_tile(int band_w, int &bx, int &by)
+{
+    const int gx = gridDim.x, gy = gridDim.y;
+    if (band_w <= 0) {
+        bx = blockIdx.x;
+        by = blockIdx.y;
+        return;
+    }
+    const int bid = blockIdx.y * gx + blockIdx.x;
+    const int per = band_w * gy, first = (bid / per) * band_w;
+    const int w = min(gx - first, band_w);
+    bx = first + (bid % per) % w;
+    by = (bid % per) / w;
+}
+
+#ifndef TS_BAND
+#define TS_BAND 1
+#endif
+
+extern "C" __global__ void transpose_tiled_band(float *out, const float *in, int rows, int cols,
+                                                int pitch_in_elem, int pitch_out_elem)
+{
+    // transpose_tiled with the tiles taken in bands of TS_BAND tile columns (see
+    // transpose_band_tile): the writes of the blocks in flight land in long runs of few output rows.
+    int bx, by;
+    transpose_band_tile(TS_BAND, bx, by);
+    transpose_tile(out, in, rows, cols, pitch_in_elem, pitch_out_elem, bx, by);
 }
 
 #ifndef VROWS
@@ -142,6 +199,112 @@ extern "C" __global__ void transpose_vec4(float *out, const float *in, int rows,
             for (int k = 0; k < 4; ++k)
                 if (ox + k < rows)
                     dst[k] = tile[4 * tx + k][r];
+        }
+    }
+}
+
+// ---- 16-byte accesses without bank conflicts ----------------------------------------------------
+
+#ifndef TV_TILE
+#define TV_TILE 64
+#endif
+#ifndef TV_ROWS
+#define TV_ROWS 16
+#endif
+// TV_STCS 1: evict-first stores (st.global.cs). TV_LDHINT 1: loads skip L1 and ask L2 for 256-byte
+// blocks (ld.global.nc.L1::no_allocate.L2::256B).
+#ifndef TV_STCS
+#define TV_STCS 0
+#endif
+#ifndef TV_LDHINT
+#define TV_LDHINT 0
+#endif
+// TV_BAND: tiles taken in bands of TV_BAND tile columns (transpose_band_tile; 0: launch order).
+#ifndef TV_BAND
+#define TV_BAND 1
+#endif
+
+__device__ __forceinline__ float4 tv_load(const float *p)
+{
+#if TV_LDHINT
+    float4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+#else
+    return __ldg(reinterpret_cast<const float4 *>(p));
+#endif
+}
+
+__device__ __forceinline__ void tv_store(float *p, float4 v)
+{
+#if TV_STCS
+    __stcs(reinterpret_cast<float4 *>(p), v);
+#else
+    *reinterpret_cast<float4 *>(p) = v;
+#endif
+}
+
+extern "C" __global__ void transpose_vec4_cf(float *out, const float *in, int rows, int cols,
+                                             int pitch_in_elem, int pitch_out_elem)
+{
+    // A TV_TILE x TV_TILE tile moved with 16-byte loads and stores by (TV_TILE/4) x TV_ROWS threads,
+    // every load issued before the first shared store. Each warp is 8 vectors wide and 4 rows
+    // deep (not 16 x 2 as in transpose_vec4): the scalar shared accesses of one instruction then
+    // hit rows r..r+3 at columns 4*tx + k, banks (r + 4*tx + k) mod 32 with the 1-word padding,
+    // all 32 distinct, on the way in and on the way out. Tiles are taken in bands of TV_BAND tile
+    // columns (1: column by column), which kept the H200 near copy speed (launch order: 4 points
+    // lower). The cache hints (TV_LDHINT, TV_STCS) measured slower on H100 and H200.
+    constexpr int TW = TV_TILE / 4;          // vectors per tile row (threads along x)
+    constexpr int PER = TV_TILE / TV_ROWS;   // rows per thread
+    static_assert(TW % 8 == 0 && TV_ROWS % 4 == 0 && TV_TILE % TV_ROWS == 0, "tile shape");
+    __shared__ float tile[TV_TILE][TV_TILE + 1];
+    const int t = threadIdx.y * TW + threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int tx = (warp % (TW / 8)) * 8 + (lane & 7);
+    const int ty = (warp / (TW / 8)) * 4 + (lane >> 3);
+    int bx, by;
+    transpose_band_tile(TV_BAND, bx, by);
+    const int col0 = bx * TV_TILE, row0 = by * TV_TILE;
+    const bool vec = ((cols | rows | pitch_in_elem | pitch_out_elem) & 3) == 0;
+    const int x = col0 + 4 * tx;
+    if (vec && x < cols) {
+        float4 v[PER];
+#pragma unroll
+        for (int j = 0; j < PER; ++j) {
+            const int y = row0 + ty + j * TV_ROWS;
+            if (y < rows) v[j] = tv_load(in + (size_t)y * pitch_in_elem + x);
+        }
+#pragma unroll
+        for (int j = 0; j < PER; ++j) {
+            const int r = ty + j * TV_ROWS;
+            tile[r][4 * tx] = v[j].x;
+            tile[r][4 * tx + 1] = v[j].y;
+            tile[r][4 * tx + 2] = v[j].z;
+            tile[r][4 * tx + 3] = v[j].w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < PER; ++j) {
+            const int y = row0 + ty + j * TV_ROWS;
+            if (y < rows)
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    if (x + k < cols) tile[ty + j * TV_ROWS][4 * tx + k] = in[(size_t)y * pitch_in_elem + x + k];
+        }
+    }
+    __syncthreads();
+    const int ox = row0 + 4 * tx;  // output column = input row
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        const int r = ty + j * TV_ROWS, oy = col0 + r;  // output row = input column
+        if (oy >= cols) break;
+        float *dst = out + (size_t)oy * pitch_out_elem + ox;
+        if (vec && ox < rows) {
+            tv_store(dst, make_float4(tile[4 * tx][r], tile[4 * tx + 1][r], tile[4 * tx + 2][r], tile[4 * tx + 3][r]));
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (ox + k < rows) dst[k] = tile[4 * tx + k][r];
         }
     }
 }

@@ -1,0 +1,271 @@
+// Multi-stage cp.async fp32 GEMM body shared by the matmul and gemm families (gemm includes it as
+// "../matmul/sgemm_async.cuh"): Z = alpha * A.B + beta * C, all row-major, A is M x K, B is K x N.
+//
+// Pipeline. STAGES shared-memory buffers; each K slice (BK wide) of A and B is copied from global
+// to shared memory with cp.async, straight into shared memory (no register staging, no store
+// instructions), STAGES - 1 slices ahead of the one being multiplied. One barrier per slice:
+// after it, slice t has landed (cp.async.wait_group) and everyone has finished multiplying slice
+// t - 1, whose buffer the next copy may then overwrite.
+//
+// Layouts. B rows are copied 16 bytes at a time (cp.async.cg) into Bs[k][n]. A is stored
+// transposed, As[k][m], so that a thread reads the 4 consecutive rows it needs at one k as one
+// float4: a 16-byte copy cannot transpose, so A moves in 4-byte copies (cp.async.ca), lanes along
+// k (coalesced: a warp reads BK consecutive floats of 32 / BK rows) and rows padded by 4 floats
+// (the transposing writes of a warp then land in different banks for BK = 8).
+//
+// Thread tile. Each thread owns TM x TN outputs in registers (TM = 4*MI rows as MI float4 groups
+// RSM apart, TN = 4*NI columns as NI float4 groups CS apart), so every shared read is a 16-byte
+// vector and a warp's reads are consecutive vectors (no bank conflicts). WM == 0 spreads the
+// threads over the block tile like matmul dbuf (16 x 16 threads, groups 64 apart): the async
+// rung. WM > 0 gives each warp a compact WM x WN warp tile (LY x LX lanes, LY = WM / TM,
+// LX = WN / TN): the warp-tiling rung.
+//
+// Edges. Any M, N, K: a copy that would read outside A or B asks cp.async for 0 source bytes,
+// which zero-fills its shared bytes, and only stores inside Z happen. When B's rows are not
+// 16-byte aligned (N % 4 != 0) B moves in 4-byte copies too (uniform per launch).
+//
+// Two K loops. Blocks whose tile lies inside M and N, when B's rows are 16-byte aligned and K is a
+// multiple of BK, run a copy of the K loop with no bound arithmetic: base pointers and shared
+// offsets are computed once and the copies of one slice differ by constants (about 90% of the
+// loop's instructions are then FFMA, against 72% with per-copy checks, which cost 15% of the
+// speed). The other blocks run the checked loop.
+
+#pragma once
+
+__device__ __forceinline__ void sa_cp16(float *smem, const float *gmem, bool valid)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const size_t g = __cvta_generic_to_global(gmem);
+    const int bytes = valid ? 16 : 0;  // 0 source bytes: 16 zero bytes written
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void sa_cp4(float *smem, const float *gmem, bool valid)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const size_t g = __cvta_generic_to_global(gmem);
+    const int bytes = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(g), "r"(bytes) : "memory");
+}
+
+// Interior copies: every source byte is inside the matrix, no source-size operand.
+__device__ __forceinline__ void sa_cp4_in(unsigned smem, const float *gmem)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(__cvta_generic_to_global(gmem)) : "memory");
+}
+
+__device__ __forceinline__ void sa_cp16_in(unsigned smem, const float *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(__cvta_generic_to_global(gmem)) : "memory");
+}
+
+__device__ __forceinline__ void sa_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void sa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+template <bool B>
+struct SaBool {
+    static constexpr bool value = B;
+};
+
+// Dynamic shared memory bytes for one configuration (family.toml's `shared` must match).
+#define SA_SMEM_BYTES(BM, BN, BK, STAGES) ((STAGES) * ((BK) * ((BM) + 4) + (BK) * (BN)) * 4)
+
+template <int BM, int BN, int BK, int NT, int MI, int NI, int STAGES, int WM, int WN, int GROUP, bool GEMM>
+__device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const float *__restrict__ B,
+                                            const float *__restrict__ C, float *__restrict__ Z,
+                                            int M, int N, int K, float alpha, float beta)
+{
+    constexpr int TM = 4 * MI, TN = 4 * NI;
+    constexpr int AST = BM + 4, BST = BN;                // shared row strides (floats)
+    constexpr int ASZ = BK * AST, BSZ = BK * BST;        // one stage of A and of B
+    constexpr int LA = BM * BK / NT, LB = BK * BN / 4 / NT;  // copies per thread: 4-byte (A), 16-byte (B)
+    static_assert(LA * NT == BM * BK && LB * NT * 4 == BK * BN && NT % BK == 0, "copies must tile evenly");
+    static_assert(STAGES >= 2, "at least two stages");
+    // Layout: rows rbase + RSM*mi + r, columns cbase + CS*ni + c (r, c < 4).
+    constexpr int LX = WM ? WN / TN : 8;
+    constexpr int RSM = WM ? (32 / LX) * 4 : BM / MI, CS = WM ? LX * 4 : BN / NI;
+    static_assert(WM ? (WM % TM == 0 && WN % TN == 0 && (WM / TM) * (WN / TN) == 32 &&
+                        (BM / WM) * (BN / WN) * 32 == NT)
+                     : ((BM / TM) * (BN / TN) == NT && (BN / TN) % 8 == 0), "threads must tile the block");
+
+    extern __shared__ __align__(16) float sa_smem[];
+    float *As = sa_smem;
+    float *Bs = sa_smem + STAGES * ASZ;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int rbase, cbase;
+    if constexpr (WM > 0) {
+        constexpr int WX = BN / (WM > 0 ? WN : 1);
+        rbase = (warp / WX) * WM + (lane / LX) * 4;
+        cbase = (warp % WX) * WN + (lane % LX) * 4;
+    } else {
+        constexpr int WXS = BN / TN / 8;  // warps across; a warp is 8 x 4 threads
+        rbase = ((warp / WXS) * 4 + (lane >> 3)) * 4;
+        cbase = ((warp % WXS) * 8 + (lane & 7)) * 4;
+    }
+
+    // Block order: GROUP > 0 walks GROUP block rows at a time down the grid (consecutive blocks
+    // share B's column panels and a few A row panels in L2).
+    int bx = blockIdx.x, by = blockIdx.y;
+    if constexpr (GROUP > 0) {
+        const int gx = gridDim.x, gy = gridDim.y;
+        const int bid = blockIdx.y * gx + blockIdx.x;
+        const int per = GROUP * gx, first = (bid / per) * GROUP;
+        const int rows = min(gy - first, GROUP);
+        by = first + (bid % per) % rows;
+        bx = (bid % per) / rows;
+    }
+    const int row0 = by * BM, col0 = bx * BN;
+    const bool bvec = (N & 3) == 0;
+
+    // Copy coordinates, fixed for the whole K loop: A lanes run along k (RA rows apart from one
+    // copy to the next), B lanes along n (RB rows apart).
+    constexpr int RA = NT / BK, BV = BN / 4, RB = NT / BV;
+    static_assert(NT % BK == 0 && NT % BV == 0, "copy lanes must tile a row");
+    const int ka = tid % BK, ma = tid / BK, nb = (tid % BV) * 4, kb = tid / BV;
+    // Interior blocks (the tile inside M and N, B rows 16-byte aligned) copy full slices with no
+    // bounds arithmetic: base pointers and shared offsets are computed once, the copies differ by
+    // constants. Edge blocks and the last partial slice take the checked path.
+    const bool interior = bvec && row0 + BM <= M && col0 + BN <= N;
+    const float *pa = A + (size_t)(row0 + ma) * K + ka;
+    const float *pb = B + (size_t)kb * N + col0 + nb;
+    const size_t stra = (size_t)RA * K, strb = (size_t)RB * N;
+    const unsigned sa0 = static_cast<unsigned>(__cvta_generic_to_shared(As + ka * AST + ma));
+    const unsigned sb0 = static_cast<unsigned>(__cvta_generic_to_shared(Bs + kb * BST + nb));
+
+    auto load_fast = [&](int stage, int k0) {
+        const float *ga = pa + k0;
+        const float *gb = pb + (size_t)k0 * N;
+        const unsigned sa = sa0 + stage * ASZ * 4, sb = sb0 + stage * BSZ * 4;
+#pragma unroll
+        for (int l = 0; l < LA; ++l) sa_cp4_in(sa + l * RA * 4, ga + l * stra);
+#pragma unroll
+        for (int l = 0; l < LB; ++l) sa_cp16_in(sb + l * RB * BST * 4, gb + l * strb);
+    };
+    auto load_checked = [&](int stage, int k0) {
+        float *as = As + stage * ASZ, *bs = Bs + stage * BSZ;
+#pragma unroll 1
+        for (int l = 0; l < LA; ++l) {
+            const int f = tid + l * NT;
+            const int m = f / BK, k = f % BK;
+            const int gr = row0 + m, gk = k0 + k;
+            const bool ok = gr < M && gk < K;
+            sa_cp4(as + k * AST + m, ok ? A + (size_t)gr * K + gk : A, ok);
+        }
+#pragma unroll 1
+        for (int l = 0; l < LB; ++l) {
+            const int f = tid + l * NT;
+            const int k = f / (BN / 4), n = (f % (BN / 4)) * 4;
+            const int gk = k0 + k, gc = col0 + n;
+            float *dst = bs + k * BST + n;
+            if (bvec) {
+                const bool ok = gk < K && gc < N;
+                sa_cp16(dst, ok ? B + (size_t)gk * N + gc : B, ok);
+            } else {
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const bool ok = gk < K && gc + c < N;
+                    sa_cp4(dst + c, ok ? B + (size_t)gk * N + gc + c : B, ok);
+                }
+            }
+        }
+    };
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+    // The K loop, compiled twice: interior blocks of a K that is a multiple of BK never test a bound.
+    auto pipeline = [&](auto fast) {
+        auto load = [&](int stage, int k0) {
+            if constexpr (decltype(fast)::value)
+                load_fast(stage, k0);
+            else
+                load_checked(stage, k0);
+        };
+        const int slices = (K + BK - 1) / BK;
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < slices) load(s, s * BK);
+            sa_commit();  // one group per slice, empty ones too: the wait count stays uniform
+        }
+        int rs = 0, ws = STAGES - 1;  // the stages read and written in this iteration
+        for (int t = 0; t < slices; ++t) {
+            sa_wait<STAGES - 2>();  // this thread's copies of slice t have landed ...
+            __syncthreads();        // ... everyone's too, and slice t - 1's buffer is free
+            const int nt = t + STAGES - 1;
+            if (nt < slices) load(ws, nt * BK);
+            sa_commit();
+            const float *as = As + rs * ASZ + rbase;
+            const float *bs = Bs + rs * BSZ + cbase;
+            rs = rs == STAGES - 1 ? 0 : rs + 1;
+            ws = ws == STAGES - 1 ? 0 : ws + 1;
+#pragma unroll
+            for (int k = 0; k < BK; ++k) {
+                float a[TM], b[TN];
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    const float4 v = *reinterpret_cast<const float4 *>(as + k * AST + mi * RSM);
+                    a[mi * 4 + 0] = v.x;
+                    a[mi * 4 + 1] = v.y;
+                    a[mi * 4 + 2] = v.z;
+                    a[mi * 4 + 3] = v.w;
+                }
+#pragma unroll
+                for (int ni = 0; ni < NI; ++ni) {
+                    const float4 v = *reinterpret_cast<const float4 *>(bs + k * BST + ni * CS);
+                    b[ni * 4 + 0] = v.x;
+                    b[ni * 4 + 1] = v.y;
+                    b[ni * 4 + 2] = v.z;
+                    b[ni * 4 + 3] = v.w;
+                }
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
+        }
+    };
+    if (interior && K % BK == 0)
+        pipeline(SaBool<true>{});
+    else
+        pipeline(SaBool<false>{});
+
+    // Epilogue: float4 stores along rows where Z's rows are 16-byte aligned and the group is
+    // inside; element stores at the right edge. GEMM reads C only when beta != 0.
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int r = row0 + rbase + (i >> 2) * RSM + (i & 3);
+        if (r >= M) continue;
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+            const int c = col0 + cbase + ni * CS;
+            const size_t idx = (size_t)r * N + c;
+            float v[4] = {acc[i][ni * 4 + 0], acc[i][ni * 4 + 1], acc[i][ni * 4 + 2], acc[i][ni * 4 + 3]};
+            if (bvec && c + 3 < N) {
+                if (GEMM) {
+                    if (beta != 0.f) {
+                        const float4 cin = __ldg(reinterpret_cast<const float4 *>(C + idx));
+                        v[0] = fmaf(alpha, v[0], beta * cin.x);
+                        v[1] = fmaf(alpha, v[1], beta * cin.y);
+                        v[2] = fmaf(alpha, v[2], beta * cin.z);
+                        v[3] = fmaf(alpha, v[3], beta * cin.w);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) v[j] *= alpha;
+                    }
+                }
+                *reinterpret_cast<float4 *>(Z + idx) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (c + j < N)
+                        Z[idx + j] = !GEMM ? v[j] : beta != 0.f ? fmaf(alpha, v[j], beta * C[idx + j]) : alpha * v[j];
+            }
+        }
+    }
+}
