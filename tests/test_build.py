@@ -81,7 +81,7 @@ def test_a_change_of_an_included_header_misses(cache, tmp_path):
     for fam in ("matmul", "gemm"):
         shutil.copytree(catalog.SRC_ROOT / fam, src / fam)
     gemm = src / "gemm" / "gemm.cu"
-    assert build.includes(gemm) == [(src / "matmul" / "sgemm.cuh").resolve()]
+    assert (src / "matmul" / "sgemm.cuh").resolve() in build.includes(gemm)
     assert not build.build(gemm, {}, "sm_90").cached
     assert build.build(gemm, {}, "sm_90").cached
     header = src / "matmul" / "sgemm.cuh"
