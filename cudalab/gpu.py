@@ -177,11 +177,16 @@ class DeviceArray:
         rows = self.shape[0] if self.shape else 1
         row_elems = int(np.prod(self.shape[1:])) if len(self.shape) > 1 else 1
         per = max(1, chunk_bytes // max(1, row_elems * self.dtype.itemsize))
-        staging = self._dev.staging(min(per, rows) * row_elems * self.dtype.itemsize)
+        half = min(per, rows) * row_elems * self.dtype.itemsize
+        staging = self._dev.staging(2 * half)
+        turn = [0]
 
         def read(r0: int, r1: int) -> np.ndarray:
+            # two halves, taken in turn: a chunk is compared while the next one downloads
+            base = (turn[0] % 2) * half
+            turn[0] += 1
             n = (r1 - r0) * row_elems
-            out = staging[: n * self.dtype.itemsize].view(self.dtype).reshape((r1 - r0,) + self.shape[1:])
+            out = staging[base: base + n * self.dtype.itemsize].view(self.dtype).reshape((r1 - r0,) + self.shape[1:])
             self.download_rows(r0, r1, out)
             return out
 

@@ -9,7 +9,7 @@ with the cores. Every helper gives the same answer whatever the thread count.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -186,7 +186,15 @@ def exact_diff(result: np.ndarray | RowChunks, reference: np.ndarray) -> Diff:
     cols = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     ref2 = reference.reshape(rows, cols) if len(shape) != 2 else reference
     if isinstance(result, RowChunks):
-        diffs = [_diff2d(chunk.reshape(chunk.shape[0], cols), ref2[r0:r0 + chunk.shape[0]], r0) for r0, chunk in result]
+        # chunk k is compared (on the pool) while chunk k+1 downloads; a chunk's buffer is reused two
+        # chunks later, so chunk k-1's comparison is waited for before chunk k+1 is read over it
+        futures: list[Future] = []
+        diffs = []
+        for r0, chunk in result:
+            futures.append(_driver().submit(_diff2d, chunk.reshape(chunk.shape[0], cols), ref2[r0:r0 + chunk.shape[0]], r0))
+            if len(futures) >= 2:
+                diffs.append(futures[-2].result())
+        diffs.append(futures[-1].result())
         d = _merge(diffs)
     else:
         d = _diff2d(np.asarray(result).reshape(rows, cols), ref2)
@@ -207,11 +215,30 @@ def first_difference(result: np.ndarray | RowChunks, reference: np.ndarray) -> t
     return exact_diff(result, reference).first
 
 
+_POOL: ThreadPoolExecutor | None = None
+_DRIVER: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The worker threads, made once per process (a pool per call cost more than the work it did)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="cudalab-host")
+    return _POOL
+
+
+def _driver() -> ThreadPoolExecutor:
+    """One thread that hands a chunk's comparison to the pool while the caller downloads the next."""
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudalab-chunk")
+    return _DRIVER
+
+
 def _run(task: Callable[[int], None], count: int) -> None:
     """Run ``task(0..count-1)`` on the worker threads (inline when there is one task)."""
     if count <= 1:
         for k in range(count):
             task(k)
         return
-    with ThreadPoolExecutor(max_workers=min(workers(), count)) as pool:
-        list(pool.map(task, range(count)))  # list(): re-raise the first task's exception here
+    list(_pool().map(task, range(count)))  # list(): re-raise the first task's exception here
