@@ -19,9 +19,13 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cudalab import __version__, catalog, gpu, report, runner  # noqa: E402
 from cudalab.bench import Protocol  # noqa: E402
+
+import bench_sections as S  # noqa: E402
+from bench_record import record_markdown, section_checks  # noqa: E402
 
 # (job name, family, request keywords). Every family in the catalog without a job here runs at
 # its defaults, so a new family shows up in the record without touching this list.
@@ -88,75 +92,46 @@ def targets(runs: dict) -> list[tuple[str, str, bool | None]]:
     return out
 
 
-#: Timing truth (issue 4): event median vs ncu's gpu__time_duration for every variant above 0.5 ms.
-TRUTH_JOBS = (("transpose 16384²", "transpose", ["--n", "16384"]), ("reduce 2^26 float64", "reduce",
-              ["--n", "2^26", "--dtype", "float64"]))
+def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
+    """Run every job on one GPU with telemetry; one job's failure never loses the others' figures."""
+    from cudalab import sweep
+
+    first = runner.RunRequest(family=jobs[0][1])
+    tele = sweep.open_telemetry(first)
+    dev = gpu.Device(0)
+    if tele.telemetry is not None:
+        tele.telemetry.after_open()
+    runs: dict[str, dict] = {}
+    for job, fam, kw in jobs:
+        t0 = time.time()
+        print(f"== {job}", file=sys.stderr, flush=True)
+        try:
+            req = runner.RunRequest(family=fam, protocol=Protocol(budget_s=budget), seed=None, **kw)
+            run = runner.FamilyRun(req, dev, telemetry=tele.telemetry, on_result=lambda r: print(
+                f"   {r.variant}: {r.status} {r.median_ms} {r.reason}", file=sys.stderr, flush=True))
+            rows = report.pct_column(run.run(), run.spec.metric)
+            runs[job] = {"family": fam, "request": kw, "rows": rows, "roofline": run.roofline,
+                         "problem": run.problem, "seconds": time.time() - t0}
+        except Exception as exc:  # one family's failure must not lose the others' figures
+            runs[job] = {"family": fam, "request": kw, "error": f"{type(exc).__name__}: {exc}",
+                         "trace": traceback.format_exc()}
+    info = dev.info.to_dict()
+    info["telemetry"] = tele.telemetry.summary() if tele.telemetry is not None else {"note": tele.note}
+    info["free_bytes"] = dev.mem_info()[0]
+    if tele.telemetry is not None:
+        tele.telemetry.close()
+    dev.close()
+    return runs, info
 
 
-def timing_truth(runs: dict) -> list[dict]:
-    """Profile the transpose and reduce variants with ncu (metric set 'time') and compare with events."""
-    from cudalab import ncu
-
-    out = []
-    for job, fam, args in TRUTH_JOBS:
-        if job not in runs or runs[job].get("error"):
-            continue
-        events = {r.variant: r.median_ms for r in runs[job]["rows"] if r.kind == "kernel" and r.median_ms}
-        slow = [v for v, ms in events.items() if ms > 0.5]
-        if not slow:
-            continue
-        rep = ncu.profile(fam, ",".join(slow), args, metrics="time")
-        for row in rep.rows:
-            ev, nc = events.get(row.variant), row.duration_ms
-            diff = (ev - nc) / nc if ev and nc else None
-            out.append({"job": job, "variant": row.variant, "event_ms": ev, "ncu_ms": nc,
-                        "diff": diff, "ok": diff is not None and abs(diff) <= 0.03, "note": row.note})
-    return out
-
-
-#: Time to table (issue 11): whole commands as a user types them, machine warm, kernels compiled.
-#: (command, target seconds).
-TABLE_COMMANDS = (
-    (["transpose", "--variant", "bankopt", "--n", "16384"], 2.5),
-    (["copy"], 3.0),
-    (["reduce", "--all"], 3.0),
-    (["transpose", "--n", "16384"], 10.0),
-)
-
-
-def gpu_ms(record: dict) -> float:
-    """GPU work in a saved run: every timed sample plus, per row, its warm-up and verified launch."""
-    total = 0.0
-    for point in record.get("points", ()):
-        rows = list(point.get("results", ()))
-        for r in rows:
-            s = r.get("stats")
-            if s and r.get("kind") != "host":
-                total += sum(s["samples"]) + 2 * s["median"]
-    return total
-
-
-def time_to_table(out: Path) -> list[dict]:
-    """Run each command twice (the first fills the compile cache) and keep the second's wall time."""
-    import json
-    import subprocess
-    import tempfile
-
-    rows = []
-    for argv, target in TABLE_COMMANDS:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "run.json"
-            cmd = [sys.executable, "-m", "cudalab", *argv, "--json", str(path)]
-            walls = []
-            for _ in range(2):
-                t0 = time.perf_counter()
-                proc = subprocess.run(cmd, capture_output=True, text=True)
-                walls.append(time.perf_counter() - t0)
-            gpu = gpu_ms(json.loads(path.read_text())) / 1e3 if path.is_file() else None
-        rows.append({"command": "cudalab " + " ".join(argv), "wall_s": walls[-1], "first_wall_s": walls[0],
-                     "gpu_s": gpu, "target_s": target, "ok": proc.returncode in (0, 1) and walls[-1] <= target,
-                     "rc": proc.returncode, "tail": proc.stderr.strip().splitlines()[-1:] if proc.returncode else []})
-    return rows
+def section(name: str, fn, *args):
+    """Run one section; its failure is written into the record, not raised."""
+    print(f"== section {name}", file=sys.stderr, flush=True)
+    try:
+        return fn(*args)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                "trace": traceback.format_exc()}
 
 
 def main() -> int:
@@ -164,105 +139,51 @@ def main() -> int:
     ap.add_argument("--out", default="docs/benchmarks")
     ap.add_argument("--only", default=None, help="comma list of families")
     ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--no-ncu", action="store_true", help="skip the timing-truth comparison with ncu")
-    ap.add_argument("--no-wall", action="store_true", help="skip the time-to-table commands")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: wall,ncu,truth,table36,large,saved")
     args = ap.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
     only = set(args.only.split(",")) if args.only else None
     cat = catalog.load_catalog()
     jobs = [j for j in JOBS if j[1] in cat]
     jobs += [(f"{name} (defaults)", name, {}) for name in cat if name not in {j[1] for j in JOBS}]
     if only:
         jobs = [j for j in jobs if j[1] in only]
-
-    dev = gpu.Device(0)
-    info = dev.info
-    runs: dict[str, dict] = {}
-    for job, fam, kw in jobs:
-        t0 = time.time()
-        print(f"== {job}", file=sys.stderr, flush=True)
-        try:
-            req = runner.RunRequest(family=fam, protocol=Protocol(budget_s=args.budget), seed=None, **kw)
-            run = runner.FamilyRun(req, dev, on_result=lambda r: print(
-                f"   {r.variant}: {r.status} {r.median_ms} {r.reason}", file=sys.stderr, flush=True))
-            rows = report.pct_column(run.run(), cat[fam].metric)
-            runs[job] = {"family": fam, "request": kw, "rows": rows, "roofline": run.roofline,
-                         "problem": run.problem, "seconds": time.time() - t0}
-        except Exception as exc:  # one family's failure must not lose the others' figures
-            runs[job] = {"family": fam, "request": kw, "error": f"{type(exc).__name__}: {exc}",
-                         "trace": traceback.format_exc()}
-    dev.close()
-
-    checks = targets(runs)
-    walls = [] if args.no_wall else time_to_table(Path(args.out))
-    for w in walls:
-        checks.append((f"time to table: `{w['command']}` ≤ {w['target_s']:g} s", f"{w['wall_s']:.2f} s", w["ok"]))
-    truth: list[dict] = []
-    if not args.no_ncu:
-        try:
-            truth = timing_truth(runs)
-        except Exception as exc:  # ncu missing or refused: say so in the record, keep the rest
-            truth = [{"job": "ncu", "variant": "–", "event_ms": None, "ncu_ms": None, "diff": None, "ok": False,
-                      "note": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}]
-        if truth:
-            worst = max((abs(t["diff"]) for t in truth if t["diff"] is not None), default=None)
-            checks.append(("event median within 3% of ncu gpu__time_duration (transpose, reduce; > 0.5 ms)",
-                           f"{len(truth)} variants, worst {worst:.1%}" if worst is not None else "no figures",
-                           all(t["ok"] for t in truth)))
-    slug = re.sub(r"[^a-z0-9]+", "-", info.name.lower()).strip("-")
+    runs, info = run_jobs(jobs, args.budget)
+    slug = re.sub(r"[^a-z0-9]+", "-", info["name"].lower()).strip("-")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    today = datetime.date.today().isoformat()
+
+    checks = targets(runs)
+    extra: dict = {}
+    if "wall" not in skip:
+        extra["time_to_table"] = section("wall", S.time_to_table, out)
+    if "saved" not in skip:
+        extra["saved_runs"] = section("saved", S.saved_runs, slug, out)
+    if "ncu" not in skip:
+        extra["ncu_walls"] = section("ncu", S.ncu_walls)
+    if "truth" not in skip:
+        extra["timing_truth"] = section("truth", S.timing_truth, runs)
+    if "table36" not in skip:
+        extra["table36"] = section("table36", S.table36, runs)
+    if "ceiling" not in skip:
+        run = runs.get("transpose 16384²", {})
+        b = best(run.get("rows", []))
+        if b is not None and run.get("roofline") and b.gbs < 0.97 * run["roofline"].gbs:
+            extra["ceiling"] = section("ceiling", S.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
+    if "large" not in skip:
+        from cudalab import memplan
+
+        extra["large"] = section("large", S.largest, info["free_bytes"], memplan.host_available())
+    checks += section_checks(extra)
+
     cmd = "python3 scripts/benchmark.py --out docs/benchmarks" + (f" --only {args.only}" if args.only else "")
-    md = [f"# cudalab benchmark record: {info.name}", "",
-          f"Measured {today} with cudalab {__version__} by `{cmd}` (a real run; nothing typed in).", "",
-          f"GPU: {info.name}, {info.arch}, {info.sm_count} SMs, SM clock {info.sm_clock_mhz} MHz, memory clock "
-          f"{info.mem_clock_mhz} MHz, L2 {info.l2_bytes / 2**20:.0f} MiB, {info.total_memory / 2**30:.0f} GiB; "
-          f"driver {info.driver_release or '?'} (CUDA {info.driver_version} driver API), CUDA {info.cuda_version} "
-          f"(pycuda build), CuPy {gpu.cupy_version() or 'absent'}.", "",
-          "Timing: CUDA events around one launch, L2 flushed before each sample, median of ≥10 samples "
-          "(until IQR/median < 1% or the budget), after a warm-up. GB/s counts each necessary byte once.", "",
-          "## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for name, measured, met in checks:
-        md.append(f"| {name} | {measured} | {'yes' if met else 'not run' if met is None else '**no**'} |")
-    if truth:
-        md += ["", "## Timing truth: CUDA events vs Nsight Compute", "",
-               "Each variant above 0.5 ms profiled by `cudalab ncu FAMILY --metrics time` (one ncu run per variant, "
-               "`--clock-control none`, ncu's own cache control) against the event median of the table below.", "",
-               "| job | variant | event median ms | ncu gpu__time_duration ms | difference | within 3% |",
-               "|---|---|---|---|---|---|"]
-        for t in truth:
-            ev = "–" if t["event_ms"] is None else f"{t['event_ms']:.4f}"
-            nc = "–" if t["ncu_ms"] is None else f"{t['ncu_ms']:.4f}"
-            md.append(f"| {t['job']} | {t['variant']} | {ev} | {nc} | "
-                      f"{'' if t['diff'] is None else format(t['diff'], '+.2%')} | {'yes' if t['ok'] else 'no'} {t['note']} |")
-    if walls:
-        md += ["", "## Time to table", "",
-               "Each command run twice as a user types it (`python3 -m cudalab ... --json FILE`, a fresh process each "
-               "time, machine warm); the second run's wall time is shown (the first fills nvcc's disk cache). GPU work = "
-               "every timed sample plus a warm-up and a verified launch per row, from the command's own JSON.", "",
-               "| command | wall s | first run s | GPU work s | GPU share | target s | met |", "|---|---|---|---|---|---|---|"]
-        for w in walls:
-            share = f"{w['gpu_s'] / w['wall_s']:.0%}" if w["gpu_s"] is not None else "–"
-            gpu_s = f"{w['gpu_s']:.3f}" if w["gpu_s"] is not None else "–"
-            md.append(f"| `{w['command']}` | {w['wall_s']:.2f} | {w['first_wall_s']:.2f} | {gpu_s} | {share} | "
-                      f"{w['target_s']:g} | {'yes' if w['ok'] else '**no**'} |")
-    for job, run in runs.items():
-        md += ["", f"## {job}", ""]
-        if run.get("error"):
-            md.append(f"Failed: `{run['error']}`")
-            continue
-        roof = run["roofline"]
-        if roof:
-            md += [f"Roofline {roof.gbs:,.0f} GB/s ({roof.source}; memcpy_dtod {roof.dtod_gbs:,.0f}"
-                   + (f", copy kernel {roof.kernel_gbs:,.0f}" if roof.kernel_gbs else "") + " GB/s, same run).", ""]
-        md.append(report.markdown_table(run["rows"], cat[run["family"]].metric))
+    md = record_markdown(info, cmd, checks, runs, extra, cat)
     (out / f"{slug}.md").write_text("\n".join(md) + "\n")
     payload = {
-        "cudalab": __version__, "date": today, "command": cmd, "device": info.to_dict(),
+        "cudalab": __version__, "date": datetime.date.today().isoformat(), "command": cmd, "device": info,
         "cupy": gpu.cupy_version(),
         "targets": [{"target": n, "measured": m, "met": ok} for n, m, ok in checks],
-        "timing_truth": truth,
-        "time_to_table": walls,
+        **extra,
         "runs": {job: {k: (v if k in ("family", "request", "error", "trace", "seconds") else None) for k, v in run.items()}
                  | ({"problem": run["problem"].to_dict(), "roofline": run["roofline"].__dict__ if run["roofline"] else None,
                      "rows": [r.to_dict() for r in run["rows"]]} if not run.get("error") else {})

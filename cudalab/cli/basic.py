@@ -55,17 +55,20 @@ def list_cmd(family: str | None) -> None:
 @click.option("--no-bandwidth", is_flag=True, help="Skip the memcpy_dtod roofline measurement.")
 @click.option("--mib", type=int, default=1024, show_default=True, help="Buffer size for the roofline copy.")
 def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
-    """Show every GPU: name, compute capability, SMs, memory, L2, clocks, versions and roofline."""
-    from cudalab import report, runner
+    """Show every GPU (name, compute capability, SMs, memory, L2, clocks, versions, roofline), host
+    memory, and per family the largest --n whose memory plan fits."""
+    from cudalab import memplan, report, runner
 
     count = gpu.device_count()
     if count == 0:
         raise CudalabError("no CUDA GPU found")
     indices = [device_index] if device_index is not None else list(range(count))
     rows = []
+    frees = {}
     for i in indices:
         dev = gpu.Device(i)
         d = dev.info
+        frees[i] = dev.mem_info()[0]
         bw = ""
         if not no_bandwidth:
             nbytes = min(mib * 2**20, dev.mem_info()[0] // 4)
@@ -78,6 +81,20 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
     report.console().print(report.simple_table(
         ["#", "GPU", "arch", "SMs", "memory", "L2", "SM / mem clock", "peak GB/s", "memcpy_dtod GB/s",
          "driver", "driver API", "CUDA (pycuda)"], rows))
+    host = memplan.host_available()
+    cat = catalog.load_catalog()
+    sizes = []
+    for spec in cat.values():
+        fam = load(spec.module)
+        opts = {o.name: o.default for o in fam.OPTIONS}
+        cells = []
+        for i in indices:
+            n = memplan.largest_n(fam, spec.default_dtype, opts, frees[i], host)
+            cells.append(str(n) if n else "–")
+        sizes.append((spec.name, spec.default_dtype, *cells))
+    report.console().print(report.simple_table(
+        ["family", "dtype", *[f"largest --n, GPU {i} ({frees[i] / 2**30:.1f} GiB free)" for i in indices]], sizes,
+        title=f"memory plan: host memory available {host / 2**30:.1f} GiB" if host else "memory plan (host memory unknown)"))
 
 
 @cli.command("compile")

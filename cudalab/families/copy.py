@@ -140,6 +140,12 @@ class Copy(Family):
 
     SIGNATURE = SIGNATURE
 
+    def host_bytes(self, problem: Problem) -> int:
+        """The input, and 128 MiB of pinned chunks: results are verified as they download, the
+        reference is the input itself (copy) or a view of it (transpose)."""
+        rows, cols = problem.dims
+        return rows * cols * problem.np_dtype.itemsize + (128 << 20)
+
     def own_roofline(self, problem: Problem, results) -> Roofline | None:
         """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its roofline."""
         rows = {r.variant: r for r in results if r.status == PASSED and r.gbs}

@@ -293,6 +293,13 @@ void KERNEL(const float *A,    // M x K, row-major
 class Matmul(Family):
     """fp32 C = A·B."""
 
+    def host_bytes(self, problem: Problem) -> int:
+        """A and B, their float64 copies while the float64 reference is computed, the reference, the
+        result, and the check's float64 temporaries (result, difference)."""
+        m, k, n = problem.dims
+        ab, c = (m * k + k * n) * 4, m * n * 4
+        return 3 * ab + 2 * c + c + 2 * 2 * c
+
     SIGNATURE = SIGNATURE
 
     OPTIONS = OPTIONS

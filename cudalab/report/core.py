@@ -374,15 +374,20 @@ def markdown_table(results: Sequence[Result], metric: str) -> str:
     """The comparison table as GitHub markdown (benchmark records, README)."""
     rate = {"bandwidth": "GB/s", "flops": "GFLOP/s"}.get(metric, "")
     pct = "% roofline" if metric == "bandwidth" else "% ref"
-    head = ["variant", "block", "grid", "median ms", "IQR ms", "n"] + ([rate, pct] if rate else []) + ["status"]
+    tele = telemetry_columns(results)
+    head = (["variant", "block", "grid", "median ms", "IQR ms", "n"] + ([rate, pct] if rate else [])
+            + [h for _, h in tele] + ["status"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         s = r.stats
         row = [r.variant + (" (legacy)" if r.legacy else "") + (" (reference)" if r.kind == "library" else ""),
-               r.block or "–", r.grid or "–", _ms(s.median) if s else "–", _ms(s.iqr) if s else "–",
+               r.block or "–", r.grid or "–",
+               (_ms(s.median) + (f" ×{r.extra['batch']}" if r.extra.get("batch") else "")) if s else "–",
+               _ms(s.iqr) if s else "–",
                str(s.n) if s else "–"]
         if rate:
             row += [_fmt(r.gbs if metric == "bandwidth" else r.gflops, 0), _fmt(r.pct_roofline, 1)]
+        row += [telemetry_cell(k, r.extra) for k, _ in tele]
         row.append(r.status + (f": {r.reason}" if r.reason else ""))
         lines.append("| " + " | ".join(x.replace("|", "/") for x in row) + " |")
     return "\n".join(lines)

@@ -1,0 +1,172 @@
+"""The benchmark record's markdown and the checks its sections add (see benchmark.py)."""
+
+from __future__ import annotations
+
+import datetime
+
+from cudalab import __version__, gpu, report
+
+
+def _f(x, fmt: str, none: str = "–") -> str:
+    return none if x is None else format(x, fmt)
+
+
+def section_checks(extra: dict) -> list[tuple[str, str, bool | None]]:
+    """Targets judged on the sections' figures: time to table, ncu walls, timing truth, large sizes."""
+    out = []
+    for w in extra.get("time_to_table") or []:
+        if isinstance(w, dict) and "command" in w:
+            out.append((f"time to table: `{w['command']}` ≤ {w['target_s']:g} s", f"{w['wall_s']:.2f} s", w["ok"]))
+    walls = extra.get("ncu_walls")
+    if isinstance(walls, list):
+        for w in walls:
+            if w["command"] == "cudalab ncu smem-square":
+                out.append(("`cudalab ncu smem-square` ≤ 6 s wall (23.5 s on an H100 before: one ncu per variant)",
+                            f"{w['wall_s']:.1f} s", w["rc"] == 0 and w["wall_s"] <= 6))
+            else:
+                out.append((f"`{w['command']}` ≥ 3× faster than one ncu process per variant (same run)",
+                            f"{w['wall_s']:.1f} s vs {w['per_variant_s']:.1f} s: {_f(w['speedup'], '.1f')}×",
+                            w["rc"] == 0 and (w["speedup"] or 0) >= 3))
+    truth = extra.get("timing_truth")
+    if isinstance(truth, list) and truth:
+        worst = max((abs(t["diff"]) for t in truth if t["diff"] is not None), default=None)
+        out.append(("event median within 1% of ncu gpu__time_duration (ns) for every kernel over 0.5 ms",
+                    f"{len(truth)} kernels, worst {worst:.2%}" if worst is not None else "no figures",
+                    all(t["ok"] for t in truth)))
+    large = extra.get("large")
+    if isinstance(large, list):
+        for g in large:
+            if g.get("n") is None:
+                continue
+            ran = g["rc"] in (0, 1)
+            refused = g["up_rc"] == 2 and g["up_s"] < 30
+            out.append((f"{g['family']} {g['dtype']}: the largest --n the plan allows runs to the end; the next is "
+                        "refused in one line", f"--n {g['n']}: {g['wall_s']:.0f} s, peak RSS {g['maxrss_gib']:.1f} GiB; "
+                        f"--n {g['n'] + 1}: exit {g['up_rc']} in {g['up_s']:.1f} s", ran and refused))
+    return out
+
+
+def record_markdown(info: dict, cmd: str, checks, runs: dict, extra: dict, cat) -> list[str]:
+    """The record: header, targets, each section, then every job's table."""
+    tele = info.get("telemetry") or {}
+    clocks = (f"measured during the samples (NVML, median): SM {tele['sm_mhz']} MHz, memory {tele.get('mem_mhz')} MHz"
+              if tele.get("sm_mhz") else f"nominal SM {info['sm_clock_mhz']} MHz, memory {info['mem_clock_mhz']} MHz "
+              f"({tele.get('note', 'no telemetry')})")
+    md = [f"# cudalab benchmark record: {info['name']}", "",
+          f"Measured {datetime.date.today().isoformat()} with cudalab {__version__} by `{cmd}` (a real run; nothing "
+          "typed in).", "",
+          f"GPU: {info['name']}, sm_{info['compute_capability'].replace('.', '')}, {info['sm_count']} SMs, clocks "
+          f"{clocks}, L2 {info['l2_bytes'] / 2**20:.0f} MiB, {info['total_memory'] / 2**30:.0f} GiB; driver "
+          f"{info.get('driver_release') or '?'} (CUDA {info['driver_version']} driver API), CUDA {info['cuda_version']} "
+          f"(pycuda build), CuPy {gpu.cupy_version() or 'absent'}.", ""]
+    if tele.get("throttle"):
+        md += [f"Clock events seen during the samples: {', '.join(tele['throttle'])}.", ""]
+    md += ["Timing: CUDA events, L2 flushed before each sample (before each batch for kernels under 20 µs, rows "
+           "marked ×N), median of ≥10 samples until IQR/median < 1%, the median's 95% CI within ±0.5% or the budget, "
+           "after a warm-up. GB/s counts each necessary byte once. Telemetry columns: NVML polled while each row's "
+           "samples ran.", "",
+           "## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    for name, measured, met in checks:
+        md.append(f"| {name} | {measured} | {'yes' if met else 'not run' if met is None else '**no**'} |")
+    md += _sections(extra)
+    for job, run in runs.items():
+        md += ["", f"## {job}", ""]
+        if run.get("error"):
+            md.append(f"Failed: `{run['error']}`")
+            continue
+        roof = run["roofline"]
+        if roof:
+            md += [f"Roofline {roof.gbs:,.0f} GB/s ({roof.source}; memcpy_dtod {roof.dtod_gbs:,.0f}"
+                   + (f", copy kernel {roof.kernel_gbs:,.0f}" if roof.kernel_gbs else "") + " GB/s, same run).", ""]
+        md.append(report.markdown_table(run["rows"], cat[run["family"]].metric))
+    return md
+
+
+def _sections(extra: dict) -> list[str]:
+    md: list[str] = []
+    for key, title in (("time_to_table", "Time to table"), ("ncu_walls", "ncu: one process per command"),
+                       ("timing_truth", "Timing truth: CUDA events vs Nsight Compute"),
+                       ("table36", "Reduction: Table 3-5 times and Table 3-6 global load/store efficiency"),
+                       ("ceiling", "Transpose: why the target is out of reach (ncu DRAM throughput)"),
+                       ("large", "Large problems: the largest size the memory plan allows")):
+        val = extra.get(key)
+        if not val:
+            continue
+        md += ["", f"## {title}", ""]
+        if isinstance(val, dict) and "error" in val:
+            md.append(f"Failed: `{val['error']}`")
+            continue
+        md += RENDER[key](val)
+    if extra.get("saved_runs") and isinstance(extra["saved_runs"], list):
+        md += ["", "Saved runs kept beside this record (`--json`, for `cudalab compare`/`report`): "
+               + ", ".join(f"`{n}`" for n in extra["saved_runs"]) + "."]
+    return md
+
+
+def _walls(rows) -> list[str]:
+    md = ["Each command run twice as a user types it (`python3 -m cudalab ... --json FILE`, a fresh process each time, "
+          "machine warm); the second run's wall time counts (the first fills nvcc's disk cache). GPU work = every "
+          "timed sample plus a warm-up and a verified launch per row, from the command's own JSON.", "",
+          "| command | wall s | first run s | GPU work s | GPU share | peak RSS MiB | target s | met |",
+          "|---|---|---|---|---|---|---|---|"]
+    for w in rows:
+        share = f"{w['gpu_s'] / w['wall_s']:.0%}" if w["gpu_s"] is not None else "–"
+        md.append(f"| `{w['command']}` | {w['wall_s']:.2f} | {w['first_wall_s']:.2f} | {_f(w['gpu_s'], '.3f')} | "
+                  f"{share} | {w['maxrss_mib']:,.0f} | {w['target_s']:g} | {'yes' if w['ok'] else '**no**'} |")
+    return md
+
+
+def _ncu(rows) -> list[str]:
+    md = ["`cudalab ncu FAMILY` (one child run under one ncu process) against what one ncu process per variant costs "
+          "(`cudalab ncu FAMILY --variant V` for each kernel variant, run in the same session).", "",
+          "| command | wall s | one process per variant s | kernel variants | speedup |", "|---|---|---|---|---|"]
+    for w in rows:
+        md.append(f"| `{w['command']}` | {w['wall_s']:.1f} | {w['per_variant_s']:.1f} | {w['variants']} | "
+                  f"{_f(w['speedup'], '.1f')}× |")
+    return md
+
+
+def _truth(rows) -> list[str]:
+    md = ["Every kernel over 0.5 ms profiled by `ncu --metrics gpu__time_duration.sum --clock-control none` "
+          "(durations read in nanoseconds, `--print-units base`) against the event median of the table below.", "",
+          "| job | variant | event median ms | ncu ms | difference | within 1% |", "|---|---|---|---|---|---|"]
+    for t in rows:
+        md.append(f"| {t['job']} | {t['variant']} | {_f(t['event_ms'], '.4f')} | {_f(t['ncu_ms'], '.4f')} | "
+                  f"{_f(t['diff'], '+.2%', '')} | {'yes' if t['ok'] else 'no'} {t['note']} |")
+    return md
+
+
+def _t36(rows) -> list[str]:
+    md = ["Times from the job `reduce 2^24 int32` below (Table 3-5); efficiencies from `cudalab ncu reduce --n 2^24 "
+          "--dtype int32 --metrics memory` in the same run (Table 3-6: bytes a warp's global loads/stores use per "
+          "32-byte sector fetched).", "",
+          "| variant | median ms | GB/s | global load eff % | global store eff % | DRAM % peak |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        md.append(f"| {r['variant']} | {_f(r['median_ms'], '.4f')} | {_f(r['gbs'], ',.0f')} | {_f(r['gld_eff'], '.1f')} | "
+                  f"{_f(r['gst_eff'], '.1f')} | {_f(r['dram_pct'], '.1f')} |")
+    return md
+
+
+def _ceiling(c) -> list[str]:
+    parts = ", ".join(f"{k} {_f(v, '.1f')}%" for k, v in {**c["dram_pct"], **c["copy_dram_pct"]}.items())
+    return [f"ncu DRAM throughput (% of peak sustained) at 16384²: {parts}. The transpose reaches the DRAM "
+            "throughput of the copy kernels within the spread shown; what is left is the access pattern's cost "
+            "(each tile's rows land in 64 different DRAM pages)."]
+
+
+def _large(rows) -> list[str]:
+    md = ["Sizes from the memory plan (`cudalab info` prints them) with this machine's free GPU memory and available "
+          "host memory; the run is the whole command (roofline included); the next size up must be refused in one "
+          "line before any GPU work.", "",
+          "| family | --n | wall s | peak RSS GiB | exit | --n + 1 |", "|---|---|---|---|---|---|"]
+    for g in rows:
+        if g.get("n") is None:
+            md.append(f"| {g['family']} | – | – | – | – | {g.get('note', '')} |")
+            continue
+        md.append(f"| {g['family']} {g['dtype']} | {g['n']} | {g['wall_s']:.0f} | {g['maxrss_gib']:.1f} | {g['rc']} | "
+                  f"exit {g['up_rc']}: {g['up_refusal'][:160].replace('|', '/')} |")
+    return md
+
+
+RENDER = {"time_to_table": _walls, "ncu_walls": _ncu, "timing_truth": _truth, "table36": _t36, "ceiling": _ceiling,
+          "large": _large}

@@ -1,0 +1,200 @@
+"""Sections of the benchmark record that run whole commands or Nsight Compute (see benchmark.py).
+
+Each section returns plain dicts (kept in the JSON record) and, through ``markdown``, the lines the
+record shows. Every figure comes from the run that writes the record.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from cudalab import memplan, runner
+from cudalab.families import load
+
+CLI = [sys.executable, "-m", "cudalab"]
+
+#: Time to table (issue 11): whole commands as a user types them, machine warm. (argv, target s)
+TABLE_COMMANDS = (
+    (["transpose", "--variant", "bankopt", "--n", "16384"], 2.5),
+    (["copy"], 3.0),
+    (["reduce", "--all"], 3.0),
+    (["transpose", "--n", "16384"], 10.0),
+)
+
+#: Saved runs kept with the record (fixtures for compare and plots, issue 13).
+SAVED_RUNS = (
+    ("transpose", ["transpose", "--n", "16384"]),
+    ("transpose-sweep", ["transpose", "--n", "4k,8k,16k", "--variant", "naive,bankopt,tiled-64x8,vec4-64"]),
+    ("reduce", ["reduce", "--n", "2^24", "--dtype", "float64"]),
+)
+
+
+def _timed(argv: list[str], out: Path | None = None) -> tuple[float, subprocess.CompletedProcess, int]:
+    """Run ``cudalab ARGV`` (a fresh process); return wall seconds, the process and its peak RSS in KiB."""
+    cmd = ["/usr/bin/time", "-f", "MAXRSS %M", *CLI, *argv] + (["--json", str(out)] if out else [])
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    rss = 0
+    for line in proc.stderr.splitlines():
+        if line.startswith("MAXRSS "):
+            rss = int(line.split()[1])
+    return wall, proc, rss
+
+
+def gpu_seconds(record: dict) -> float:
+    """GPU work in a saved run: every timed sample (batches counted whole) plus a warm-up and a
+    verified launch per row."""
+    total = 0.0
+    for point in record.get("points", ()):
+        for r in point.get("results", ()):
+            s = r.get("stats")
+            if s and r.get("kind") != "host":
+                batch = int((r.get("extra") or {}).get("batch") or 1)
+                total += batch * sum(s["samples"]) + 2 * s["median"]
+    return total / 1e3
+
+
+def time_to_table(keep: Path) -> list[dict]:
+    """Each command twice (the first fills the build cache); the second run's wall time counts."""
+    rows = []
+    for argv, target in TABLE_COMMANDS:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "run.json"
+            first, _, _ = _timed(argv, path)
+            wall, proc, rss = _timed(argv, path)
+            gpu = gpu_seconds(json.loads(path.read_text())) if path.is_file() else None
+        rows.append({"command": "cudalab " + " ".join(argv), "wall_s": wall, "first_wall_s": first, "gpu_s": gpu,
+                     "maxrss_mib": rss / 1024, "target_s": target, "rc": proc.returncode,
+                     "ok": proc.returncode in (0, 1) and wall <= target,
+                     "tail": proc.stderr.strip().splitlines()[-2:] if proc.returncode not in (0, 1) else []})
+    return rows
+
+
+def saved_runs(slug: str, keep: Path) -> list[str]:
+    """Run SAVED_RUNS with --json and pack them as ``runs.tar.gz`` beside the record."""
+    names = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, argv in SAVED_RUNS:
+            path = Path(tmp) / f"{slug}-{name}.json"
+            _timed(argv, path)
+            if path.is_file():
+                names.append(path.name)
+        with tarfile.open(keep / "runs.tar.gz", "w:gz") as tar:
+            for n in names:
+                tar.add(Path(tmp) / n, arcname=n)
+    return names
+
+
+def ncu_walls() -> list[dict]:
+    """Issue 9: one ncu process per command. The old way (one ncu process per variant) is measured
+    too, in the same run, as the per-variant commands it would have started."""
+    from cudalab import catalog
+
+    rows = []
+    for fam in ("smem-square", "transpose"):
+        wall, proc, _ = _timed(["ncu", fam])
+        kernels = [v.name for v in catalog.family(fam).variants if v.kind == "kernel"]
+        t0 = time.perf_counter()
+        for v in kernels:  # what a per-variant profile costs: one ncu process each
+            subprocess.run([*CLI, "ncu", fam, "--variant", v], capture_output=True, text=True)
+        per_variant = time.perf_counter() - t0
+        rows.append({"command": f"cudalab ncu {fam}", "wall_s": wall, "rc": proc.returncode,
+                     "per_variant_s": per_variant, "variants": len(kernels),
+                     "speedup": per_variant / wall if wall else None,
+                     "tail": proc.stdout.strip().splitlines()[-3:] if proc.returncode else []})
+    return rows
+
+
+#: Timing truth (issue 14): event median vs ncu's gpu__time_duration (ns) for every kernel over 0.5 ms.
+TRUTH_JOBS = ("transpose 16384²", "reduce 2^26 float64", "copy 16384²")
+
+
+def timing_truth(runs: dict) -> list[dict]:
+    """Profile the slow variants of some jobs with ncu (metric set ``time``, base units) against events."""
+    from cudalab import ncu
+
+    out = []
+    for job in TRUTH_JOBS:
+        run = runs.get(job)
+        if not run or run.get("error"):
+            continue
+        events = {r.variant: r.median_ms for r in run["rows"] if r.kind == "kernel" and r.median_ms
+                  and not r.extra.get("batch")}
+        slow = [v for v, ms in events.items() if ms > 0.5]
+        if not slow:
+            continue
+        req = runner.RunRequest(family=run["family"], variants=",".join(slow), n=run["request"].get("n"),
+                                dtype=run["request"].get("dtype"))
+        rep = ncu.profile(req, metrics="time")
+        for row in rep.rows:
+            ev, ns = events.get(row.variant), row.duration_ns
+            nc = ns / 1e6 if ns else None
+            diff = (ev - nc) / nc if ev and nc else None
+            out.append({"job": job, "variant": row.variant, "event_ms": ev, "ncu_ms": nc, "diff": diff,
+                        "ok": diff is not None and abs(diff) <= 0.01, "note": row.note})
+    return out
+
+
+def table36(runs: dict, job: str = "reduce 2^24 int32") -> list[dict]:
+    """Issue 15: the course's Table 3-6 (global load / store efficiency per reduction) beside Table
+    3-5's times, from ``cudalab ncu reduce --metrics memory`` at the job's size."""
+    from cudalab import ncu
+
+    run = runs.get(job)
+    if not run or run.get("error"):
+        return []
+    req = runner.RunRequest(family="reduce", n=run["request"].get("n"), dtype=run["request"].get("dtype"))
+    rep = ncu.profile(req, metrics="memory")
+    times = {r.variant: r for r in run["rows"]}
+    out = []
+    for row in rep.rows:
+        t = times.get(row.variant)
+        out.append({"variant": row.variant, "median_ms": t.median_ms if t else None, "gbs": t.gbs if t else None,
+                    "gld_eff": row.value(ncu.GLD_EFF), "gst_eff": row.value(ncu.GST_EFF),
+                    "dram_pct": row.value(ncu.DRAM_PCT), "status": str(row.status)})
+    return out
+
+
+def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
+    """ncu's DRAM throughput (% of peak) of a variant and of the roofline copy at the same size:
+    the evidence when a bandwidth target is out of reach."""
+    from cudalab import ncu
+
+    rep = ncu.profile(runner.RunRequest(family=family, variants=variant, n=n), metrics="memory")
+    copy = ncu.profile(runner.RunRequest(family="copy", variants="block,vec4", n=n), metrics="memory")
+    return {"job": job, "variant": variant,
+            "dram_pct": {r.variant: r.value(ncu.DRAM_PCT) for r in rep.rows},
+            "copy_dram_pct": {r.variant: r.value(ncu.DRAM_PCT) for r in copy.rows}}
+
+
+#: Issue 17: the largest size the memory plan allows, run to the end; the next size up refused.
+LARGE = (("transpose", "float32", ["--variant", "tiled-64x8"]), ("copy", "float32", ["--variant", "memcpy_dtod,block"]),
+         ("reduce", "float64", ["--variant", "modern,cub"]))
+
+
+def largest(device_free: int, host_free: int | None) -> list[dict]:
+    """Run each LARGE family at its largest --n (from the plan, with this machine's free memory)."""
+    from cudalab import catalog
+
+    out = []
+    for fam_name, dtype, extra in LARGE:
+        fam = load(catalog.family(fam_name).module)
+        opts = {o.name: o.default for o in fam.OPTIONS}
+        n = memplan.largest_n(fam, dtype, opts, device_free, host_free)
+        if n is None:
+            out.append({"family": fam_name, "n": None, "note": "not even --n 1 fits"})
+            continue
+        wall, proc, rss = _timed([fam_name, "--n", str(n), "--dtype", dtype, *extra])
+        up_wall, up, _ = _timed([fam_name, "--n", str(n + 1), "--dtype", dtype, *extra])
+        refusal = [ln for ln in up.stderr.splitlines() if ln.startswith("cudalab:")]
+        out.append({"family": fam_name, "dtype": dtype, "n": n, "wall_s": wall, "maxrss_gib": rss / 2**20,
+                    "rc": proc.returncode, "tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else [],
+                    "up_rc": up.returncode, "up_s": up_wall, "up_refusal": refusal[0] if refusal else up.stderr[-300:]})
+    return out
