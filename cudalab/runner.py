@@ -362,6 +362,8 @@ class FamilyRun:
         sec = stats.median / 1e3
         gbs = work.bytes / sec / 1e9 if work.bytes and sec > 0 else None
         gflops = work.flops / sec / 1e9 if work.flops and sec > 0 else None
+        if case.items and sec > 0:
+            extra["rate"] = case.items / sec / 1e9
         return replace(
             base, status=status, reason=reason, stats=stats, gbs=gbs, gflops=gflops, max_error=chk.max_error, tolerance=chk.tolerance, extra=extra,
         )

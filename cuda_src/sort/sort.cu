@@ -39,73 +39,48 @@ __device__ __forceinline__ unsigned pair_low(unsigned t, unsigned j)
 
 // --- bitonic ------------------------------------------------------------------------------------------
 //
-// The buffer holds N2 = a power of two >= max(n, tile) elements, tile = 2 * blockDim.x (a power of
-// two). The direction of every compare-exchange comes from the element's global index ((i & k) == 0:
-// ascending), so the tiles sorted in shared memory already form the bitonic sequences that the
-// global merge steps expect. The host drives:
+// The buffer holds N2 = a power of two >= max(n, tile) elements, tile = PER * blockDim.x (a power of
+// two; each thread handles PER / 2 pairs per step). The direction of every compare-exchange comes from
+// the element's global index ((i & k) == 0: ascending), so the tiles sorted in shared memory already
+// form the bitonic sequences that the global merge steps expect. The host drives:
 //
-//   sort_bitonic_tile(in -> buf)                       k = 2 .. tile, in shared memory
+//   sort_bitonic_tile(in -> buf)                           k = 2 .. tile, in shared memory
 //   for k = 2 * tile .. N2:
-//       sort_bitonic_step2 / sort_bitonic_step          j = k/2 .. tile, in global memory
-//       sort_bitonic_merge                              j = tile/2 .. 1, in shared memory
+//       sort_bitonic_step3 / step2 / step (global memory)   j = k/2 .. tile, 3, 2 or 1 distances a pass
+//       sort_bitonic_merge                                  j = tile/2 .. 1, in shared memory
+
+#ifndef PER
+#define PER 4
+#endif
+
+// Every step of stage k at distances j = jtop .. 1 on the tile in shared memory s.
+__device__ __forceinline__ void bitonic_tile_steps(elem_t *s, unsigned base, unsigned k, unsigned jtop)
+{
+    for (unsigned j = jtop; j > 0; j >>= 1) {
+#pragma unroll
+        for (int p = 0; p < PER / 2; ++p) {
+            unsigned i = pair_low(threadIdx.x + p * blockDim.x, j);
+            compare_exchange(s[i], s[i + j], ((base + i) & k) == 0);
+        }
+        __syncthreads();
+    }
+}
 
 extern "C" __global__ void sort_bitonic_tile(const elem_t *__restrict__ in, int n, elem_t *buf)
 {
     extern __shared__ unsigned char smem_raw[];
     elem_t *s = reinterpret_cast<elem_t *>(smem_raw);
-    const unsigned tile = 2u * blockDim.x;
+    const unsigned tile = PER * blockDim.x;
     const unsigned base = blockIdx.x * tile;
     for (unsigned l = threadIdx.x; l < tile; l += blockDim.x) {
         unsigned g = base + l;
         s[l] = g < (unsigned)n ? in[g] : pad_value(elem_t());
     }
     __syncthreads();
-    for (unsigned k = 2; k <= tile; k <<= 1) {
-        for (unsigned j = k >> 1; j > 0; j >>= 1) {
-            unsigned i = pair_low(threadIdx.x, j);
-            compare_exchange(s[i], s[i + j], ((base + i) & k) == 0);
-            __syncthreads();
-        }
-    }
+    for (unsigned k = 2; k <= tile; k <<= 1)
+        bitonic_tile_steps(s, base, k, k >> 1);
     for (unsigned l = threadIdx.x; l < tile; l += blockDim.x)
         buf[base + l] = s[l];
-}
-
-// One global step at distance j >= tile: thread t handles pair t of N2 / 2.
-extern "C" __global__ void sort_bitonic_step(elem_t *buf, unsigned n2, unsigned k, unsigned j)
-{
-    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n2 / 2)
-        return;
-    unsigned i = pair_low(t, j);
-    elem_t a = buf[i], b = buf[i + j];
-    bool asc = (i & k) == 0;
-    if ((a > b) == asc) {
-        buf[i] = b;
-        buf[i + j] = a;
-    }
-}
-
-// Two global steps in one pass (distances j and j/2, j/2 >= tile): thread t owns the four elements
-// i, i + j/2, i + j, i + j + j/2, which the two steps only exchange among themselves. Half the
-// global-memory passes of sort_bitonic_step.
-extern "C" __global__ void sort_bitonic_step2(elem_t *buf, unsigned n2, unsigned k, unsigned j)
-{
-    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n2 / 4)
-        return;
-    unsigned h = j >> 1;
-    unsigned i = pair_low(pair_low(t, h), j);   // zero bits at log2(h) and log2(j)
-    bool asc = (i & k) == 0;
-    elem_t a = buf[i], b = buf[i + h], c = buf[i + j], d = buf[i + j + h];
-    compare_exchange(a, c, asc);
-    compare_exchange(b, d, asc);
-    compare_exchange(a, b, asc);
-    compare_exchange(c, d, asc);
-    buf[i] = a;
-    buf[i + h] = b;
-    buf[i + j] = c;
-    buf[i + j + h] = d;
 }
 
 // The last steps of merge stage k (j = tile/2 .. 1) for one tile, in shared memory.
@@ -113,18 +88,74 @@ extern "C" __global__ void sort_bitonic_merge(elem_t *buf, unsigned k)
 {
     extern __shared__ unsigned char smem_raw[];
     elem_t *s = reinterpret_cast<elem_t *>(smem_raw);
-    const unsigned tile = 2u * blockDim.x;
+    const unsigned tile = PER * blockDim.x;
     const unsigned base = blockIdx.x * tile;
     for (unsigned l = threadIdx.x; l < tile; l += blockDim.x)
         s[l] = buf[base + l];
     __syncthreads();
-    for (unsigned j = tile >> 1; j > 0; j >>= 1) {
-        unsigned i = pair_low(threadIdx.x, j);
-        compare_exchange(s[i], s[i + j], ((base + i) & k) == 0);
-        __syncthreads();
-    }
+    bitonic_tile_steps(s, base, k, tile >> 1);
     for (unsigned l = threadIdx.x; l < tile; l += blockDim.x)
         buf[base + l] = s[l];
+}
+
+// L global steps in one pass, at distances j, j/2, .. j/2^(L-1) (all >= tile): thread t owns the 2^L
+// elements that these steps exchange only among themselves, keeps them in registers, and reads and
+// writes each once: 1/L of the global-memory passes of one step per launch.
+template <int L>
+__device__ __forceinline__ void bitonic_global_steps(elem_t *buf, unsigned n2, unsigned k, unsigned j)
+{
+    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (n2 >> L))
+        return;                               // no barrier in these kernels
+    unsigned i = t;
+#pragma unroll
+    for (int b = L - 1; b >= 0; --b)          // zero bits at log2(j >> b), lowest first
+        i = pair_low(i, j >> b);
+    const bool asc = (i & k) == 0;            // k > j: the same for all 2^L elements
+    elem_t v[1 << L];
+#pragma unroll
+    for (int e = 0; e < (1 << L); ++e) {      // element e sits at i + the distances of e's set bits
+        unsigned off = 0;
+#pragma unroll
+        for (int b = 0; b < L; ++b)
+            if (e & (1 << b))
+                off += j >> (L - 1 - b);
+        v[e] = buf[i + off];
+    }
+#pragma unroll
+    for (int b = L - 1; b >= 0; --b) {        // distance j first (bit L-1 of e), then halving
+#pragma unroll
+        for (int e = 0; e < (1 << L); ++e)
+            if (!(e & (1 << b)))
+                compare_exchange(v[e], v[e | (1 << b)], asc);
+    }
+#pragma unroll
+    for (int e = 0; e < (1 << L); ++e) {
+        unsigned off = 0;
+#pragma unroll
+        for (int b = 0; b < L; ++b)
+            if (e & (1 << b))
+                off += j >> (L - 1 - b);
+        buf[i + off] = v[e];
+    }
+}
+
+// One global step at distance j >= tile: thread t handles pair t of N2 / 2.
+extern "C" __global__ void sort_bitonic_step(elem_t *buf, unsigned n2, unsigned k, unsigned j)
+{
+    bitonic_global_steps<1>(buf, n2, k, j);
+}
+
+// Distances j and j/2 in one pass (j/2 >= tile): four elements a thread.
+extern "C" __global__ void sort_bitonic_step2(elem_t *buf, unsigned n2, unsigned k, unsigned j)
+{
+    bitonic_global_steps<2>(buf, n2, k, j);
+}
+
+// Distances j, j/2 and j/4 in one pass (j/4 >= tile): eight elements a thread.
+extern "C" __global__ void sort_bitonic_step3(elem_t *buf, unsigned n2, unsigned k, unsigned j)
+{
+    bitonic_global_steps<3>(buf, n2, k, j);
 }
 
 // --- merge-rank: stable counting merge sort, keys with their original index ------------------------------

@@ -95,6 +95,10 @@ class Case:
     to_result: Callable[[], Any] | None = None
     timer: str = "events"
     notes: dict[str, Any] = field(default_factory=dict)
+    items: int = 0
+    """Keys, queries or elements one ``run`` handles; when set, the runner adds their rate
+    (items / median time, in 1e9 a second) as ``extra["rate"]``: the rate column of a family whose
+    metric is ``rate``."""
 
 
 def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relative: bool = True) -> Check:
