@@ -92,6 +92,6 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
         family=spec.name, variants=kw["variants"], n=kw["n"], shape=kw["shape"], dtype=kw["dtype"],
         grid=kw["grid"], options=options, protocol=protocol, seed=kw["seed"],
         roofline=not kw.get("no_roofline", False), device=kw["device"],
-        keep_outputs=bool(kw.get("show")), defines=parse_defines(kw["defines"]),
+        keep_outputs=bool(kw.get("show") or kw.get("example")), defines=parse_defines(kw["defines"]),
     )
     return [replace(base, block=b) for b in blocks]
