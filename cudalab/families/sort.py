@@ -169,7 +169,8 @@ def check(problem: Problem, result: Sorted, ref: Expected) -> Check:
         bad = np.flatnonzero(order != ref.order)
         if bad.size:
             i = int(bad[0])
-            valid = order.shape == ref.order.shape and bool(np.all((order >= 0) & (order < keys.size)))
+            valid = (order.shape == ref.order.shape and bool(np.all((order >= 0) & (order < keys.size)))
+                     and np.unique(order).size == order.size)   # a permutation: nothing lost or doubled
             why = ("keys sorted but equal keys out of input order: not stable" if valid and
                    np.array_equal(ref.x[order], keys) else "indices do not match the keys (lost or unwritten)")
             return Check(False, float(bad.size), 0.0,
