@@ -208,7 +208,7 @@ def _global_steps(buf, levels, k, j):
         buf[i + o] = val
 
 
-def emulate_bitonic(x, block, per=4):
+def emulate_bitonic(x, block, per=8):
     tile = per * block
     n2 = max(MOD.pow2_at_least(x.size), tile)
     pad = np.iinfo(x.dtype).max if x.dtype.kind == "i" else np.inf
@@ -230,17 +230,19 @@ def emulate_bitonic(x, block, per=4):
 @pytest.mark.parametrize("kind", MOD.INPUTS)
 def test_bitonic_schedule_sorts(n, kind):
     x = _inputs(_problem(n, "int32", kind))["x"]
-    for block in (2, 4):                    # tiles of 8 and 16: many global stages at small n
-        assert np.array_equal(emulate_bitonic(x, block), np.sort(x)), (n, kind, block)
+    for block, per in ((2, 4), (2, 8), (4, 8)):   # tiles of 8, 16, 32: many global stages at small n
+        assert np.array_equal(emulate_bitonic(x, block, per), np.sort(x)), (n, kind, block, per)
 
 
-def test_bitonic_schedule_uses_three_distance_passes():
+def test_bitonic_schedule_fuses_distances():
     plan = MOD.bitonic_plan(2**24, 4096)
     names = [p[0] for p in plan]
     assert names.count("sort_bitonic_merge") == 12                       # stages 2^13 .. 2^24
-    assert "sort_bitonic_step3" in names
-    singles = 12 * 13 // 2                                               # j steps >= tile, one a pass
-    assert len(plan) - 12 < singles / 2.5
+    assert {"sort_bitonic_step4", "sort_bitonic_step3", "sort_bitonic_step2", "sort_bitonic_step"} <= set(names)
+    assert len(plan) - 12 == sum(-(-s // 4) for s in range(1, 13))      # ceil(steps / 4) passes a stage
+    for name, k, j in plan:                                              # every fused distance >= tile
+        if name != "sort_bitonic_merge":
+            assert j >> (MOD.LEVELS[name] - 1) >= 4096
 
 
 def _rank(a, lo, hi, key, strict):
@@ -314,12 +316,12 @@ def test_bitonic_plan_covers_the_padded_buffer(n):
     lau = runner.plan_launch(SPEC.variant("bitonic"), MOD.FAMILY, _problem(n), None, None, L.DeviceLimits())
     n2 = max(MOD.pow2_at_least(n), lau.tile[0])
     assert lau.grid == (n2 // lau.tile[0], 1, 1)
-    assert lau.shared == lau.tile[0] * 4 and dict(lau.defines)["PER"] == "4"
+    assert lau.shared == lau.tile[0] * 4 and dict(lau.defines)["PER"] == "8"
 
 
 def test_sanitize_sizes_one_multiple_of_the_tiles_one_not():
     sizes = [int(s["n"]) for s in MOD.SANITIZE_SIZES]
-    assert any(s % 4096 == 0 for s in sizes) and any(s % 1024 for s in sizes)
+    assert any(s % 8192 == 0 for s in sizes) and any(s % 1024 for s in sizes)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"),
@@ -331,7 +333,7 @@ def test_kernels_compile_for_both_dtypes(dtype):
     defines = dict(MOD.defines(_problem(dtype=dtype), SPEC.variant("bitonic")), PER="4", ITEMS="4")
     res = {r.kernel: r for r in nvcc.compile_resources(SPEC.directory / "sort.cu", defines, "sm_90")}
     assert set(res) >= {"sort_bitonic_tile", "sort_bitonic_merge", "sort_bitonic_step", "sort_bitonic_step2",
-                        "sort_bitonic_step3", "sort_merge_tile", "sort_merge_pass"}
+                        "sort_bitonic_step3", "sort_bitonic_step4", "sort_merge_tile", "sort_merge_pass"}
     assert all(r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0 for r in res.values())
 
 

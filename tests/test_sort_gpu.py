@@ -1,5 +1,5 @@
 """sort on a real GPU: every variant, both dtypes, all four inputs, sizes from 1 to 2^22 + 5 that are
-and are not multiples of the tiles (bitonic 4096, merge-rank 1024) and not powers of two; the
+and are not multiples of the tiles (bitonic 8192, merge-rank 1024) and not powers of two; the
 stability payload is checked where claimed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 SPEC = catalog.family("sort")
 DTYPES = ("int32", "float32")
 INPUTS = ("random", "dups", "sorted", "reverse")
-SIZES = (1, 2, 1000, 1024, 4096, 4097, 100003, 2**20, 2**22 + 5)
+SIZES = (1, 2, 1000, 1024, 8192, 8193, 100003, 2**20, 2**22 + 5)
 SEED = 2468
 
 

@@ -46,7 +46,7 @@ __device__ __forceinline__ unsigned pair_low(unsigned t, unsigned j)
 //
 //   sort_bitonic_tile(in -> buf)                           k = 2 .. tile, in shared memory
 //   for k = 2 * tile .. N2:
-//       sort_bitonic_step3 / step2 / step (global memory)   j = k/2 .. tile, 3, 2 or 1 distances a pass
+//       sort_bitonic_step4 / 3 / 2 / step (global memory)   j = k/2 .. tile, up to 4 distances a pass
 //       sort_bitonic_merge                                  j = tile/2 .. 1, in shared memory
 
 #ifndef PER
@@ -156,6 +156,12 @@ extern "C" __global__ void sort_bitonic_step2(elem_t *buf, unsigned n2, unsigned
 extern "C" __global__ void sort_bitonic_step3(elem_t *buf, unsigned n2, unsigned k, unsigned j)
 {
     bitonic_global_steps<3>(buf, n2, k, j);
+}
+
+// Distances j .. j/8 in one pass (j/8 >= tile): sixteen elements a thread.
+extern "C" __global__ void sort_bitonic_step4(elem_t *buf, unsigned n2, unsigned k, unsigned j)
+{
+    bitonic_global_steps<4>(buf, n2, k, j);
 }
 
 // --- merge-rank: stable counting merge sort, keys with their original index ------------------------------

@@ -38,7 +38,7 @@ OPTIONS: tuple[FamilyOption, ...] = (
 )
 SIZE_HELP = "number of keys (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216; at most 2^26"
 EXTRA_COLUMNS = (("passes", "passes"),)
-#: compute-sanitizer sizes: a multiple of both tiles (bitonic 4096, merge-rank 1024) and one that is not.
+#: compute-sanitizer sizes: a multiple of both tiles (bitonic 8192, merge-rank 1024) and one that is not.
 SANITIZE_SIZES = ({"n": "8192"}, {"n": "5000"})
 
 DEFAULT_N = 2**24
@@ -226,28 +226,24 @@ def _library_case(d_x, problem: Problem) -> Case:
 def bitonic_plan(n2: int, tile: int) -> list[tuple[str, int, int]]:
     """The launches after the tile sort: (kernel, k, j) for the global passes, (merge, k, 0) per stage.
 
-    Global passes take 3 distances at once while the smallest is still >= tile, then 2, then 1.
+    A global pass takes as many distances (up to 4) as stay >= tile: each pass reads and writes the
+    whole buffer once, so fewer passes is the whole game.
     """
     plan: list[tuple[str, int, int]] = []
     k = 2 * tile
     while k <= n2:
         j = k // 2
         while j >= tile:
-            if j // 4 >= tile:
-                plan.append(("sort_bitonic_step3", k, j))
-                j //= 8
-            elif j // 2 >= tile:
-                plan.append(("sort_bitonic_step2", k, j))
-                j //= 4
-            else:
-                plan.append(("sort_bitonic_step", k, j))
-                j //= 2
+            levels = min(4, (j // tile).bit_length())      # distances j .. j >> (levels - 1), all >= tile
+            plan.append((KERNEL_OF_LEVELS[levels], k, j))
+            j >>= levels
         plan.append(("sort_bitonic_merge", k, 0))
         k *= 2
     return plan
 
 
-LEVELS = {"sort_bitonic_step": 1, "sort_bitonic_step2": 2, "sort_bitonic_step3": 3}
+LEVELS = {"sort_bitonic_step": 1, "sort_bitonic_step2": 2, "sort_bitonic_step3": 3, "sort_bitonic_step4": 4}
+KERNEL_OF_LEVELS = {v: k for k, v in LEVELS.items()}
 
 
 def _bitonic_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x, poison: int, kernels) -> Case:
