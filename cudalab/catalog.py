@@ -32,6 +32,10 @@ KINDS = ("kernel", "host", "driver", "library")
 """kernel: a .cu kernel launched by cudalab; host: NumPy on the CPU; driver: a CUDA driver call
 (memcpy_dtod); library: a vendor library through CuPy (CUB, cuBLAS), a labelled reference row."""
 
+METRICS = ("bandwidth", "flops", "rate", "none")
+"""bandwidth: GB/s and % of the copy roofline; flops: GFLOP/s and % of the library row; rate: items
+(keys sorted, queries answered: ``Case.items``) per second and % of the library row; none: times only."""
+
 _VARIANT_KEYS = {
     "name", "kind", "description", "source", "kernel", "block", "per_thread", "grid", "divisible",
     "block_pow2", "fixed_block", "defines", "shared", "legacy", "params", "dtypes", "tile", "require",
@@ -301,8 +305,8 @@ def load_family(directory: Path) -> FamilySpec:
     if name != directory.name:
         raise CatalogError(f"{path}: family name {name!r} must match its folder {directory.name!r}")
     metric = fam.get("metric", "bandwidth")
-    if metric not in ("bandwidth", "flops", "none"):
-        raise CatalogError(f"{path}: metric {metric!r} must be bandwidth, flops or none")
+    if metric not in METRICS:
+        raise CatalogError(f"{path}: metric {metric!r} must be one of {', '.join(METRICS)}")
     dtypes = fam.get("dtypes", ["float32"])
     if not isinstance(dtypes, list) or not dtypes or not all(isinstance(d, str) for d in dtypes):
         raise CatalogError(f"{path}: 'dtypes' must be a non-empty list of strings")

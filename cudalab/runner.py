@@ -228,7 +228,7 @@ class FamilyRun:
 
         # Two poisons catch unwritten elements; only where the poison reaches the output (kernels,
         # the driver copy) and not under a tool, where every launch is one more profile.
-        twice = v.kind in ("kernel", "driver") and not self.req.profile
+        twice = v.kind in ("kernel", "driver") and not self.req.profile and not case.one_poison
         verdict = verified_launches(case, verified_launch, lambda out: self.family.check(self.problem, out, ref),
                                     twice, extra=not self.req.profile)
         chk = verdict.check
@@ -278,6 +278,8 @@ class FamilyRun:
         sec = stats.median / 1e3
         gbs = work.bytes / sec / 1e9 if work.bytes and sec > 0 else None
         gflops = work.flops / sec / 1e9 if work.flops and sec > 0 else None
+        if case.items and sec > 0:
+            extra["rate"] = case.items / sec / 1e9
         return replace(
             base, status=status, reason=reason, stats=stats, gbs=gbs, gflops=gflops, max_error=chk.max_error, tolerance=chk.tolerance, extra=extra,
         )

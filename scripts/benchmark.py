@@ -39,6 +39,9 @@ JOBS = [
     ("matmul 4096³", "matmul", {"n": "4096"}),
     ("gemm 4096³ α=1.5 β=0.5", "gemm", {"n": "4096", "options": (("alpha", 1.5), ("beta", 0.5))}),
     ("gemv 8192²", "gemv", {"n": "8192"}),
+    ("sort 2^24 int32", "sort", {"n": "2^24", "dtype": "int32"}),
+    ("search binary 2^24 queries on 2^24", "search",
+     {"n": "2^24", "dtype": "int32", "variants": "host-binary,binary", "options": (("queries", 2**24),)}),
 ]
 
 
@@ -46,6 +49,12 @@ def best(rows, kind="kernel", key="gbs"):
     """The fastest passed row of a kind (by GB/s or GFLOP/s)."""
     ok = [r for r in rows if r.kind == kind and r.status == runner.PASSED and getattr(r, key)]
     return max(ok, key=lambda r: getattr(r, key)) if ok else None
+
+
+def best_rate(rows, kind="kernel"):
+    """The passed row of a kind with the highest item rate (extra['rate'], families with metric 'rate')."""
+    ok = [r for r in rows if r.kind == kind and r.status == runner.PASSED and r.extra.get("rate")]
+    return max(ok, key=lambda r: r.extra["rate"]) if ok else None
 
 
 def targets(runs: dict) -> list[tuple[str, str, bool | None]]:
@@ -89,6 +98,26 @@ def targets(runs: dict) -> list[tuple[str, str, bool | None]]:
         ratio(f"{job}: best ≥ {need:.0%} of cuBLAS (TF32 off, same run)", job, b.gflops if b else None,
               lib.gflops if lib else None, need,
               f"{b.variant if b else '?'} {b.gflops if b else 0:,.0f} / cublas {lib.gflops if lib else 0:,.0f} GFLOP/s")
+    # Rates in keys (queries) per second: a time within 4x is a rate at least 1/4.
+    job = "sort 2^24 int32"
+    rows = runs.get(job, {}).get("rows", [])
+    b, lib = best_rate(rows), best_rate(rows, "library")
+    ratio(f"{job}: best GPU sort within 4x of CuPy's sort time", job, b.extra["rate"] if b else None,
+          lib.extra["rate"] if lib else None, 0.25,
+          f"{b.variant if b else '?'} {b.extra['rate'] if b else 0:.2f} / cupy {lib.extra['rate'] if lib else 0:.2f} "
+          "Gkeys/s (rate ratio)")
+    job = "search binary 2^24 queries on 2^24"
+    rows = runs.get(job, {}).get("rows", [])
+    b, host = best_rate(rows), best_rate(rows, "host")
+    name = f"{job}: binary ≥ 10x NumPy searchsorted"
+    if job not in runs or runs[job].get("error"):
+        out.append((name, "not run", None))
+    elif b is None or host is None:
+        out.append((name, "missing row", False))
+    else:
+        v = b.extra["rate"] / host.extra["rate"]
+        out.append((name, f"{b.variant} {b.extra['rate']:.3f} / numpy {host.extra['rate']:.4f} Gqueries/s: {v:,.0f}x",
+                    v >= 10.0))
     return out
 
 

@@ -108,7 +108,7 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
     base = sweep.base_request(
         spec, fam, variants=kw.get("variants"), grid=kw.get("grid"), add=user.parse_adds(kw.get("add") or ()),
         protocol=protocol, seed=kw.get("seed"), roofline=not kw.get("no_roofline", False), device=kw.get("device", 0),
-        keep_outputs=bool(kw.get("show")), force=bool(kw.get("force")), exclusive=bool(kw.get("exclusive")),
+        keep_outputs=bool(kw.get("show") or kw.get("example")), force=bool(kw.get("force")), exclusive=bool(kw.get("exclusive")),
         lock_clocks=kw.get("lock_clocks"))
     options = {o.name: kw.get(o.name.replace("-", "_")) for o in fam.OPTIONS}
     ax = sweep.axes(spec, fam, n=kw.get("n"), shape=kw.get("shape"), dtype=kw.get("dtype"), block=kw.get("block"),

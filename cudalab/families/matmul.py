@@ -35,7 +35,10 @@ from cudalab.families.model import where as first_at
 MAX_TILE = 32  # tiled and tiled-any: a TILE×TILE block has at most 1024 threads
 OPTIONS: tuple[FamilyOption, ...] = (
     FamilyOption("tile", int, 32, f"tile width of tiled and tiled-any: blocks of TILE x TILE threads (1..{MAX_TILE})"),
+    FamilyOption("example", bool, False, "the course's 9x9 exercise: n 9, tile 3, A[i][j] = 9i + j, B = 2A; "
+                 "shows A, B, each result and NumPy's"),
 )
+EXAMPLE_N, EXAMPLE_TILE = 9, 3
 SIZE_HELP = "square matrices (--n 4096) or --shape MxKxN for (MxK)·(KxN); default 4096"
 DEFAULT_N = 4096
 HOST_LIMIT = 4096**3
@@ -55,6 +58,8 @@ def mkn_problem(n: str | None, shape: str | None, dtype: str, options: dict, def
     """
     if n and shape:
         raise UsageError("give --n or --shape, not both")
+    if options.get("example"):
+        return example_problem(n, shape, options)
     if shape:
         dims = L.parse_shape(shape, 3)
     else:
@@ -67,6 +72,26 @@ def mkn_problem(n: str | None, shape: str | None, dtype: str, options: dict, def
     if tile is not None and not 1 <= int(tile) <= MAX_TILE:
         raise UsageError(f"--tile must be between 1 and {MAX_TILE} (a TILE x TILE block); got {tile}")
     return Problem(dims=tuple(dims), dtype=dtype, options=tuple(sorted(options.items())))
+
+
+def example_problem(n: str | None, shape: str | None, options: dict) -> Problem:
+    """``--example``: the course's 9×9 exercise with tile 3 (refuses another size or tile).
+
+    Raises:
+        UsageError: --shape, an --n other than 9 or a --tile other than the default or 3.
+    """
+    if shape or (n and L.parse_size(n, "--n") != EXAMPLE_N):
+        raise UsageError(f"--example is the {EXAMPLE_N}x{EXAMPLE_N} exercise: leave out --n / --shape")
+    if options.get("tile") not in (None, 32, EXAMPLE_TILE):
+        raise UsageError(f"--example runs tile {EXAMPLE_TILE}: leave out --tile")
+    opts = dict(options, tile=EXAMPLE_TILE, example=True)
+    return Problem(dims=(EXAMPLE_N,) * 3, dtype="float32", options=tuple(sorted(opts.items())))
+
+
+def example_inputs() -> dict[str, np.ndarray]:
+    """The exercise's matrices: A[i][j] = 9i + j (0..80) and B = 2A."""
+    a = np.arange(EXAMPLE_N * EXAMPLE_N, dtype=np.float32).reshape(EXAMPLE_N, EXAMPLE_N)
+    return {"a": a, "b": 2 * a}
 
 
 problem = mkn_problem
@@ -119,7 +144,9 @@ def device_bytes(problem: Problem) -> int:
 # --- inputs and answers ---------------------------------------------------------------------------
 
 def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """A and B uniform in [-1, 1): no structure a wrong index could hide behind."""
+    """A and B uniform in [-1, 1): no structure a wrong index could hide behind (``--example``: its own)."""
+    if problem.opt("example"):
+        return example_inputs()
     m, k, n = problem.dims
     return {
         "a": hostwork.uniform(rng, (m, k), np.float32),
@@ -188,6 +215,8 @@ def show(problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | N
         if result is not None:
             res = np.asarray(result)
             parts.append(f"result ({'x'.join(map(str, res.shape))}) =\n{res}")
+        elif problem.opt("example") and inputs:
+            parts.append(f"NumPy A @ B =\n{reference(problem, inputs)}")
     return "\n".join(parts)
 
 

@@ -103,6 +103,9 @@ class Case:
         repeatable: whether ``run`` may be launched back to back without ``reset`` in between and
             still do the same work (what batching short kernels needs). None: repeatable when
             ``reset`` is the default no-op.
+        one_poison: the poison is a value no correct answer can hold (an absent key, a negative
+            index), so the family's own check sees every unwritten element and one poisoned launch
+            is enough; results that are not plain arrays (sort's keys and order) need this.
         extra_checks: further verifications, each called with a poison byte after the verified
             launches and returning a :class:`Check` (reduce: a launch on exactly summable inputs).
     """
@@ -118,11 +121,16 @@ class Case:
     padded: tuple[Any, ...] = ()
     repeatable: bool | None = None
     extra_checks: tuple[Callable[[int], "Check"], ...] = ()
+    one_poison: bool = False
 
     @property
     def can_repeat(self) -> bool:
         """``repeatable``, or when undeclared, whether ``reset`` is the default no-op."""
         return self.reset is _no_reset if self.repeatable is None else bool(self.repeatable)
+    items: int = 0
+    """Keys, queries or elements one ``run`` handles; when set, the runner adds their rate
+    (items / median time, in 1e9 a second) as ``extra["rate"]``: the rate column of a family whose
+    metric is ``rate``."""
 
 
 def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relative: bool = True) -> Check:

@@ -227,6 +227,8 @@ LEGEND = {
                  "necessary byte once; % roofline = over the faster of memcpy_dtod and the best copy kernel, same run.",
     "flops": "speedup = over the first GPU row that passed, step = over the previous one; GFLOP/s = 2·M·N·K / "
              "time; % of ref = over the library (cuBLAS) row.",
+    "rate": "speedup = over the first GPU row that passed, step = over the previous one; G items/s = keys sorted, "
+            "queries answered or elements searched per second (1e9); % of ref = over the library (CuPy) row.",
     "none": "speedup = over the first GPU row that passed, step = over the previous one.",
 }
 
@@ -240,7 +242,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     """
     t = Table(box=box.SIMPLE_HEAVY, show_lines=False, pad_edge=False)
     cols = (["point"] if points else []) + ["#", "variant", "block", "grid", "median ms", "± IQR", "n"]
-    rate = {"bandwidth": "GB/s", "flops": "GFLOP/s"}.get(metric)
+    rate = RATE_HEADER.get(metric)
     if rate:
         cols.append(rate)
         cols.append("% roofline" if metric == "bandwidth" else "% of ref")
@@ -272,7 +274,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
                r.block, r.grid, _ms(med) + batch if med is not None else "–",
                _ms(r.stats.iqr) if r.stats else "–", str(r.stats.n) if r.stats else "–"]
         if rate:
-            row.append(_fmt(r.gbs if metric == "bandwidth" else r.gflops, 0 if metric == "bandwidth" else 0))
+            row.append(_fmt(rate_of(r, metric), 2 if metric == "rate" else 0))
             row.append(_fmt(r.pct_roofline, 1))
         row += [_fmt(speed, 2) + "×" if speed else "–", _fmt(step, 2) + "×" if step else "–"]
         for key, _ in extra_columns + ncu_columns:
@@ -322,16 +324,28 @@ def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
     return [(k, h) for k, h in TELEMETRY_COLUMNS if any(r.extra.get(k) not in (None, "") for r in results)]
 
 
+RATE_HEADER = {"bandwidth": "GB/s", "flops": "GFLOP/s", "rate": "G items/s"}
+
+
+def rate_of(r: Result, metric: str) -> float | None:
+    """The row's figure for the family's metric: GB/s, GFLOP/s or G items/s (``extra["rate"]``)."""
+    if metric == "rate":
+        return r.extra.get("rate")
+    return r.gbs if metric == "bandwidth" else r.gflops
+
+
 def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
-    """For FLOP-rate families, fill pct_roofline as % of the library reference row (cuBLAS)."""
+    """For FLOP-rate and item-rate families, fill pct_roofline as % of the library reference row
+    (cuBLAS, CuPy's sort)."""
     from dataclasses import replace
 
-    if metric != "flops":
+    if metric not in ("flops", "rate"):
         return list(results)
-    ref = next((r for r in results if r.kind == "library" and r.status == PASSED and r.gflops), None)
+    ref = next((r for r in results if r.kind == "library" and r.status == PASSED and rate_of(r, metric)), None)
     if ref is None:
         return list(results)
-    return [replace(r, pct_roofline=100.0 * r.gflops / ref.gflops) if r.gflops else r for r in results]
+    top = rate_of(ref, metric)
+    return [replace(r, pct_roofline=100.0 * rate_of(r, metric) / top) if rate_of(r, metric) else r for r in results]
 
 
 def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:
@@ -372,7 +386,7 @@ def simple_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: s
 
 def markdown_table(results: Sequence[Result], metric: str) -> str:
     """The comparison table as GitHub markdown (benchmark records, README)."""
-    rate = {"bandwidth": "GB/s", "flops": "GFLOP/s"}.get(metric, "")
+    rate = RATE_HEADER.get(metric, "")
     pct = "% roofline" if metric == "bandwidth" else "% ref"
     tele = telemetry_columns(results)
     head = (["variant", "block", "grid", "median ms", "IQR ms", "n"] + ([rate, pct] if rate else [])
@@ -386,7 +400,7 @@ def markdown_table(results: Sequence[Result], metric: str) -> str:
                _ms(s.iqr) if s else "–",
                str(s.n) if s else "–"]
         if rate:
-            row += [_fmt(r.gbs if metric == "bandwidth" else r.gflops, 0), _fmt(r.pct_roofline, 1)]
+            row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), _fmt(r.pct_roofline, 1)]
         row += [telemetry_cell(k, r.extra) for k, _ in tele]
         row.append(r.status + (f": {r.reason}" if r.reason else ""))
         lines.append("| " + " | ".join(x.replace("|", "/") for x in row) + " |")
