@@ -163,6 +163,24 @@ def section(name: str, fn, *args):
                 "trace": traceback.format_exc()}
 
 
+def write_record(out: Path, slug: str, info: dict, cmd: str, checks, runs: dict, extra: dict, cat) -> None:
+    """Write <slug>.md and <slug>.json (again after each late section: a cut-off run keeps a record)."""
+    md = record_markdown(info, cmd, checks, runs, extra, cat)
+    (out / f"{slug}.md").write_text("\n".join(md) + "\n")
+    payload = {
+        "cudalab": __version__, "date": datetime.date.today().isoformat(), "command": cmd, "device": info,
+        "cupy": gpu.cupy_version(),
+        "targets": [{"target": n, "measured": m, "met": ok} for n, m, ok in checks],
+        **extra,
+        "runs": {job: {k: (v if k in ("family", "request", "error", "trace", "seconds") else None) for k, v in run.items()}
+                 | ({"problem": run["problem"].to_dict(), "roofline": run["roofline"].__dict__ if run["roofline"] else None,
+                     "rows": [r.to_dict() for r in run["rows"]]} if not run.get("error") else {})
+                 for job, run in runs.items()},
+    }
+    report.write_json(out / f"{slug}.json", payload)
+    print(f"wrote {out / slug}.md and .json", file=sys.stderr)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/benchmarks")
@@ -199,27 +217,16 @@ def main() -> int:
         b = best(run.get("rows", []))
         if b is not None and run.get("roofline") and b.gbs < 0.97 * run["roofline"].gbs:
             extra["ceiling"] = section("ceiling", S.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
-    if "large" not in skip:
+    cmd = "python3 scripts/benchmark.py --out docs/benchmarks" + (f" --only {args.only}" if args.only else "")
+    write_record(out, slug, info, cmd, checks + section_checks(extra), runs, extra, cat)
+    if "large" not in skip:  # last, and after a first record: the largest sizes take minutes
         from cudalab import memplan
 
         extra["large"] = section("large", S.largest, info["free_bytes"], memplan.host_available())
-    checks += section_checks(extra)
-
-    cmd = "python3 scripts/benchmark.py --out docs/benchmarks" + (f" --only {args.only}" if args.only else "")
-    md = record_markdown(info, cmd, checks, runs, extra, cat)
-    (out / f"{slug}.md").write_text("\n".join(md) + "\n")
-    payload = {
-        "cudalab": __version__, "date": datetime.date.today().isoformat(), "command": cmd, "device": info,
-        "cupy": gpu.cupy_version(),
-        "targets": [{"target": n, "measured": m, "met": ok} for n, m, ok in checks],
-        **extra,
-        "runs": {job: {k: (v if k in ("family", "request", "error", "trace", "seconds") else None) for k, v in run.items()}
-                 | ({"problem": run["problem"].to_dict(), "roofline": run["roofline"].__dict__ if run["roofline"] else None,
-                     "rows": [r.to_dict() for r in run["rows"]]} if not run.get("error") else {})
-                 for job, run in runs.items()},
-    }
-    report.write_json(out / f"{slug}.json", payload)
-    print(f"wrote {out / slug}.md and .json", file=sys.stderr)
+        checks = checks + section_checks(extra)
+        write_record(out, slug, info, cmd, checks, runs, extra, cat)
+    else:
+        checks = checks + section_checks(extra)
     print("\n".join(f"{'MET ' if ok else 'NOT RUN' if ok is None else 'MISSED'}  {n}: {m}" for n, m, ok in checks))
     return 0
 
