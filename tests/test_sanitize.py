@@ -450,3 +450,16 @@ def test_cli_interrupt_keeps_the_rows_so_far(tree, monkeypatch, tmp_path):
     assert "INCOMPLETE" in res.output and "passed" in res.output
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["incomplete"] and len(data["rows"]) == 1
+
+
+def test_plan_runs_add_kernels_alone_beside_the_built_ins():
+    """An --add kernel is sanitized too: its own jobs, each running it alone (--variant none)."""
+    from cudalab import user
+    from cudalab.sanitize import driver
+
+    k = user.parse_adds(("docs/examples/my_transpose.cu:my_transpose@block=32x8,tile=32x32",))
+    req = RunRequest(family="transpose", variants="naive", n="64", add=tuple(k))
+    jobs = driver.plan(req, ("memcheck",))
+    assert [j.variant for j in jobs] == ["naive", "+my_transpose"]
+    assert jobs[1].request.variants == "none" and [a.name for a in jobs[1].request.add] == ["+my_transpose"]
+    assert not jobs[0].request.add

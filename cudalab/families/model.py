@@ -163,7 +163,7 @@ def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relativ
     bad = err > tolerance
     first = np.unravel_index(int(np.argmax(bad)), bad.shape)  # C order: the first wrong element
     return Check(False, worst, tolerance, f" ({int(np.count_nonzero(bad))} wrong, first at {where(bad)}: "
-                                          f"got {r[first]:.7g}, expected {ref[first]:.7g})")
+                                          f"got {r[first]:.17g}, expected {ref[first]:.17g})")
 
 
 def where(mask: np.ndarray) -> str:

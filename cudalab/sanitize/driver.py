@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from cudalab import child, runner
+from cudalab import child, runner, user
 from cudalab.catalog import family as family_spec
 from cudalab.errors import LaunchConfigError, ToolFailedError, UsageError
 from cudalab.families import load
@@ -50,7 +50,9 @@ class Job:
 
     @property
     def variant(self) -> str:
-        """The variant's name."""
+        """The variant's name (``+KERNEL`` for an --add kernel, which runs alone under --variant none)."""
+        if self.request.add and self.request.variants == "none":
+            return self.request.add[0].name
         return self.request.variants or ""
 
     @property
@@ -142,7 +144,11 @@ def plan(req: runner.RunRequest, tools: Iterable[str] = TOOLS) -> list[Job]:
     """
     spec = family_spec(req.family)
     fam = load(spec.module)
-    selected = [v for v in spec.select(req.variants) if v.kind == "kernel"]
+    only_added = bool(req.add) and (req.variants or "").strip() == "none"
+    built_in = [] if only_added else [v for v in spec.select(req.variants) if v.kind == "kernel"]
+    # each job runs one variant: a built-in one by name, an --add kernel alone (--variant none)
+    selected = [(v, {"variants": v.name, "add": ()}) for v in built_in]
+    selected += [(v, {"variants": "none", "add": (k,)}) for k, v in zip(req.add, user.variants(req.add, spec))]
     if not selected:
         raise UsageError(f"{spec.name}: no kernel variant selected (host, driver and library rows are not sanitized)")
     base = replace(req, n=None, shape=None, profile=True, roofline=False)
@@ -150,9 +156,9 @@ def plan(req: runner.RunRequest, tools: Iterable[str] = TOOLS) -> list[Job]:
     for r in sized:  # a size no variant could take is a mistake in the command (or the hook), not a skip
         runner.make_problem(spec, fam, r)
     jobs: list[Job] = []
-    for v in selected:
+    for v, fields in selected:
         for r in sized:
-            one = replace(r, variants=v.name)
+            one = replace(r, **fields)
             try:
                 runner.precheck(one)
                 why = ""
