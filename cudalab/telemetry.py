@@ -42,6 +42,20 @@ PROCESS_EVERY = 10
 INSTALL_HINT = "pip install -e '.[telemetry]' (nvidia-ml-py)"
 
 
+def ancestors(pid: int | None = None) -> set[int]:
+    """The ids of this process's parents up to init, from /proc (empty where there is none)."""
+    out: set[int] = set()
+    pid = os.getppid() if pid is None else pid
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command name is the state, then ppid
+    return out
+
+
 class TelemetryError(CudalabError):
     """``--exclusive`` or ``--lock-clocks`` cannot be honoured (one line, exit 2, no GPU work done)."""
 
@@ -154,7 +168,9 @@ class Telemetry:
         self.label = label
         self.interval_s = interval_s
         self.our_pid = os.getpid() if our_pid is None else our_pid
-        self.self_pids = {self.our_pid}
+        # Our own ancestors are not "another process": a script, ncu or compute-sanitizer that started
+        # this run may hold an idle CUDA context (seen: a benchmark whose CuPy pool kept one).
+        self.self_pids = {self.our_pid} | (ancestors() if our_pid is None else set())
         self.baseline: set[int] = set()
         self.locked_mhz: int | None = None
         self.polls: list[Poll] = []   # every poll of the run, for the header's measured clocks
