@@ -20,7 +20,7 @@ from cudalab.catalog import VariantSpec
 from cudalab.errors import CudalabError, LaunchConfigError, UsageError
 from cudalab.families import Case, Launch
 from cudalab.families import copy as copy_family  # the roofline is a copy
-from cudalab.plan import RunRequest, make_problem, names_for, plan_launch, precheck  # noqa: F401  (re-exported)
+from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 from cudalab.sampling import Timing, time_case
 from cudalab.verify import verified_launches

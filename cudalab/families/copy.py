@@ -9,7 +9,7 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec, family
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
 from cudalab.families.base import Family
 from cudalab.results import PASSED, Roofline
 

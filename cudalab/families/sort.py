@@ -21,7 +21,6 @@ never modified and needs no restore.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cudalab.files import atomic_write  # noqa: F401  (re-exported)
-from cudalab.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED, Result, Roofline
+from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED: "yellow"}
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudalab.report.core import _fmt, _ms
+from cudalab.report.core import _fmt
 from cudalab.report.core import NCU_COLUMNS, console
 from cudalab.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED
 

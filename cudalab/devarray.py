@@ -1,0 +1,159 @@
+"""Device arrays: a GPU allocation of a shape and dtype (rows optionally pitched) with uploads, downloads
+(whole, in pinned row chunks, or only the row padding) and poison fills.
+
+Kept apart from :mod:`cudalab.gpu` for size; it imports no pycuda itself: every driver call goes
+through the :class:`~cudalab.gpu.Device` that made the array (``dev.drv``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cudalab.errors import OutOfMemoryError
+
+if TYPE_CHECKING:  # for annotations only
+    from cudalab.gpu import Device
+
+
+class DeviceArray:
+    """A device allocation holding an array of ``shape`` and ``dtype``, rows optionally pitched."""
+
+    def __init__(self, dev: "Device", shape: tuple[int, ...], dtype: np.dtype, pitched: bool = False):
+        self._dev = dev
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        drv = dev.drv
+        rows = int(np.prod(self.shape[:-1])) if len(self.shape) > 1 else 1
+        row_bytes = self.shape[-1] * self.dtype.itemsize if self.shape else self.dtype.itemsize
+        try:
+            if pitched and len(self.shape) == 2:
+                self._alloc, self.pitch_bytes = drv.mem_alloc_pitch(row_bytes, rows, min(self.dtype.itemsize, 16))
+            else:
+                self._alloc = drv.mem_alloc(max(1, rows * row_bytes))
+                self.pitch_bytes = row_bytes
+        except drv.MemoryError:
+            free, _ = drv.mem_get_info()
+            raise OutOfMemoryError(rows * row_bytes, free, f"array {self.shape} {self.dtype}") from None
+        self.rows = rows
+        self.row_bytes = row_bytes
+        self.nbytes = self.pitch_bytes * rows
+
+    @property
+    def ptr(self) -> int:
+        """Device address."""
+        return int(self._alloc)
+
+    @property
+    def pitch_elems(self) -> int:
+        """Row pitch in elements (what the seed transposes take as ``pitch_in_elem``)."""
+        return self.pitch_bytes // self.dtype.itemsize
+
+    @property
+    def pitched(self) -> bool:
+        """Whether rows are padded."""
+        return self.pitch_bytes != self.row_bytes
+
+    def upload(self, host: np.ndarray) -> None:
+        """Copy a host array of the same shape into this allocation."""
+        host = np.ascontiguousarray(host, dtype=self.dtype)
+        if self.pitched:
+            self._copy2d(src_host=host)
+        else:
+            self._dev.drv.memcpy_htod(self._alloc, host)
+
+    def download(self) -> np.ndarray:
+        """Copy this allocation back into a new host array (synchronous)."""
+        out = np.empty(self.shape, self.dtype)
+        if self.pitched:
+            self._copy2d(dst_host=out)
+        else:
+            self._dev.drv.memcpy_dtoh(out, self._alloc)
+        return out
+
+    def chunks(self, chunk_bytes: int = 64 << 20) -> Any:
+        """The array as row blocks downloaded one at a time into a reused pinned buffer: verified as
+        it arrives, so the host never holds a second full copy (see :class:`cudalab.hostwork.RowChunks`)."""
+        from cudalab.hostwork import RowChunks  # noqa: PLC0415
+
+        rows = self.shape[0] if self.shape else 1
+        row_elems = int(np.prod(self.shape[1:])) if len(self.shape) > 1 else 1
+        per = max(1, chunk_bytes // max(1, row_elems * self.dtype.itemsize))
+        half = min(per, rows) * row_elems * self.dtype.itemsize
+        staging = self._dev.staging(2 * half)
+        turn = [0]
+
+        def read(r0: int, r1: int) -> np.ndarray:
+            # two halves, taken in turn: a chunk is compared while the next one downloads
+            base = (turn[0] % 2) * half
+            turn[0] += 1
+            n = (r1 - r0) * row_elems
+            out = staging[base: base + n * self.dtype.itemsize].view(self.dtype).reshape((r1 - r0,) + self.shape[1:])
+            self.download_rows(r0, r1, out)
+            return out
+
+        return RowChunks(shape=self.shape, dtype=self.dtype, rows_per_chunk=per, read=read, whole=self.download)
+
+    def download_rows(self, r0: int, r1: int, out: np.ndarray) -> None:
+        """Copy rows ``r0:r1`` into ``out`` (contiguous, ``(r1 - r0, ...)``), synchronously."""
+        drv = self._dev.drv
+        if self.pitched:
+            c = drv.Memcpy2D()
+            c.set_src_device(self.ptr + r0 * self.pitch_bytes)
+            c.src_pitch = self.pitch_bytes
+            c.set_dst_host(out)
+            c.dst_pitch = self.row_bytes
+            c.width_in_bytes = self.row_bytes
+            c.height = r1 - r0
+            c(aligned=True)
+        else:
+            drv.memcpy_dtoh(out, self.ptr + r0 * self.row_bytes)
+
+    def download_padding(self) -> np.ndarray:
+        """The row padding of a pitched allocation (bytes past each row's data), as uint8 of shape
+        (rows, pitch_bytes - row_bytes): a 2-D copy of only those bytes, whatever the array's size."""
+        pad = self.pitch_bytes - self.row_bytes
+        out = np.empty((self.rows, pad), np.uint8)
+        if pad == 0 or self.rows == 0:
+            return out
+        c = self._dev.drv.Memcpy2D()
+        c.set_src_device(self.ptr + self.row_bytes)
+        c.src_pitch = self.pitch_bytes
+        c.set_dst_host(out)
+        c.dst_pitch = pad
+        c.width_in_bytes = pad
+        c.height = self.rows
+        c(aligned=False)
+        return out
+
+    def _copy2d(self, src_host: np.ndarray | None = None, dst_host: np.ndarray | None = None) -> None:
+        drv = self._dev.drv
+        c = drv.Memcpy2D()
+        if src_host is not None:
+            c.set_src_host(src_host)
+            c.src_pitch = self.row_bytes
+            c.set_dst_device(self._alloc)
+            c.dst_pitch = self.pitch_bytes
+        else:
+            c.set_src_device(self._alloc)
+            c.src_pitch = self.pitch_bytes
+            c.set_dst_host(dst_host)
+            c.dst_pitch = self.row_bytes
+        c.width_in_bytes = self.row_bytes
+        c.height = self.rows
+        c(aligned=True)
+
+    def poison(self, byte: int = 0xFF) -> None:
+        """Fill every byte (padding too) so unwritten elements show: 0xFF is NaN for floats, -1 for ints."""
+        self._dev.drv.memset_d8(self._alloc, byte, self.nbytes)
+
+    def copy_from(self, other: "DeviceArray") -> None:
+        """Device-to-device copy of a same-sized allocation (enqueued on the default stream)."""
+        self._dev.drv.memcpy_dtod_async(self._alloc, other._alloc, min(self.nbytes, other.nbytes))
+
+    def free(self) -> None:
+        """Release the allocation now rather than at garbage collection."""
+        if self._alloc is not None:
+            self._alloc.free()
+            self._alloc = None
