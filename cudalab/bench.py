@@ -45,7 +45,7 @@ class Protocol:
     budget_s: float = 0.5
     target_rel_iqr: float = 0.01
     flush_l2: bool = True
-    target_rel_ci: float = 0.005
+    target_rel_ci: float = 0.01
     batch_below_ms: float = 0.02
     batch_ms: float = 0.2
     max_batch: int = 1000

@@ -62,7 +62,7 @@ def record_markdown(info: dict, cmd: str, checks, runs: dict, extra: dict, cat) 
     if tele.get("throttle"):
         md += [f"Clock events seen during the samples: {', '.join(tele['throttle'])}.", ""]
     md += ["Timing: CUDA events, L2 flushed before each sample (before each batch for kernels under 20 µs, rows "
-           "marked ×N), median of ≥10 samples until IQR/median < 1%, the median's 95% CI within ±0.5% or the budget, "
+           "marked ×N), median of ≥10 samples until IQR/median < 1%, the median's 95% CI within ±1% or the budget, "
            "after a warm-up. GB/s counts each necessary byte once. Telemetry columns: NVML polled while each row's "
            "samples ran.", "",
            "## Targets", "", "| target | measured | met |", "|---|---|---|"]
