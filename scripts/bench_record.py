@@ -61,7 +61,8 @@ def record_markdown(info: dict, cmd: str, checks, runs: dict, extra: dict, cat) 
           f"(pycuda build), CuPy {gpu.cupy_version() or 'absent'}.", ""]
     if tele.get("throttle"):
         md += [f"Clock events seen during the samples: {', '.join(tele['throttle'])}.", ""]
-    md += ["Timing: CUDA events, L2 flushed before each sample (before each batch for kernels under 20 µs, rows "
+    md += ["Timing: CUDA events, each sample enqueued behind a spin kernel (no host latency between the events), "
+           "L2 flushed before each sample (before each batch for kernels under 20 µs, rows "
            "marked ×N), median of ≥10 samples until IQR/median < 1%, the median's 95% CI within ±1% or the budget, "
            "after a warm-up. GB/s counts each necessary byte once. Telemetry columns: NVML polled while each row's "
            "samples ran.", "",

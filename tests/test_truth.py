@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab import bench, catalog, runner
+from cudalab import bench, catalog, runner, sampling
 from cudalab.bench import Protocol
 from cudalab.families import Check, load
 from cudalab.families.model import Case
@@ -345,3 +345,12 @@ def test_under_a_tool_one_poison_and_no_extra_launches():
                 extra_checks=(lambda byte: launches.append(2) or Check(True, 0.0, 0.0),))
     v = verified_launches(case, case.run, int_check(ref), twice=False, extra=False)
     assert v.ok and launches == [1]
+
+
+def test_every_one_launch_sample_is_enqueued_behind_a_spin():
+    # The GPU must not reach the start event before the launch is queued: host latency would be timed.
+    dev = FakeDevice(per_ms=0.05)
+    t = time_case(dev, counting_case(dev), Protocol(budget_s=0.05))
+    assert t.batch == 1 and t.spin
+    assert len(dev.spins) == dev.flushes          # one spin per sample, warm-up and probes included
+    assert all(0 < ms <= sampling.SPIN_SINGLE_MAX_MS for ms in dev.spins)

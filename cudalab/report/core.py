@@ -66,7 +66,7 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
             f"timing: CUDA events, median of ≥{protocol.min_samples} samples (until IQR/median < "
             f"{protocol.target_rel_iqr:.0%}, the median's 95% CI within ±{getattr(protocol, 'target_rel_ci', 0):.1%}, "
             f"or {protocol.budget_s:g} s), {protocol.warmup} warm-up, "
-            f"{'L2 flushed before each sample' if protocol.flush_l2 else 'hot L2 (--hot)'}"
+            f"{'L2 flushed before each sample' if protocol.flush_l2 else 'hot L2 (--hot)'}, each sample enqueued behind a spin kernel"
         )
         batched = sorted({int(r.extra["batch"]) for r in results if r.extra.get("batch")})
         if batched:
