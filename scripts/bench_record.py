@@ -38,7 +38,7 @@ def section_checks(extra: dict) -> list[tuple[str, str, bool | None]]:
         for g in large:
             if g.get("n") is None:
                 continue
-            ran = g["rc"] in (0, 1)
+            ran = g["rc"] == 0 and all(r.get("status") == "passed" for r in g.get("rows") or ())
             refused = g["up_rc"] == 2 and g["up_s"] < 30
             out.append((f"{g['family']} {g['dtype']}: the largest --n the plan allows runs to the end; the next is "
                         "refused in one line", f"--n {g['n']}: {g['wall_s']:.0f} s, peak RSS {g['maxrss_gib']:.1f} GiB; "
@@ -159,13 +159,17 @@ def _large(rows) -> list[str]:
     md = ["Sizes from the memory plan (`cudalab info` prints them) with this machine's free GPU memory and available "
           "host memory; the run is the whole command (roofline included); the next size up must be refused in one "
           "line before any GPU work.", "",
-          "| family | --n | wall s | peak RSS GiB | exit | --n + 1 |", "|---|---|---|---|---|---|"]
+          "| family | --n | rows (status, median ms) | wall s | peak RSS GiB | exit | --n + 1 |",
+          "|---|---|---|---|---|---|---|"]
     for g in rows:
         if g.get("n") is None:
-            md.append(f"| {g['family']} | – | – | – | – | {g.get('note', '')} |")
+            md.append(f"| {g['family']} | – | – | – | – | – | {g.get('note', '')} |")
             continue
-        md.append(f"| {g['family']} {g['dtype']} | {g['n']} | {g['wall_s']:.0f} | {g['maxrss_gib']:.1f} | {g['rc']} | "
-                  f"exit {g['up_rc']}: {g['up_refusal'][:160].replace('|', '/')} |")
+        cells = "; ".join(f"{r['variant']} {r['status']}" + (f" {r['median_ms']:.4g}" if r.get("median_ms") else "")
+                          + (" (sketch check)" if str(r.get("check", "")).startswith("sketch") else "")
+                          for r in g.get("rows") or ())
+        md.append(f"| {g['family']} {g['dtype']} | {g['n']} | {cells or '–'} | {g['wall_s']:.0f} | {g['maxrss_gib']:.1f} | "
+                  f"{g['rc']} | exit {g['up_rc']}: {g['up_refusal'][:160].replace('|', '/')} |")
     return md
 
 

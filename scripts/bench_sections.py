@@ -176,7 +176,20 @@ def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
 
 #: Issue 17: the largest size the memory plan allows, run to the end; the next size up refused.
 LARGE = (("transpose", "float32", ["--variant", "tiled-64x8"]), ("copy", "float32", ["--variant", "memcpy_dtod,block"]),
-         ("reduce", "float64", ["--variant", "modern,cub"]))
+         ("reduce", "float64", ["--variant", "modern,cub"]),
+         # 4-5 s a launch at 46340³: three samples (the row's stop column says so); sketch-checked
+         ("matmul", "float32", ["--variant", "warptile,cublas", "--min-samples", "3"]))
+
+
+def _row_summary(path: Path) -> list[dict]:
+    """variant, status, median ms and the check note of each row of a saved run ([] if none was saved)."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [{"variant": r.get("variant"), "status": r.get("status"), "median_ms": (r.get("stats") or {}).get("median"),
+             "check": (r.get("extra") or {}).get("check", "")}
+            for point in record.get("points", ()) for r in point.get("results", ())]
 
 
 def largest(device_free: int, host_free: int | None) -> list[dict]:
@@ -191,10 +204,13 @@ def largest(device_free: int, host_free: int | None) -> list[dict]:
         if n is None:
             out.append({"family": fam_name, "n": None, "note": "not even --n 1 fits"})
             continue
-        wall, proc, rss = _timed([fam_name, "--n", str(n), "--dtype", dtype, *extra])
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = Path(tmp) / "large.json"
+            wall, proc, rss = _timed([fam_name, "--n", str(n), "--dtype", dtype, *extra], saved)
+            rows = _row_summary(saved)
         up_wall, up, _ = _timed([fam_name, "--n", str(n + 1), "--dtype", dtype, *extra])
         refusal = [ln for ln in up.stderr.splitlines() if ln.startswith("cudalab:")]
-        out.append({"family": fam_name, "dtype": dtype, "n": n, "wall_s": wall, "maxrss_gib": rss / 2**20,
+        out.append({"family": fam_name, "dtype": dtype, "n": n, "wall_s": wall, "maxrss_gib": rss / 2**20, "rows": rows,
                     "rc": proc.returncode, "tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else [],
                     "up_rc": up.returncode, "up_s": up_wall, "up_refusal": refusal[0] if refusal else up.stderr[-300:]})
     return out

@@ -23,6 +23,7 @@ from cudalab.families.matmul import (
     check_product,
     cublas_function,
     cupy_module,
+    full_host_bytes,
     host_case,
     mkn_problem,
     refuse_large_host,
@@ -174,6 +175,11 @@ class Gemm(Matmul):
     """fp32 Z = α·A·B + β·C: matmul's sizes and show, its own inputs, reference and setup."""
 
     SIGNATURE = SIGNATURE
+
+    def host_bytes(self, problem: Problem) -> int:
+        """As matmul's with its full float64 reference (gemm has no sketch check), plus C."""
+        m, _, n = problem.dims
+        return full_host_bytes(problem) + m * n * 4
 
     OPTIONS = OPTIONS
     problem = staticmethod(problem)

@@ -12,7 +12,9 @@ A result passes when both hold:
 * largest element error / rms(C_ref) ≤ 1e-5·sqrt(K): one wrong element in a large matrix
   hardly moves the Frobenius norm, but it is as large as a typical element, so this catches it.
 
-Poisoned outputs (NaN) fail before either test.
+Poisoned outputs (NaN) fail before either test. Above 8192³ multiply-adds the float64 reference
+would take the host minutes; those products are checked against a sketch instead (exact sampled rows
+and columns, Freivalds projections; :mod:`cudalab.families.matmul_sketch`), and the rows say so.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
 from cudalab.families.model import where as first_at
 
@@ -154,8 +157,11 @@ def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndar
     }
 
 
-def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """The float64 product of the float32 inputs (exact inputs, so only the kernel's rounding shows)."""
+def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray | sketch.Sketch:
+    """The float64 product of the float32 inputs (exact inputs, so only the kernel's rounding shows);
+    above :data:`~cudalab.families.matmul_sketch.FULL_LIMIT` multiply-adds, its sketch."""
+    if sketch.sketched(problem.dims):
+        return sketch.reference(inputs["a"], inputs["b"])
     return inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
 
 
@@ -199,9 +205,16 @@ def check_product(result: np.ndarray, ref: np.ndarray, k: int) -> Check:
     return Check(True, fro, fro_tol)
 
 
-def check(problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
-    """Relative Frobenius and element errors within bounds that grow with sqrt(K)."""
+def check(problem: Problem, result: np.ndarray, ref: np.ndarray | sketch.Sketch) -> Check:
+    """Relative Frobenius and element errors within bounds that grow with sqrt(K) (or the sketch's tests)."""
+    if isinstance(ref, sketch.Sketch):
+        return sketch.check(np.asarray(result), ref, *tolerances(problem.dims[1]))
     return check_product(result, ref, problem.dims[1])
+
+
+def check_note(problem: Problem) -> dict[str, str]:
+    """The note a sketch-checked row carries (JSON ``extra.check``)."""
+    return {"check": "sketch: sampled rows and columns, Freivalds projections"} if sketch.sketched(problem.dims) else {}
 
 
 def show(problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
@@ -296,7 +309,8 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
         return Case(
             run=lambda: cupy.matmul(av, bv, out=cv),
             result=d_c.download, poison=d_c.poison, close=d_c.free,
-            notes={"reference": "cupy.matmul (cuBLAS SGEMM)", "tf32": os.environ.get("CUPY_TF32", "0")},
+            notes={"reference": "cupy.matmul (cuBLAS SGEMM)", "tf32": os.environ.get("CUPY_TF32", "0"),
+                   **check_note(problem)},
         )
     kern = kernels(variant.kernel)
     args: list[Any] = [d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k)]
@@ -306,7 +320,7 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     return Case(
         run=lambda: kern.launch(launch.grid, launch.block, args_t, launch.shared),
         result=d_c.download, poison=d_c.poison, close=d_c.free,
-        notes={"registers": kern.num_regs},
+        notes={"registers": kern.num_regs, **check_note(problem)},
     )
 
 
@@ -319,15 +333,25 @@ void KERNEL(const float *A,    // M x K, row-major
             int K)             // columns of A, rows of B
 // grid: tiles of block x per_thread (or tile=) over C, (N, M): blockIdx.x walks its columns"""
 
+def full_host_bytes(problem: Problem) -> int:
+    """Host memory of a run checked against the full float64 product (see :meth:`Matmul.host_bytes`)."""
+    m, k, n = problem.dims
+    ab, c = (m * k + k * n) * 4, m * n * 4
+    return 3 * ab + 2 * c + c + 2 * 2 * c
+
+
 class Matmul(Family):
     """fp32 C = A·B."""
 
     def host_bytes(self, problem: Problem) -> int:
         """A and B, their float64 copies while the float64 reference is computed, the reference, the
-        result, and the check's float64 temporaries (result, difference)."""
+        result, and the check's float64 temporaries (result, difference); sketched: A and B, the two
+        poisoned results and the sketch."""
         m, k, n = problem.dims
         ab, c = (m * k + k * n) * 4, m * n * 4
-        return 3 * ab + 2 * c + c + 2 * 2 * c
+        if sketch.sketched(problem.dims):
+            return ab + 2 * c + sketch.host_bytes(problem.dims)
+        return full_host_bytes(problem)
 
     SIGNATURE = SIGNATURE
 
