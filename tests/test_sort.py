@@ -1,7 +1,7 @@
 """sort without a GPU: catalog, problem parsing, inputs, the check against the wrong answers it must
 catch (unstable but sorted, a lost key, unwritten poison), the poison choice, the host row, NumPy
 emulations of the kernels' index arithmetic driven by the module's own launch schedule, the 'rate'
-metric plumbing, and nvcc builds for both dtypes."""
+metric plumbing, and nvcc builds for both dtypes (radix's own tests: test_sort_radix.py)."""
 
 from __future__ import annotations
 
@@ -35,10 +35,12 @@ def _inputs(p, seed=5):
 # --- catalog and problem ---------------------------------------------------------------------------------
 
 def test_catalog():
-    assert SPEC.names() == ["host", "bitonic", "merge-rank", "cupy"]
+    assert SPEC.names() == ["host", "bitonic", "merge-rank", "radix", "cupy"]
     assert SPEC.metric == "rate" and set(SPEC.dtypes) == set(DTYPES) and SPEC.default_dtype == "int32"
     assert SPEC.variant("cupy").kind == "library" and SPEC.variant("host").kind == "host"
     assert SPEC.variant("merge-rank").param("stable") and not SPEC.variant("bitonic").param("stable")
+    # radix is stable but returns no index: claiming stability would make its result carry one
+    assert SPEC.variant("radix").param("radix") and not SPEC.variant("radix").param("stable")
     assert SPEC.variant("bitonic").param("pad_pow2")
     assert load("sort") is MOD.FAMILY
 
@@ -321,7 +323,7 @@ def test_bitonic_plan_covers_the_padded_buffer(n):
 
 def test_sanitize_sizes_one_multiple_of_the_tiles_one_not():
     sizes = [int(s["n"]) for s in MOD.SANITIZE_SIZES]
-    assert any(s % 8192 == 0 for s in sizes) and any(s % 1024 for s in sizes)
+    assert any(s % 8192 == 0 and s % 4096 == 0 for s in sizes) and any(s % 1024 and s % 4096 for s in sizes)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"),
@@ -333,7 +335,8 @@ def test_kernels_compile_for_both_dtypes(dtype):
     defines = dict(MOD.defines(_problem(dtype=dtype), SPEC.variant("bitonic")), PER="4", ITEMS="4")
     res = {k.name: k for k in build.build(SPEC.directory / "sort.cu", defines, 'sm_90').kernels}
     assert set(res) >= {"sort_bitonic_tile", "sort_bitonic_merge", "sort_bitonic_step", "sort_bitonic_step2",
-                        "sort_bitonic_step3", "sort_bitonic_step4", "sort_merge_tile", "sort_merge_pass"}
+                        "sort_bitonic_step3", "sort_bitonic_step4", "sort_merge_tile", "sort_merge_pass",
+                        "sort_radix_hist", "sort_radix_scan", "sort_radix_scatter"}
     assert all(k.spill_stores == 0 and k.spill_loads == 0 and k.stack_frame == 0 for k in res.values())
 
 

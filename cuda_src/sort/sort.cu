@@ -251,3 +251,203 @@ extern "C" __global__ void sort_merge_pass(const elem_t *__restrict__ keys, cons
     keys_out[p] = key;
     vals_out[p] = vals[l];
 }
+
+// --- radix: stable LSD radix sort, 4-bit digits --------------------------------------------------------
+//
+// After Satish, Harris & Garland, "Designing efficient sorting algorithms for manycore GPUs" (2009),
+// with the in-tile ranking done by warp votes (Ha et al.'s 4-way split, widened to 16 digits). Each of
+// 8 passes sorts by the digit at bits shift .. shift + 3 (shift = 0, 4, .., 28) and is stable, so after
+// the last pass the keys are ordered by all 32 bits. A pass is three launches:
+//
+//   sort_radix_hist     block b counts the 16 digits of its tile -> counts[digit * numBlocks + b]
+//   sort_radix_scan     one block: exclusive prefix sum over counts, in place (digit-major order, so
+//                       counts[d * numBlocks + b] becomes where block b's keys of digit d start)
+//   sort_radix_scatter  block b ranks each key among the keys of its tile with the same digit, in
+//                       tile order, and writes it to out[start + rank]
+//
+// A tile is TILE = ITEMS * blockDim.x keys; element k of thread t is key tileStart + k * blockDim.x + t,
+// so every load is coalesced and the tile order is (k, warp, lane). The digits are those of an unsigned
+// image of the key whose order is the key's order (radix_image); the keys themselves move unchanged.
+// blockDim.x must be a multiple of 32 (whole warps vote), and at most 1024.
+
+#define RADIX_BITS 4
+#define RADIX 16                          // digits a pass; at most 32: lane d counts digit d
+#define FULL_MASK 0xffffffffu
+
+// Unsigned image with the key's order: int flips the sign bit; float flips the sign bit of positives
+// and every bit of negatives (-0.0 comes just before +0.0; no NaN is sorted).
+__device__ __forceinline__ unsigned radix_image(int k)
+{
+    return (unsigned)k ^ 0x80000000u;
+}
+
+__device__ __forceinline__ unsigned radix_image(float k)
+{
+    unsigned u = __float_as_uint(k);
+    return u ^ ((unsigned)((int)u >> 31) | 0x80000000u);
+}
+
+__device__ __forceinline__ unsigned radix_digit(elem_t k, int shift)
+{
+    return (radix_image(k) >> shift) & (RADIX - 1);
+}
+
+// The lanes of this warp whose digit is `digit`, among `lanes`, from the 4 votes bit[b] (lanes whose
+// own digit has bit b set).
+__device__ __forceinline__ unsigned lanes_with_digit(const unsigned bit[RADIX_BITS], unsigned digit, unsigned lanes)
+{
+#pragma unroll
+    for (int b = 0; b < RADIX_BITS; ++b)
+        lanes &= ((digit >> b) & 1u) ? bit[b] : ~bit[b];
+    return lanes;
+}
+
+__device__ __forceinline__ unsigned warp_inclusive_scan(unsigned v, unsigned lane)
+{
+#pragma unroll
+    for (unsigned off = 1; off < 32; off <<= 1) {
+        unsigned t = __shfl_up_sync(FULL_MASK, v, off);
+        if (lane >= off)
+            v += t;
+    }
+    return v;
+}
+
+// Load this thread's ITEMS keys of the tile (keys past n are not loaded; `valid` marks the real ones).
+__device__ __forceinline__ void radix_load(const elem_t *__restrict__ in, int n, elem_t key[ITEMS])
+{
+    const unsigned tileStart = blockIdx.x * (ITEMS * blockDim.x);
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        unsigned e = tileStart + k * blockDim.x + threadIdx.x;
+        key[k] = e < (unsigned)n ? in[e] : elem_t(0);
+    }
+}
+
+__device__ __forceinline__ bool radix_valid(int n, int k)
+{
+    return blockIdx.x * (ITEMS * blockDim.x) + k * blockDim.x + threadIdx.x < (unsigned)n;
+}
+
+extern "C" __global__ void sort_radix_hist(const elem_t *__restrict__ in, int n, int shift, unsigned *counts)
+{
+    __shared__ unsigned warp_count[32][RADIX];
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    elem_t key[ITEMS];
+    radix_load(in, n, key);
+    unsigned mine = 0;                    // lane d < RADIX: this warp's keys of digit d
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const unsigned d = radix_digit(key[k], shift);
+        const unsigned valid = __ballot_sync(FULL_MASK, radix_valid(n, k));
+        unsigned bit[RADIX_BITS];
+#pragma unroll
+        for (int b = 0; b < RADIX_BITS; ++b)
+            bit[b] = __ballot_sync(FULL_MASK, (d >> b) & 1u);
+        mine += __popc(lanes_with_digit(bit, lane & (RADIX - 1), valid));
+    }
+    if (lane < RADIX)
+        warp_count[warp][lane] = mine;
+    __syncthreads();
+    if (threadIdx.x < RADIX) {
+        unsigned sum = 0;
+        for (unsigned w = 0; w < warps; ++w)
+            sum += warp_count[w][threadIdx.x];
+        counts[threadIdx.x * gridDim.x + blockIdx.x] = sum;
+    }
+}
+
+// Exclusive prefix sum of counts[0 .. total) in place, by one block (total is a multiple of 16: RADIX
+// digits a tile). Each round takes 16 consecutive counts a thread (four uint4 loads) and carries the
+// running total into the next round.
+#define SCAN_PER 16
+extern "C" __global__ void sort_radix_scan(unsigned *counts, int total)
+{
+    __shared__ unsigned warp_sum[32];
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    uint4 *c4 = reinterpret_cast<uint4 *>(counts);
+    unsigned carry = 0;
+    for (int base = 0; base < total; base += SCAN_PER * blockDim.x) {   // the same rounds in every thread
+        const int first = base + SCAN_PER * threadIdx.x;
+        uint4 v[SCAN_PER / 4];
+#pragma unroll
+        for (int j = 0; j < SCAN_PER / 4; ++j)
+            v[j] = first + 4 * j < total ? c4[first / 4 + j] : make_uint4(0, 0, 0, 0);
+        unsigned sum = 0;
+#pragma unroll
+        for (int j = 0; j < SCAN_PER / 4; ++j)
+            sum += v[j].x + v[j].y + v[j].z + v[j].w;
+        const unsigned incl = warp_inclusive_scan(sum, lane);
+        if (lane == 31)
+            warp_sum[warp] = incl;
+        __syncthreads();
+        if (warp == 0) {
+            unsigned w = lane < warps ? warp_sum[lane] : 0;
+            w = warp_inclusive_scan(w, lane);
+            warp_sum[lane] = w;
+        }
+        __syncthreads();
+        unsigned run = carry + (warp ? warp_sum[warp - 1] : 0) + incl - sum;
+        carry += warp_sum[warps - 1];
+#pragma unroll
+        for (int j = 0; j < SCAN_PER / 4; ++j) {
+            uint4 o;
+            o.x = run; run += v[j].x;
+            o.y = run; run += v[j].y;
+            o.z = run; run += v[j].z;
+            o.w = run; run += v[j].w;
+            if (first + 4 * j < total)
+                c4[first / 4 + j] = o;
+        }
+        __syncthreads();                  // warp_sum is written again next round
+    }
+}
+
+// Dynamic shared memory: RADIX rows of ITEMS * warps + 1 counts (the +1 spreads the 16 lanes that
+// write one slot each over 16 banks).
+extern "C" __global__ void sort_radix_scatter(const elem_t *__restrict__ in, int n, int shift,
+                                              const unsigned *__restrict__ offsets, elem_t *__restrict__ out)
+{
+    extern __shared__ unsigned char smem_raw[];
+    unsigned *slot = reinterpret_cast<unsigned *>(smem_raw);   // slot[d * pitch + k * warps + warp]
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const unsigned slots = ITEMS * warps, pitch = slots + 1;
+    const unsigned below = (1u << lane) - 1u;                  // lanes before this one
+    elem_t key[ITEMS];
+    unsigned rank[ITEMS];                 // among this warp's keys of the same digit at this k
+    radix_load(in, n, key);
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const unsigned d = radix_digit(key[k], shift);
+        const unsigned valid = __ballot_sync(FULL_MASK, radix_valid(n, k));
+        unsigned bit[RADIX_BITS];
+#pragma unroll
+        for (int b = 0; b < RADIX_BITS; ++b)
+            bit[b] = __ballot_sync(FULL_MASK, (d >> b) & 1u);
+        rank[k] = __popc(lanes_with_digit(bit, d, valid) & below);
+        if (lane < RADIX)
+            slot[lane * pitch + k * warps + warp] = __popc(lanes_with_digit(bit, lane, valid));
+    }
+    __syncthreads();
+    // Per digit, an exclusive scan over the slots in tile order, started at the block's place for that
+    // digit in the output: slot then holds where the keys of (digit, k, warp) begin. One warp a digit.
+    for (unsigned d = warp; d < RADIX; d += warps) {
+        unsigned carry = offsets[d * gridDim.x + blockIdx.x];
+        for (unsigned j0 = 0; j0 < slots; j0 += 32) {
+            const unsigned j = j0 + lane;
+            const unsigned v = j < slots ? slot[d * pitch + j] : 0;
+            const unsigned incl = warp_inclusive_scan(v, lane);
+            if (j < slots)
+                slot[d * pitch + j] = carry + incl - v;
+            carry += __shfl_sync(FULL_MASK, incl, 31);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        if (radix_valid(n, k)) {
+            const unsigned d = radix_digit(key[k], shift);
+            out[slot[d * pitch + k * warps + warp] + rank[k]] = key[k];
+        }
+    }
+}

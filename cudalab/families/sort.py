@@ -1,4 +1,5 @@
-"""sort family: n keys in ascending order, by a bitonic network and a stable counting merge sort.
+"""sort family: n keys in ascending order, by a bitonic network, a stable counting merge sort and a
+stable LSD radix sort (the radix case lives in :mod:`cudalab.families.sort_radix`).
 
 Inputs (``--input``): ``random`` (int32 over the whole range, float32 normal), ``dups`` (only 16
 distinct values: long runs of equal keys), ``sorted`` and ``reverse`` (random keys, pre-sorted).
@@ -6,7 +7,8 @@ distinct values: long runs of equal keys), ``sorted`` and ``reverse`` (random ke
 Verification is exact: the keys must equal NumPy's sorted keys element for element. A variant that
 claims stability (``params.stable``: merge-rank) also returns each key's original index, and those
 must equal NumPy's stable argsort: a sort that puts equal keys out of input order returns the same
-keys but a different permutation, and fails (``--input dups`` is where that shows).
+keys but a different permutation, and fails (``--input dups`` is where that shows). radix is stable by
+construction but carries no payload (keys only, for speed), so its check sees the keys only.
 
 Poison: float outputs are filled with 0xFF bytes (NaN), which no sorted float32 input holds. For
 int32 the fill is a byte pattern whose int32 value is not among the input keys (0xFF.. = -1 unless
@@ -15,7 +17,9 @@ index outputs are filled with 0x80808080 (negative, never an index).
 
 Rate (metric ``rate``): keys / median time; % of ref is over CuPy's sort (CUB radix sort) when
 CuPy is installed. Sorting is out of place everywhere (CuPy's sort copies too), so the input is
-never modified and needs no restore.
+never modified and needs no restore. Column ``passes``: the kernel launches one run makes (bitonic,
+merge-rank: each a pass over the keys; radix: histogram, scan of the counts and scatter for each of
+8 digits, 24).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
 from cudalab.families.base import Family
+from cudalab.families.sort_radix import radix_case
 
 INPUTS = ("random", "dups", "sorted", "reverse")
 OPTIONS: tuple[FamilyOption, ...] = (
@@ -37,7 +42,7 @@ OPTIONS: tuple[FamilyOption, ...] = (
 )
 SIZE_HELP = "number of keys (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216; at most 2^26"
 EXTRA_COLUMNS = (("passes", "passes"),)
-#: compute-sanitizer sizes: a multiple of both tiles (bitonic 8192, merge-rank 1024) and one that is not.
+#: compute-sanitizer sizes: a multiple of every tile (bitonic 8192, radix 4096, merge-rank 1024) and one that is not.
 SANITIZE_SIZES = ({"n": "8192"}, {"n": "5000"})
 
 DEFAULT_N = 2**24
@@ -79,7 +84,7 @@ def pow2_at_least(x: int) -> int:
 
 
 def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """bitonic: the array padded to a power of two; merge-rank: the array."""
+    """bitonic: the array padded to a power of two; merge-rank and radix: the array."""
     n = problem.dims[0]
     return (pow2_at_least(n) if variant.param("pad_pow2") else n, 1, 1)
 
@@ -90,7 +95,11 @@ def work(problem: Problem) -> Work:
 
 
 def device_bytes(problem: Problem) -> int:
-    """Input, two key and two index buffers (merge-rank), or the padded buffer (bitonic, < 2n), + CuPy's copy."""
+    """Input, two key and two index buffers (merge-rank), or the padded buffer (bitonic, < 2n), + CuPy's copy.
+
+    radix's two key buffers and its counts (16 four-byte counts per tile of >= 32 keys: <= 2n bytes)
+    need less than merge-rank's buffers.
+    """
     n, size = problem.dims[0], problem.np_dtype.itemsize
     return n * size + 2 * n * (size + 4) + 2 * n * size + (64 << 20)
 
@@ -334,6 +343,8 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
     poison = ctx.shared("poison", lambda: key_poison(x))
     if variant.param("pad_pow2"):
         return _bitonic_case(ctx, variant, launch, problem, d_x, poison, kernels)
+    if variant.param("radix"):
+        return radix_case(ctx, variant, launch, problem, d_x, poison, kernels, answer=Sorted)
     if launch.grid[0] * launch.tile[0] < problem.dims[0]:
         raise UsageError(f"{variant.name}: --grid {launch.grid[0]} does not cover {problem.dims[0]} keys in tiles of {launch.tile[0]}")
     return _merge_case(ctx, variant, launch, problem, d_x, poison, kernels)
