@@ -37,6 +37,8 @@ class Protocol:
             (one launch per event pair would measure launch overhead and event resolution).
         batch_ms: a batch lasts at least about this long.
         max_batch: never more launches in one batch (the driver's launch queue holds about 1,000).
+        energy_s: ``--energy``: after its samples, run each GPU row's launches back to back for at
+            least this long and read its power from NVML's energy counter (0: off).
     """
 
     warmup: int = 2
@@ -49,6 +51,7 @@ class Protocol:
     batch_below_ms: float = 0.02
     batch_ms: float = 0.2
     max_batch: int = 1000
+    energy_s: float = 0.0
 
 
 @dataclass(frozen=True)

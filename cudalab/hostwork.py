@@ -147,9 +147,49 @@ def _merge(diffs: list[Diff]) -> Diff:
                 max_error=max(d.max_error for d in bad), got=first.got, want=first.want)
 
 
+def _memcmp() -> Callable[[int, int, int], int] | None:
+    """libc's ``memcmp`` through ctypes (which releases the GIL during the call), or None."""
+    global _MEMCMP
+    if _MEMCMP is None:
+        try:
+            import ctypes  # noqa: PLC0415
+
+            fn = ctypes.CDLL(None).memcmp
+            fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+            _MEMCMP = fn
+        except (OSError, AttributeError):  # no C library to load: the NumPy blocks do the work
+            _MEMCMP = False
+    return _MEMCMP or None
+
+
+def bytes_equal(a: np.ndarray, b: np.ndarray) -> bool | None:
+    """Whether two C-contiguous arrays hold the same bytes, by ``memcmp`` over spans across threads;
+    None where that does not apply (not both contiguous, sizes differ, no libc).
+
+    The common case of a check is a result that is right; comparing bytes needs no temporary arrays
+    and runs at memory speed (a 1 GiB copy result took 170 ms in NumPy blocks on an H100 host).
+    """
+    fn = _memcmp()
+    if fn is None or a.nbytes != b.nbytes or not (a.flags.c_contiguous and b.flags.c_contiguous):
+        return None
+    pa, pb, n = a.ctypes.data, b.ctypes.data, a.nbytes
+    spans = _spans(n, CHUNK)
+    same = [True] * len(spans)
+
+    def one(k: int) -> None:
+        lo, hi = spans[k]
+        same[k] = fn(pa + lo, pb + lo, hi - lo) == 0
+
+    _run(one, len(spans))
+    return all(same)
+
+
 def _diff2d(res: np.ndarray, ref: np.ndarray, r_off: int = 0) -> Diff:
     """Diff of two 2-D arrays in square blocks across threads (``ref`` may be a transposed view:
-    a 512-square block of it is 512 short contiguous runs, cache-friendly)."""
+    a 512-square block of it is 512 short contiguous runs, cache-friendly); two contiguous arrays
+    whose bytes are equal are found so by :func:`bytes_equal` first."""
+    if res.dtype.itemsize == ref.dtype.itemsize and bytes_equal(res, ref):
+        return Diff()
     side = 512
     rows, cols = res.shape
     spans = [(r, min(rows, r + side), c, min(cols, c + side)) for r in range(0, rows, side)
@@ -216,6 +256,7 @@ def first_difference(result: np.ndarray | RowChunks, reference: np.ndarray) -> t
 
 
 _POOL: ThreadPoolExecutor | None = None
+_MEMCMP: Any = None
 _DRIVER: ThreadPoolExecutor | None = None
 
 

@@ -22,7 +22,7 @@ from cudalab.families import Case, Launch
 from cudalab.families import copy as copy_family  # the roofline is a copy
 from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
-from cudalab.sampling import Timing, time_case
+from cudalab.sampling import Timing, sustained_energy, time_case
 from cudalab.verify import verified_launches
 
 __all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "measure_roofline", "plan_launch", "precheck",
@@ -255,8 +255,11 @@ class FamilyRun:
         if verdict.unwritten:
             extra["unwritten"] = verdict.unwritten
         if reading is not None:
-            extra.update(reading.extra(timing.launches, work.bytes if self.spec.metric == "bandwidth" else 0,
-                                       work.flops if self.spec.metric == "flops" else 0))
+            extra.update(reading.extra())
+        if proto.energy_s > 0 and self.telemetry is not None and not host:
+            extra.update(sustained_energy(dev, case, stats.median, self.telemetry, proto.energy_s,
+                                          work.bytes if self.spec.metric == "bandwidth" else 0,
+                                          work.flops if self.spec.metric == "flops" else 0))
         if case.to_result is not None:
             def total() -> float:
                 case.reset()
@@ -264,8 +267,8 @@ class FamilyRun:
                 t0 = time.perf_counter()
                 extra["value"] = case.to_result()
                 return (time.perf_counter() - t0) * 1e3
-            # a secondary figure (host work included, so never as steady as events): ten samples at most
-            tstats = measure(total, replace(proto, warmup=1, min_samples=min(proto.min_samples, 5), max_samples=10,
+            # a secondary figure (host work included, so never as steady as events): five samples
+            tstats = measure(total, replace(proto, warmup=1, min_samples=min(proto.min_samples, 5), max_samples=5,
                                             budget_s=proto.budget_s / 4))
             extra["to_result_ms"] = tstats.median
         sec = stats.median / 1e3

@@ -21,6 +21,7 @@ rule through the confidence interval of the median (:func:`cudalab.bench.stop_re
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -85,7 +86,9 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
             run()
             return (clock() - t0) * 1e3
 
-        host_proto = replace(proto, min_samples=min(proto.min_samples, 3), warmup=0)
+        # NumPy's rows are a baseline read at a glance: three samples, a quarter of the budget
+        # (a 15 ms host sum used to spend the whole half second on CI targets it never reaches)
+        host_proto = replace(proto, min_samples=min(proto.min_samples, 3), warmup=0, budget_s=proto.budget_s / 4)
         m = measure_until(host_sample, host_proto, clock)
         return Timing(m.stats, m.stop, launches=count[0])
 
@@ -142,3 +145,40 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
     m = measure_until(lambda: batch(n), proto, clock, warmup=False)
     return Timing(m.stats, m.stop, batch=n, single_ms=float(np.median(probes)), launches=count[0],
                   spin=bool(state["spun"]))
+
+
+#: A batch of ``--energy`` launches lasts about this long: the counter is read while it runs.
+ENERGY_BATCH_S = 0.05
+
+
+def sustained_energy(dev: Any, case: Any, median_ms: float, tele: Any, seconds: float, work_bytes: int = 0,
+                     work_flops: int = 0, clock: Callable[[], float] = time.perf_counter) -> dict:
+    """``--energy``: the row's launches (with their resets) back to back for ``seconds``, the board's
+    power from NVML's energy counter meanwhile (:meth:`cudalab.telemetry.Telemetry.sustained_watts`);
+    energy per launch = that power x the event median. ``Result.extra`` entries, or a note why none.
+    """
+    per = [max(median_ms, 1e-3) / 1e3]   # seconds per launch, resets and enqueueing included
+
+    def batch() -> int:
+        return int(min(100_000, max(1, math.ceil(ENERGY_BATCH_S / per[0]))))
+
+    def enqueue_k(k: int) -> None:
+        for _ in range(k):
+            case.reset()
+            case.run()
+
+    k = batch()   # one batch timed whole: a launch Python cannot enqueue as fast as the GPU runs it
+    t0 = clock()  # sets the pace (and the GPU idles between launches: its power is lower)
+    enqueue_k(k)
+    dev.synchronize()
+    per[0] = max(per[0], (clock() - t0) / k)
+
+    def enqueue() -> float:
+        n = batch()
+        enqueue_k(n)
+        return n * per[0]
+
+    got = tele.sustained_watts(enqueue, dev.synchronize, seconds, clock)
+    if got is None:
+        return {"energy_note": "NVML's energy counter did not move"}
+    return got.extra(median_ms, work_bytes, work_flops)

@@ -252,7 +252,8 @@ def open_telemetry(req: runner.RunRequest) -> Any:
         bus = gpu.pci_bus_id(req.device)
     except Exception:  # the device is opened next and says what is wrong in its own words
         bus = None
-    return telemetry.open_telemetry(req.device, bus, exclusive=req.exclusive, lock_mhz=req.lock_clocks)
+    return telemetry.open_telemetry(req.device, bus, exclusive=req.exclusive, lock_mhz=req.lock_clocks,
+                                    energy=req.protocol.energy_s > 0)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -1,9 +1,18 @@
 """What the GPU was doing while a variant's samples ran, read from NVML (``nvidia-ml-py``, optional).
 
 Per variant a :class:`Window` polls NVML on a background thread every few milliseconds while the
-samples run: SM and memory clocks, power, temperature, clock-event (throttle) reasons. The energy
-counter is read before and after. The run as a whole gives the measured clocks the header prints
-instead of the nominal maximum, which is not a measurement.
+samples run: SM and memory clocks, power, temperature, clock-event (throttle) reasons. The run as a
+whole gives the measured clocks the header prints instead of the nominal maximum, which is not a
+measurement.
+
+Power is NVML's instantaneous reading (field ``NVML_FI_DEV_POWER_INSTANT``), not
+``nvmlDeviceGetPowerUsage``, a one-second average (under a copy it took a second to climb from 119 W
+to 381 W on an H100, while the instantaneous reading stepped at once); where the driver lacks the
+field the average is shown, marked. Both sensors update every 100 ms on an H100, and so does the
+energy counter: a row's window of tens of milliseconds cannot give an energy (read before and after
+a window, the counter gave nothing or a whole step: 1,000 mJ for a 0.2 ms launch). Energy is
+measured apart, on request (``--energy``): :meth:`Telemetry.sustained_watts` keeps the GPU busy with
+the row's launches for a second and divides the counter's steps by the time between them.
 
 Another process computing on the same GPU makes every timing of the run doubtful (two runs at once
 read 2.5% IQR where one alone reads 0.2%): it is looked for at the start and end of each window and
@@ -22,7 +31,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -37,6 +46,8 @@ REASONS: tuple[tuple[int, str], ...] = (
 #: clock setting (``--lock-clocks`` shows it too).
 BENIGN = frozenset({"idle", "app-clocks"})
 INTERVAL_S = 0.005
+#: NVML's field id of the instantaneous power draw (``pynvml.NVML_FI_DEV_POWER_INSTANT``, driver 530+).
+FI_POWER_INSTANT = 186
 #: Look for other processes every this many polls (the process list is the slowest NVML call).
 PROCESS_EVERY = 10
 INSTALL_HINT = "pip install -e '.[telemetry]' (nvidia-ml-py)"
@@ -78,11 +89,13 @@ class Poll:
     power_w: float | None = None
     temp_c: int | None = None
     reasons: int = 0
+    t: float = 0.0          # time.perf_counter() when it was read
+    instant: bool = True    # power_w is the instantaneous draw (False: NVML's one-second average)
 
 
 @dataclass(frozen=True)
 class Reading:
-    """One window's telemetry: clocks (min, median), throttle reasons seen, power, energy, temperature."""
+    """One window's telemetry: clocks (min, median), throttle reasons seen, power, temperature."""
 
     polls: int
     seconds: float
@@ -91,20 +104,16 @@ class Reading:
     power_w: float | None = None
     temp_c: int | None = None
     reasons: tuple[str, ...] = ()
-    energy_j: float | None = None
     other_pids: tuple[int, ...] = ()
+    power_avg: bool = False
 
     @property
     def throttle(self) -> tuple[str, ...]:
         """The reasons that matter for the samples (idle gaps and clock settings left out)."""
         return tuple(r for r in self.reasons if r not in BENIGN)
 
-    def extra(self, launches: int, work_bytes: int = 0, work_flops: int = 0) -> dict[str, Any]:
-        """``Result.extra`` entries for this window (fields NVML could not read are left out).
-
-        Energy per launch is the window's energy over the launches it held: flushes, resets and
-        the gaps between samples are in the window too, so it is an upper bound.
-        """
+    def extra(self) -> dict[str, Any]:
+        """``Result.extra`` entries for this window (fields NVML could not read are left out)."""
         out: dict[str, Any] = {"telemetry_polls": self.polls}
         if self.sm_mhz:
             out["sm_mhz_min"], out["sm_mhz"] = self.sm_mhz
@@ -112,17 +121,12 @@ class Reading:
             out["mem_mhz_min"], out["mem_mhz"] = self.mem_mhz
         if self.power_w is not None:
             out["power_w"] = self.power_w
+            if self.power_avg:
+                out["power_avg_1s"] = True  # NVML's one-second average: it lags a short window
         if self.temp_c is not None:
             out["temp_c"] = self.temp_c
         out["throttle"] = "+".join(self.throttle)
         out["clock_events"] = list(self.reasons)
-        if self.energy_j is not None and self.energy_j > 0 and launches > 0:
-            out["energy_j"] = self.energy_j
-            out["energy_mj_per_launch"] = self.energy_j * 1e3 / launches
-            if work_bytes:
-                out["gb_per_j"] = work_bytes * launches / 1e9 / self.energy_j
-            if work_flops:
-                out["gflop_per_j"] = work_flops * launches / 1e9 / self.energy_j
         if self.other_pids:
             out["other_process"] = list(self.other_pids)
         return out
@@ -133,7 +137,7 @@ def _median(values: Iterable[float | None]) -> float | None:
     return float(np.median(v)) if v else None
 
 
-def summarize(polls: list[Poll], seconds: float, energy_j: float | None, other: Iterable[int] = ()) -> Reading:
+def summarize(polls: list[Poll], seconds: float, other: Iterable[int] = ()) -> Reading:
     """Reduce a window's polls to a :class:`Reading`."""
     def clock(values: list[int | None]) -> tuple[int, int] | None:
         v = [x for x in values if x is not None]
@@ -146,13 +150,35 @@ def summarize(polls: list[Poll], seconds: float, energy_j: float | None, other: 
     return Reading(
         polls=len(polls), seconds=seconds, sm_mhz=clock([p.sm_mhz for p in polls]),
         mem_mhz=clock([p.mem_mhz for p in polls]), power_w=_median(p.power_w for p in polls),
-        temp_c=max(temps) if temps else None, reasons=decode_reasons(mask), energy_j=energy_j,
+        temp_c=max(temps) if temps else None, reasons=decode_reasons(mask),
         other_pids=tuple(sorted(set(other))),
+        power_avg=any(not p.instant for p in polls if p.power_w is not None),
     )
 
 
+@dataclass(frozen=True)
+class Sustained:
+    """Board power over back-to-back launches (:meth:`Telemetry.sustained_watts`)."""
+
+    watts: float
+    seconds: float   # between the first and last counter step used
+    steps: int       # counter steps in that span
+
+    def extra(self, launch_ms: float, work_bytes: int = 0, work_flops: int = 0) -> dict[str, Any]:
+        """``Result.extra`` entries: the power, and per launch of ``launch_ms`` (the event median)
+        its energy and the work done per joule."""
+        joules = self.watts * launch_ms / 1e3
+        out: dict[str, Any] = {"sustained_w": self.watts, "energy_span_s": self.seconds,
+                               "energy_mj_per_launch": joules * 1e3}
+        if work_bytes and joules > 0:
+            out["gb_per_j"] = work_bytes / 1e9 / joules
+        if work_flops and joules > 0:
+            out["gflop_per_j"] = work_flops / 1e9 / joules
+        return out
+
+
 class Telemetry:
-    """NVML for one GPU: polls, energy, other processes, the clock lock.
+    """NVML for one GPU: polls, sustained power, other processes, the clock lock.
 
     Args:
         nvml: the ``pynvml`` module (initialised) or a fake with the same functions.
@@ -175,9 +201,11 @@ class Telemetry:
         self.locked_mhz: int | None = None
         self.polls: list[Poll] = []   # every poll of the run, for the header's measured clocks
         self.other_seen: set[int] = set()
+        self.threads: list[threading.Thread] = []  # pollers of stopped windows, joined by close()
         # The newer name first; a driver older than the binding lacks it, the older name is there.
         names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
         self._reasons = [fn for fn in (getattr(nvml, n, None) for n in names) if fn is not None]
+        self._instant = hasattr(nvml, "nvmlDeviceGetFieldValues")  # until the driver says otherwise
 
     # --- processes -------------------------------------------------------------------------------
     def processes(self) -> set[int]:
@@ -235,6 +263,9 @@ class Telemetry:
 
     def close(self) -> None:
         """Restore a locked clock and shut NVML down (safe to call twice; never raises)."""
+        for thread in self.threads:  # a poller still inside NVML must not outlive it
+            thread.join(timeout=1.0)
+        self.threads.clear()
         if self.locked_mhz is not None:
             try:
                 self.nvml.nvmlDeviceResetGpuLockedClocks(self.handle)
@@ -259,7 +290,9 @@ class Telemetry:
 
         sm = get("nvmlDeviceGetClockInfo", getattr(n, "NVML_CLOCK_SM", 1))
         mem = get("nvmlDeviceGetClockInfo", getattr(n, "NVML_CLOCK_MEM", 2))
-        mw = get("nvmlDeviceGetPowerUsage")
+        mw, instant = self._instant_mw(), True
+        if mw is None:
+            mw, instant = get("nvmlDeviceGetPowerUsage"), False
         temp = get("nvmlDeviceGetTemperature", getattr(n, "NVML_TEMPERATURE_GPU", 0))
         reasons = 0
         while self._reasons:
@@ -268,14 +301,66 @@ class Telemetry:
                 break
             except Exception:  # not in this driver: try the other name once, then give up
                 self._reasons.pop(0)
-        return Poll(sm_mhz=sm, mem_mhz=mem, power_w=None if mw is None else mw / 1000.0, temp_c=temp, reasons=reasons)
+        return Poll(sm_mhz=sm, mem_mhz=mem, power_w=None if mw is None else mw / 1000.0, temp_c=temp,
+                    reasons=reasons, t=time.perf_counter(), instant=instant)
 
-    def energy_j(self) -> float | None:
-        """The GPU's energy counter in joules (None where the GPU has none)."""
+    def _instant_mw(self) -> int | None:
+        """The instantaneous power draw in milliwatts, or None (and never asked again) where the
+        driver or GPU has no such field."""
+        if not self._instant:
+            return None
         try:
-            return self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0
+            value = self.nvml.nvmlDeviceGetFieldValues(self.handle, [FI_POWER_INSTANT])[0]
+            if int(value.nvmlReturn) == 0:
+                return int(value.value.uiVal)
+        except Exception:
+            pass
+        self._instant = False
+        return None
+
+    def energy_mj(self) -> int | None:
+        """NVML's energy counter in millijoules (None where the GPU has none)."""
+        try:
+            return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
         except Exception:
             return None
+
+    def sustained_watts(self, enqueue: Callable[[], float], wait: Callable[[], None], seconds: float = 1.0,
+                        clock: Callable[[], float] = time.perf_counter) -> Sustained | None:
+        """Average board power while ``enqueue`` keeps the GPU busy, from two steps of the energy
+        counter at least ``seconds`` apart (None: no counter, or it never moved).
+
+        The counter steps every 100 ms on an H100; it is read while each batch runs (a read takes
+        ~4 ms), so a step's time is known to a few ms and the power over a second to under 1%. The
+        first step seen ends a period that may hold idle time before the load: it starts the span.
+
+        Args:
+            enqueue: queues one batch of work without waiting; returns its expected GPU seconds.
+            wait: waits for the GPU to finish everything queued.
+            seconds: the shortest span between the first and last step used.
+            clock: wall clock (injectable for tests).
+        """
+        last = self.energy_mj()
+        if last is None:
+            return None
+        steps: list[tuple[float, int]] = []
+        give_up = clock() + seconds + 2.0
+        while clock() < give_up:
+            busy = enqueue()
+            until = clock() + 0.8 * busy   # stop reading before the batch ends: no idle gap
+            while True:
+                value = self.energy_mj()
+                if value is not None and value != last:
+                    steps.append((clock(), value))
+                    last = value
+                if clock() >= until:
+                    break
+            wait()
+            if len(steps) >= 2 and steps[-1][0] - steps[0][0] >= seconds:
+                (t0, e0), (t1, e1) = steps[0], steps[-1]
+                return Sustained(watts=(e1 - e0) / 1e3 / (t1 - t0), seconds=t1 - t0, steps=len(steps) - 1)
+        wait()
+        return None
 
     def window(self) -> "Window":
         """A polling window around one variant's samples (a context manager; see :class:`Window`)."""
@@ -285,7 +370,7 @@ class Telemetry:
         """The run's telemetry for ``RunRecord.device["telemetry"]``: measured clocks (median over
         every poll), the clock lock, and other processes seen."""
         out: dict[str, Any] = {"source": "nvml", "polls": len(self.polls)}
-        run = summarize(self.polls, 0.0, None)
+        run = summarize(self.polls, 0.0)
         if run.sm_mhz:
             out["sm_mhz"] = run.sm_mhz[1]
         if run.mem_mhz:
@@ -309,16 +394,15 @@ class Window:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
-        self._e0: float | None = None
         self.reading: Reading | None = None
 
     def start(self) -> "Window":
-        """Read the energy counter, look for other processes, start polling."""
+        """Look for other processes, start polling."""
         self.other |= self.tele.others()
-        self._e0 = self.tele.energy_j()
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._loop, name="cudalab-telemetry", daemon=True)
         self._thread.start()
+        self.tele.threads[:] = [t for t in self.tele.threads if t.is_alive()] + [self._thread]
         return self
 
     def _loop(self) -> None:
@@ -331,18 +415,21 @@ class Window:
             self._stop.wait(self.tele.interval_s)
 
     def stop(self) -> Reading:
-        """Stop polling (one last poll if the window was too short for any) and summarise."""
+        """Stop polling (one last poll if the window was too short for any) and summarise.
+
+        The thread is not waited for here (it may be inside an NVML call): the polls it has made so
+        far are the window's, and :meth:`Telemetry.close` joins every such thread before NVML shuts
+        down. No NVML call here or in :meth:`start` costs more than a few microseconds.
+        """
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        seconds = time.perf_counter() - self._t0
-        e1 = self.tele.energy_j()
-        if not self.polls:
-            self.polls.append(self.tele.poll())
+        t1 = time.perf_counter()
+        polls = list(self.polls)  # what the thread appends after this belongs to no window
+        if not polls:
+            polls.append(self.tele.poll())
         self.other |= self.tele.others()
-        energy = e1 - self._e0 if e1 is not None and self._e0 is not None else None
-        self.tele.polls.extend(self.polls)
-        self.reading = summarize(self.polls, seconds, energy, self.other)
+        seconds = t1 - self._t0
+        self.tele.polls.extend(polls)
+        self.reading = summarize(polls, seconds, self.other)
         return self.reading
 
     def __enter__(self) -> "Window":
@@ -380,7 +467,7 @@ def import_nvml() -> tuple[Any | None, str]:
 
 
 def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, exclusive: bool = False,
-                   lock_mhz: int | None = None) -> Opened:
+                   lock_mhz: int | None = None, energy: bool = False) -> Opened:
     """Open NVML for CUDA device ``index`` before its context: look for other processes, refuse
     under ``--exclusive`` while one is there, lock the clock for ``--lock-clocks``.
 
@@ -390,24 +477,26 @@ def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, 
         nvml: an initialised NVML module (tests pass a fake); None imports ``pynvml``.
         exclusive: refuse while another process computes on the GPU.
         lock_mhz: lock the SM clock at this many MHz.
+        energy: ``--energy`` asked for (it needs NVML).
 
     Raises:
-        TelemetryError: NVML missing while ``--exclusive``/``--lock-clocks`` need it, another process
+        TelemetryError: NVML missing while ``--exclusive``/``--lock-clocks``/``--energy`` need it, another process
             under ``--exclusive``, or the driver refusing the lock.
     """
     note = ""
     if nvml is None:
         nvml, note = import_nvml()
     if nvml is None:
-        needs = [o for o, on in (("--exclusive", exclusive), ("--lock-clocks", lock_mhz is not None)) if on]
+        needs = [o for o, on in (("--exclusive", exclusive), ("--lock-clocks", lock_mhz is not None),
+                                 ("--energy", energy)) if on]
         if needs:
-            raise TelemetryError(f"{' and '.join(needs)} need NVML: {note}")
+            raise TelemetryError(f"{' and '.join(needs)} need{'s' if len(needs) == 1 else ''} NVML: {note}")
         return Opened(None, f"telemetry off: {note}")
     try:
         handle = (nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id) if pci_bus_id
                   else nvml.nvmlDeviceGetHandleByIndex(index))
     except Exception as exc:
-        if exclusive or lock_mhz is not None:
+        if exclusive or lock_mhz is not None or energy:
             raise TelemetryError(f"NVML does not find GPU {index} ({_nvml_text(exc)})") from None
         return Opened(None, f"telemetry off: NVML does not find GPU {index} ({_nvml_text(exc)})")
     tele = Telemetry(nvml, handle, label=f"GPU {index}")

@@ -17,6 +17,12 @@ def section_checks(extra: dict) -> list[tuple[str, str, bool | None]]:
     for w in extra.get("time_to_table") or []:
         if isinstance(w, dict) and "command" in w:
             out.append((f"time to table: `{w['command']}` ≤ {w['target_s']:g} s", f"{w['wall_s']:.2f} s", w["ok"]))
+    e = extra.get("energy")
+    if isinstance(e, dict) and "rows" in e:
+        gpu_rows = [r for r in e["rows"] if r["status"] == "passed" and r["variant"] != "host"]
+        done = [r for r in gpu_rows if r.get("sustained_w") and r.get("gb_per_j")]
+        out.append(("`cudalab copy --energy`: every passed GPU row has W busy, mJ/launch and GB/J",
+                    f"{len(done)} of {len(gpu_rows)} rows", bool(gpu_rows) and len(done) == len(gpu_rows)))
     walls = extra.get("ncu_walls")
     if isinstance(walls, list):
         for w in walls:
@@ -86,6 +92,7 @@ def record_markdown(info: dict, cmd: str, checks, runs: dict, extra: dict, cat) 
 def _sections(extra: dict) -> list[str]:
     md: list[str] = []
     for key, title in (("time_to_table", "Time to table"), ("ncu_walls", "ncu: one process per command"),
+                       ("energy", "Energy: copy rows under --energy"),
                        ("timing_truth", "Timing truth: CUDA events vs Nsight Compute"),
                        ("table36", "Reduction: Table 3-5 times and Table 3-6 global load/store efficiency"),
                        ("ceiling", "Transpose: why the target is out of reach (ncu DRAM throughput)"),
@@ -106,7 +113,9 @@ def _sections(extra: dict) -> list[str]:
 
 def _walls(rows) -> list[str]:
     md = ["Each command run twice as a user types it (`python3 -m cudalab ... --json FILE`, a fresh process each time, "
-          "machine warm); the second run's wall time counts (the first fills nvcc's disk cache). GPU work = every "
+          "machine warm); the second run's wall time counts (the first fills nvcc's disk cache and Python's bytecode "
+          "cache: these machines set PYTHONDONTWRITEBYTECODE, so the commands run with PYTHONPYCACHEPREFIX, as an "
+          "installed package has its .pyc files). GPU work = every "
           "timed sample plus a warm-up and a verified launch per row, from the command's own JSON.", "",
           "| command | wall s | first run s | GPU work s | GPU share | peak RSS MiB | target s | met |",
           "|---|---|---|---|---|---|---|---|"]
@@ -173,5 +182,20 @@ def _large(rows) -> list[str]:
     return md
 
 
-RENDER = {"time_to_table": _walls, "ncu_walls": _ncu, "timing_truth": _truth, "table36": _t36, "ceiling": _ceiling,
+def _energy(e) -> list[str]:
+    md = [f"`{e['command']}` ({e['wall_s']:.1f} s, exit {e['rc']}): after its samples each row's launches run back "
+          "to back for a second or more while NVML's energy counter (100 ms steps) is read; W busy = the counter's "
+          "steps over the time between them; mJ/launch = W busy x the event median; GB/J = bytes moved per joule. "
+          "W window = the instantaneous power sensor's median during the samples (gaps between samples included).", "",
+          "| variant | status | median ms | GB/s | W window | W busy | span s | mJ/launch | GB/J |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in e["rows"]:
+        md.append(f"| {r['variant']} | {r['status']} | {_f(r['median_ms'], '.4f')} | {_f(r['gbs'], ',.0f')} | "
+                  f"{_f(r['power_w'], '.0f')} | {_f(r['sustained_w'], '.0f')} | {_f(r['energy_span_s'], '.2f')} | "
+                  f"{_f(r['energy_mj_per_launch'], '.1f')} | {_f(r['gb_per_j'], '.2f')} |"
+                  + (f" {r['energy_note']}" if r.get("energy_note") else ""))
+    return md
+
+
+RENDER = {"energy": _energy, "time_to_table": _walls, "ncu_walls": _ncu, "timing_truth": _truth, "table36": _t36, "ceiling": _ceiling,
           "large": _large}

@@ -7,6 +7,7 @@ record shows. Every figure comes from the run that writes the record.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -35,11 +36,24 @@ SAVED_RUNS = (
 )
 
 
+#: Where the commands' Python bytecode is cached. An installed package has its ``.pyc`` files; the
+#: GPU machines set PYTHONDONTWRITEBYTECODE and ship NumPy without them, so every command there
+#: compiled ~300 modules from source (0.6 s of each wall time, no user pays it twice).
+PYCACHE = Path(tempfile.gettempdir()) / "cudalab-bench-pycache"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return env
+
+
 def _timed(argv: list[str], out: Path | None = None) -> tuple[float, subprocess.CompletedProcess, int]:
-    """Run ``cudalab ARGV`` (a fresh process); return wall seconds, the process and its peak RSS in KiB."""
+    """Run ``cudalab ARGV`` (a fresh process, bytecode cached as an install has it); return wall
+    seconds, the process and its peak RSS in KiB."""
     cmd = ["/usr/bin/time", "-f", "MAXRSS %M", *CLI, *argv] + (["--json", str(out)] if out else [])
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
     wall = time.perf_counter() - t0
     rss = 0
     for line in proc.stderr.splitlines():
@@ -90,6 +104,28 @@ def saved_runs(slug: str, keep: Path) -> list[str]:
             for n in names:
                 tar.add(Path(tmp) / n, arcname=n)
     return names
+
+
+#: Issue 14: energy per launch from a sustained run (``--energy``), on kernels whose power is known
+#: territory: a copy at full HBM bandwidth.
+ENERGY_COMMAND = ["copy", "--variant", "memcpy_dtod,naive,vec4,block", "--energy"]
+
+
+def energy() -> dict:
+    """``cudalab copy --energy``: each row's sustained power, energy per launch and GB/J."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.json"
+        wall, proc, _ = _timed(ENERGY_COMMAND, path)
+        rows = []
+        if path.is_file():
+            for point in json.loads(path.read_text()).get("points", ()):
+                for r in point.get("results", ()):
+                    e = r.get("extra") or {}
+                    rows.append({"variant": r["variant"], "status": r["status"], "gbs": r.get("gbs"),
+                                 "median_ms": (r.get("stats") or {}).get("median"), "power_w": e.get("power_w"),
+                                 **{k: e.get(k) for k in ("sustained_w", "energy_span_s", "energy_mj_per_launch",
+                                                          "gb_per_j", "energy_note")}})
+    return {"command": "cudalab " + " ".join(ENERGY_COMMAND), "wall_s": wall, "rc": proc.returncode, "rows": rows}
 
 
 def ncu_walls() -> list[dict]:

@@ -186,7 +186,7 @@ def main() -> int:
     ap.add_argument("--out", default="docs/benchmarks")
     ap.add_argument("--only", default=None, help="comma list of families")
     ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: wall,ncu,truth,table36,large,saved")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: wall,saved,ncu,energy,truth,table36,ceiling,large")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     only = set(args.only.split(",")) if args.only else None
@@ -208,6 +208,8 @@ def main() -> int:
         extra["saved_runs"] = section("saved", S.saved_runs, slug, out)
     if "ncu" not in skip:
         extra["ncu_walls"] = section("ncu", S.ncu_walls)
+    if "energy" not in skip:
+        extra["energy"] = section("energy", S.energy)
     if "truth" not in skip:
         extra["timing_truth"] = section("truth", S.timing_truth, runs)
     if "table36" not in skip:

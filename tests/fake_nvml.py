@@ -15,6 +15,17 @@ class Proc:
     usedGpuMemory: int = 0
 
 
+@dataclass
+class _Value:
+    uiVal: int
+
+
+@dataclass
+class FieldValue:
+    nvmlReturn: int
+    value: _Value
+
+
 class FakeNVML:
     """One GPU. Clock, power and temperature readings cycle through the given lists."""
 
@@ -24,12 +35,13 @@ class FakeNVML:
     NVMLError = NVMLError
 
     def __init__(self, sm=(1980,), mem=(2619,), power_mw=(300000,), temp=(50,), reasons=(0,),
-                 pids=(), lock_error: str | None = None, energy_step_mj: int = 1000):
+                 pids=(), lock_error: str | None = None, energy_step_mj: int = 1000, instant: bool = True):
         self.sm, self.mem, self.power_mw, self.temp, self.reasons = list(sm), list(mem), list(power_mw), list(temp), list(reasons)
         self.pids = list(pids)
         self.lock_error = lock_error
         self.energy_mj = 10_000_000
         self.energy_step_mj = energy_step_mj
+        self.instant = instant
         self.calls: list[tuple] = []
         self.i = 0
         self.shutdown = 0
@@ -59,6 +71,13 @@ class FakeNVML:
 
     def nvmlDeviceGetPowerUsage(self, h):
         return self._next(self.power_mw)
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        """Only the instantaneous power field (186), from the same cycle as nvmlDeviceGetPowerUsage;
+        ``instant=False`` makes the driver lack it."""
+        if not self.instant or list(ids) != [186]:
+            raise self.NVMLError("Not Supported")
+        return [FieldValue(nvmlReturn=0, value=_Value(uiVal=self._next(self.power_mw)))]
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         return self._next(self.temp)

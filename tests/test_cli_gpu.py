@@ -66,3 +66,16 @@ def test_matmul_show_prints_the_9x9_exercise():
     res = cudalab("matmul", "--variant", "tiled", "--n", "9", "--tile", "3", "--show", "--no-roofline")
     assert res.returncode == 0, res.stderr
     assert "3x3" in res.stdout and "A (9x9)" in res.stdout and "--- tiled" in res.stdout
+
+
+def test_energy_gives_each_row_its_sustained_power_and_work_per_joule(tmp_path):
+    pytest.importorskip("pynvml")
+    out = tmp_path / "e.json"
+    res = cudalab("copy", "--n", "8192", "--variant", "naive,block", "--energy", "--no-roofline", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "W busy" in res.stdout and "GB/J" in res.stdout
+    for row in json.loads(out.read_text())["points"][0]["results"]:
+        e = row["extra"]
+        assert 20 < e["sustained_w"] < 2000 and e["energy_span_s"] >= 1.0, e   # a board's power, over a second
+        assert e["energy_mj_per_launch"] == pytest.approx(e["sustained_w"] * row["stats"]["median"])
+        assert e["gb_per_j"] == pytest.approx(row["gbs"] / e["sustained_w"], rel=1e-6)

@@ -27,7 +27,7 @@ def test_decode_reasons():
     assert decode_reasons(0x1 | 0x1000) == ("idle", "0x1000")
 
 
-def test_window_reads_clocks_power_temperature_energy_and_reasons():
+def test_window_reads_clocks_power_temperature_and_reasons():
     nvml = FakeNVML(sm=(1980, 1755, 1980, 1980), mem=(2619,), power_mw=(250000, 350000), temp=(40, 61),
                     reasons=(0x1, 0x4))
     tele = Telemetry(nvml, "handle", our_pid=OUR, interval_s=0.001)
@@ -38,13 +38,42 @@ def test_window_reads_clocks_power_temperature_energy_and_reasons():
     assert r.sm_mhz == (1755, 1980) and r.mem_mhz == (2619, 2619)
     assert r.power_w == pytest.approx(300.0) and r.temp_c == 61
     assert r.reasons == ("idle", "sw-power-cap") and r.throttle == ("sw-power-cap",)
-    assert r.energy_j == pytest.approx(1.0)
-    extra = r.extra(launches=100, work_bytes=2 * 10**9)
+    extra = r.extra()
     assert extra["sm_mhz"] == 1980 and extra["sm_mhz_min"] == 1755 and extra["throttle"] == "sw-power-cap"
-    assert extra["energy_mj_per_launch"] == pytest.approx(10.0)
-    assert extra["gb_per_j"] == pytest.approx(200.0)          # 100 launches × 2 GB / 1 J
-    assert "other_process" not in extra
+    assert "other_process" not in extra and "power_avg_1s" not in extra and "energy_mj_per_launch" not in extra
+    assert nvml.energy_mj == 10_000_000   # a window never reads the energy counter (it steps every 100 ms)
     assert tele.summary()["sm_mhz"] == 1980 and tele.summary()["mem_mhz"] == 2619
+
+
+def test_stop_does_not_wait_for_a_poll_in_flight_and_close_joins_it():
+    import threading
+    import time
+
+    gate = threading.Event()
+
+    class Slow(FakeNVML):
+        def nvmlDeviceGetPowerUsage(self, h):
+            if self.i > 1:
+                gate.wait(5)  # the second poll hangs inside "NVML" until released
+            return super().nvmlDeviceGetPowerUsage(h)
+
+        def nvmlShutdown(self):
+            self.alive_at_shutdown = poller.is_alive()
+            super().nvmlShutdown()
+
+    nvml = Slow()
+    tele = Telemetry(nvml, "handle", our_pid=OUR, interval_s=0.001)
+    w = tele.window().start()
+    while nvml.i < 2:
+        time.sleep(0.001)
+    t0 = time.perf_counter()
+    r = w.stop()
+    assert time.perf_counter() - t0 < 1.0 and r.sm_mhz == (1980, 1980)
+    poller = tele.threads[0]
+    assert poller.is_alive()    # still inside the hung call
+    threading.Timer(0.05, gate.set).start()
+    tele.close()
+    assert nvml.alive_at_shutdown is False and nvml.shutdown == 1  # joined before NVML shut down
 
 
 def test_missing_fields_are_left_out_not_guessed():
@@ -52,14 +81,63 @@ def test_missing_fields_are_left_out_not_guessed():
         def nvmlDeviceGetPowerUsage(self, h):
             raise self.NVMLError("Not Supported")
 
-        def nvmlDeviceGetTotalEnergyConsumption(self, h):
-            raise self.NVMLError("Not Supported")
-
-    tele = Telemetry(Partial(), "handle", our_pid=OUR)
+    tele = Telemetry(Partial(instant=False), "handle", our_pid=OUR)
     r = tele.window().start().stop()
-    extra = r.extra(launches=10, work_bytes=100)
-    assert "power_w" not in extra and "energy_mj_per_launch" not in extra and "gb_per_j" not in extra
+    extra = r.extra()
+    assert "power_w" not in extra
     assert extra["sm_mhz"] == 1980
+
+
+class CounterNVML(FakeNVML):
+    """An energy counter that steps every 100 ms of a fake clock at ``watts``; each read takes 4 ms."""
+
+    def __init__(self, watts=400.0, **kw):
+        super().__init__(**kw)
+        self.now, self.watts = 0.0, watts
+
+    def clock(self):
+        return self.now
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        self.now += 0.004
+        return int(int(self.now / 0.1) * 0.1 * self.watts * 1000)
+
+
+def test_sustained_watts_divides_counter_steps_by_the_time_between_them():
+    nvml = CounterNVML(watts=400.0)
+    tele = Telemetry(nvml, "handle", our_pid=OUR)
+    batches = []
+
+    def enqueue():
+        batches.append(nvml.now)
+        return 0.05
+
+    got = tele.sustained_watts(enqueue, lambda: setattr(nvml, "now", nvml.now + 0.01), 1.0, nvml.clock)
+    assert got.watts == pytest.approx(400.0, rel=0.01) and got.seconds >= 1.0 and got.steps >= 10
+    assert len(batches) > 10   # the GPU is kept busy the whole time
+    extra = got.extra(launch_ms=0.5, work_bytes=2 * 10**9)
+    assert extra["energy_mj_per_launch"] == pytest.approx(got.watts * 0.5)       # W x ms = mJ
+    assert extra["gb_per_j"] == pytest.approx(2.0 / (got.watts * 0.5e-3))
+    assert extra["sustained_w"] == got.watts
+
+
+def test_sustained_watts_gives_up_when_the_counter_never_moves():
+    class Stuck(CounterNVML):
+        def nvmlDeviceGetTotalEnergyConsumption(self, h):
+            self.now += 0.004
+            return 5
+
+    nvml = Stuck()
+    assert Telemetry(nvml, "handle", our_pid=OUR).sustained_watts(lambda: 0.05, lambda: None, 1.0, nvml.clock) is None
+    assert 3.0 <= nvml.now < 3.5   # the span asked for and two seconds more, not forever
+
+
+def test_without_the_instantaneous_field_power_is_marked_average():
+    nvml = FakeNVML(power_mw=(200000,), instant=False)
+    tele = Telemetry(nvml, "handle", our_pid=OUR)
+    extra = tele.window().start().stop().extra()
+    assert extra["power_w"] == 200.0 and extra["power_avg_1s"] is True
+    assert report.core.telemetry_cell("power_w", extra) == "200 avg"
 
 
 def test_other_process_is_flagged_and_our_container_pid_is_learnt():
@@ -70,7 +148,7 @@ def test_other_process_is_flagged_and_our_container_pid_is_learnt():
     tele.after_open()
     assert tele.others() == {222}
     r = tele.window().start().stop()
-    assert r.other_pids == (222,) and r.extra(1)["other_process"] == [222]
+    assert r.other_pids == (222,) and r.extra()["other_process"] == [222]
     nvml.pids = [9999]
     assert tele.window().start().stop().other_pids == ()
     assert tele.summary()["other_process"] == [222]
@@ -247,6 +325,25 @@ def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, 
     row = data["points"][0]["results"][0]
     assert row["extra"]["other_process"] == [4242] and row["extra"]["sm_mhz"] == 1980
     assert data["device"]["telemetry"]["other_process"] == [4242]
+
+
+def test_energy_measures_sustained_power_per_row_and_needs_nvml(fake_cli, monkeypatch, tmp_path):
+    monkeypatch.setattr(runner.FamilyRun, "run", drive_one_copy_row)
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--budget", "0.01", "--energy",
+                                   "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    extra = json.loads(out.read_text())["points"][0]["results"][0]["extra"]
+    assert extra["sustained_w"] > 0 and extra["energy_span_s"] >= 1.0
+    assert extra["energy_mj_per_launch"] == pytest.approx(extra["sustained_w"] * 0.05)   # W x 0.05 ms
+    assert extra["gb_per_j"] > 0
+    assert "W busy" in res.output and "--energy: W busy" in res.output
+    plain = tmp_path / "plain.json"
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--budget", "0.01", "--json", str(plain)])
+    assert "sustained_w" not in json.loads(plain.read_text())["points"][0]["results"][0]["extra"]
+    monkeypatch.setattr(telemetry, "import_nvml", lambda: (None, "nvidia-ml-py is not installed"))
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--energy"])
+    assert res.exit_code == 2 and "--energy needs NVML" in res.output and "Traceback" not in res.output
 
 
 def test_throttle_reasons_fall_back_to_the_older_nvml_name():

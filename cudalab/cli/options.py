@@ -58,6 +58,9 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--no-roofline"], is_flag=True, help="Skip the copy roofline measurement."),
         click.Option(["--exclusive"], is_flag=True,
                      help="Refuse to start while another process computes on the GPU (needs NVML)."),
+        click.Option(["--energy"], is_flag=True,
+                     help="Measure each GPU row's energy: its launches back to back for a second while NVML's "
+                          "energy counter runs (about a second more per row; needs NVML)."),
         click.Option(["--lock-clocks"], type=click.IntRange(min=1), default=None, metavar="MHZ",
                      help="Lock the SM clock at MHZ during the run and restore it after (needs NVML and "
                           "permission to set clocks; never on a shared GPU)."),
@@ -104,7 +107,7 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
     if kw.get("budget", 1.0) <= 0 or kw.get("min_samples", 1) < 1:
         raise UsageError("--budget must be positive and --min-samples at least 1")
     protocol = Protocol(budget_s=kw.get("budget", 0.5), min_samples=kw.get("min_samples", 10),
-                        flush_l2=not kw.get("hot", False))
+                        flush_l2=not kw.get("hot", False), energy_s=1.0 if kw.get("energy") else 0.0)
     base = sweep.base_request(
         spec, fam, variants=kw.get("variants"), grid=kw.get("grid"), add=user.parse_adds(kw.get("add") or ()),
         protocol=protocol, seed=kw.get("seed"), roofline=not kw.get("no_roofline", False), device=kw.get("device", 0),

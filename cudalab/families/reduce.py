@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from cudalab import gpu
+from cudalab import gpu, hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
@@ -116,10 +116,8 @@ def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndar
     """
     n = problem.dims[0]
     if problem.dtype == "int32":
-        return {"x": rng.integers(1, int_limit(n) + 1, size=n, dtype=np.int32)}
-    x = rng.random(n, dtype=np.float32 if problem.dtype == "float32" else np.float64)
-    x += 0.5
-    return {"x": x.astype(problem.np_dtype, copy=False)}
+        return {"x": hostwork.integers(rng, n, 1, int_limit(n) + 1, np.int32)}
+    return {"x": hostwork.uniform(rng, n, problem.np_dtype, 0.5, 1.5)}  # drawn in its dtype, in parallel
 
 
 def _is_int(problem: Problem) -> bool:
@@ -161,7 +159,7 @@ def exact_limit(problem: Problem, per_block: int) -> int:
 def exact_inputs(problem: Problem, rng: np.random.Generator, limit: int) -> np.ndarray:
     """Integers 1..limit in the problem's float dtype: all positive, so a dropped element always
     lowers the sum, and varied, so reading a wrong element usually changes it."""
-    return rng.integers(1, limit + 1, size=problem.dims[0]).astype(problem.np_dtype)
+    return hostwork.integers(rng, problem.dims[0], 1, limit + 1, np.int32).astype(problem.np_dtype)
 
 
 def check_exact(partials: np.ndarray, total: int, limit: int) -> Check:

@@ -139,8 +139,11 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     con.print(results_table(rows, point.metric, extra_columns, ncu_cols))
     if any("telemetry_polls" in r.extra for r in rows):
         con.print("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
-                  "W median, °C max; mJ/launch = the window's energy (flushes and gaps included: an upper bound) "
-                  "/ launches.", markup=False)
+                  "W median (the board's instantaneous draw, updated every 100 ms; 'avg': the driver has only its "
+                  "one-second average), °C max.", markup=False)
+    if any("sustained_w" in r.extra for r in rows):
+        con.print("--energy: W busy = board power with the row's launches back to back for a second or more (NVML's "
+                  "energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.", markup=False)
     con.print(LEGEND.get(point.metric, LEGEND["none"]), markup=False)
     if ncu_cols:
         from cudalab.report.tools import ncu_legend  # noqa: PLC0415  (tools imports this module)
@@ -299,7 +302,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
 #: (key in Result.extra, header) of the telemetry columns, in table order.
 TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
-    ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
+    ("sustained_w", "W busy"), ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
 )
 
 
@@ -314,6 +317,8 @@ def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
         return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
     if key == "energy_mj_per_launch":
         return f"{v:.3g}"
+    if key == "power_w" and extra.get("power_avg_1s"):
+        return f"{v:,.0f} avg"
     if isinstance(v, float):
         return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
     return str(v)

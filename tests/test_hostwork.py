@@ -1,0 +1,78 @@
+"""Host work: parallel draws reproduce, exact comparisons catch one flipped bit anywhere (no GPU)."""
+
+import numpy as np
+import pytest
+
+from cudalab import hostwork
+from cudalab.hostwork import RowChunks, bytes_equal, exact_diff
+
+
+@pytest.fixture(params=["memcmp", "numpy"])
+def path(request, monkeypatch):
+    """Every comparison test runs with libc's memcmp and with the NumPy blocks alone."""
+    if request.param == "numpy":
+        monkeypatch.setattr(hostwork, "_MEMCMP", False)
+    return request.param
+
+
+def _flip(a: np.ndarray, flat: int, bit: int = 0) -> np.ndarray:
+    b = a.copy()
+    b.reshape(-1).view(np.uint8)[flat * a.itemsize] ^= np.uint8(1 << bit)
+    return b
+
+
+def test_draws_reproduce_from_the_seed_whatever_the_thread_count(monkeypatch):
+    a = hostwork.uniform(np.random.default_rng(7), (300, 50_000), np.float32)
+    monkeypatch.setattr(hostwork, "_POOL", None)
+    monkeypatch.setattr(hostwork, "workers", lambda: 1)
+    b = hostwork.uniform(np.random.default_rng(7), (300, 50_000), np.float32)
+    assert a.dtype == np.float32 and np.array_equal(a, b)
+    assert -1.0 <= a.min() and a.max() < 1.0
+
+
+@pytest.mark.parametrize("where", [0, 12_345, 3 * 4097 * 5 - 1])
+@pytest.mark.parametrize("bit", [0, 31])
+def test_one_flipped_bit_is_found_where_it_is(path, where, bit):
+    a = np.random.default_rng(1).random((3 * 4097, 5), dtype=np.float32)
+    b = a.copy()
+    b.reshape(-1).view(np.uint32)[where] ^= np.uint32(1 << bit)
+    d = exact_diff(b, a)
+    assert d.first == np.unravel_index(where, a.shape) and d.wrong == 1
+    assert exact_diff(a.copy(), a).first is None
+
+
+def test_negative_zero_and_nan_payloads_are_differences(path):
+    a = np.zeros(1000, np.float32)
+    b = a.copy()
+    b[999] = -0.0
+    assert exact_diff(b, a).first == (999,)
+    n = np.full(8, np.nan, np.float64)
+    m = n.copy()
+    m.view(np.uint64)[3] ^= np.uint64(1)  # another NaN: equal as a float test would say, not as bits
+    assert exact_diff(m, n).first == (3,)
+
+
+def test_a_strided_reference_is_compared_without_the_fast_path(path):
+    a = np.random.default_rng(2).random((700, 900), dtype=np.float32)
+    t = np.ascontiguousarray(a.T)
+    assert bytes_equal(t, a.T) is None  # a view: memcmp does not apply
+    assert exact_diff(t, a.T).first is None
+    bad = _flip(t, 899 * 700 + 5)
+    assert exact_diff(bad, a.T).first == (899, 5)
+
+
+def test_chunked_results_are_compared_as_they_arrive(path):
+    a = np.random.default_rng(3).random((1000, 64), dtype=np.float64)
+    for flat, want in ((None, None), (64 * 999 + 63, (999, 63)), (64 * 500, (500, 0))):
+        res = a if flat is None else _flip(a, flat, 7)
+        chunks = RowChunks(res.shape, res.dtype, 96, lambda r0, r1, res=res: res[r0:r1].copy(), lambda res=res: res)
+        assert exact_diff(chunks, a).first == want
+
+
+def test_bytes_equal_says_none_where_it_cannot_judge():
+    a = np.arange(100, dtype=np.float32)
+    assert bytes_equal(a, a.copy()) is True
+    assert bytes_equal(a, _flip(a, 99, 3)) is False
+    assert bytes_equal(a, a[::-1].copy()) is False
+    assert bytes_equal(a[::2], a[::2].copy()) is None
+    assert bytes_equal(a, a[:50].copy()) is None
