@@ -219,7 +219,8 @@ def main() -> int:
         b = best(run.get("rows", []))
         if b is not None and run.get("roofline") and b.gbs < 0.97 * run["roofline"].gbs:
             extra["ceiling"] = section("ceiling", S.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
-    cmd = "python3 scripts/benchmark.py --out docs/benchmarks" + (f" --only {args.only}" if args.only else "")
+    cmd = ("python3 scripts/benchmark.py --out docs/benchmarks" + (f" --only {args.only}" if args.only else "")
+           + (f" --skip {args.skip}" if args.skip else ""))
     write_record(out, slug, info, cmd, checks + section_checks(extra), runs, extra, cat)
     if "large" not in skip:  # last, and after a first record: the largest sizes take minutes
         from cudalab import memplan
