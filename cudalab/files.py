@@ -7,14 +7,21 @@ permissions than the user expects (``atomic_write``). Pure: no click, no rich.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import secrets
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from cudalab.errors import UsageError
 
-__all__ = ["atomic_write", "check_output_dir", "check_output_path"]
+if TYPE_CHECKING:  # results imports this module (atomic_write)
+    from cudalab.results import Result
+
+__all__ = ["atomic_write", "check_output_dir", "check_output_path", "write_csv", "write_json"]
 
 
 def _writable_folder(folder: Path, path: str | os.PathLike, what: str) -> None:
@@ -116,3 +123,29 @@ def atomic_write(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:
+    """Write the full run (environment, problem, raw samples) as JSON, atomically."""
+    atomic_write(path, json.dumps(payload, indent=2, default=str) + "\n")
+
+
+CSV_FIELDS = ["variant", "kind", "status", "block", "grid", "median_ms", "iqr_ms", "min_ms", "n",
+              "gbs", "gflops", "pct_roofline", "max_error", "reason"]
+
+
+def write_csv(path: str | os.PathLike, results: Sequence[Result]) -> None:
+    """Write one row per variant as CSV, atomically."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    for r in results:
+        s = r.stats
+        w.writerow({
+            "variant": r.variant, "kind": r.kind, "status": r.status, "block": r.block, "grid": r.grid,
+            "median_ms": s.median if s else "", "iqr_ms": s.iqr if s else "", "min_ms": s.min if s else "",
+            "n": s.n if s else "", "gbs": r.gbs or "", "gflops": r.gflops or "",
+            "pct_roofline": r.pct_roofline or "", "max_error": "" if r.max_error is None else r.max_error,
+            "reason": r.reason,
+        })
+    atomic_write(path, buf.getvalue())

@@ -38,7 +38,6 @@ class Poll:
     power_w: float | None = None
     temp_c: int | None = None
     reasons: int = 0
-    t: float = 0.0          # time.perf_counter() when it was read
     instant: bool = True    # power_w is the instantaneous draw (False: NVML's one-second average)
 
 

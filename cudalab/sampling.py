@@ -157,26 +157,27 @@ def sustained_energy(dev: Any, case: Any, median_ms: float, tele: Any, seconds: 
     power from NVML's energy counter meanwhile (:meth:`cudalab.telemetry.Telemetry.sustained_watts`);
     energy per launch = that power x the event median. ``Result.extra`` entries, or a note why none.
     """
-    per = [max(median_ms, 1e-3) / 1e3]   # seconds per launch, resets and enqueueing included
-
-    def batch() -> int:
-        return int(min(100_000, max(1, math.ceil(ENERGY_BATCH_S / per[0]))))
-
     def enqueue_k(k: int) -> None:
         for _ in range(k):
             case.reset()
             case.run()
 
-    k = batch()   # one batch timed whole: a launch Python cannot enqueue as fast as the GPU runs it
-    t0 = clock()  # sets the pace (and the GPU idles between launches: its power is lower)
+    def batch(per: float) -> int:
+        return int(min(100_000, max(1, math.ceil(ENERGY_BATCH_S / per))))
+
+    # One batch timed whole: where Python cannot enqueue launches as fast as the GPU runs them, that
+    # pace is what the batches have (and the GPU idles between launches: its power is lower).
+    per = max(median_ms, 1e-3) / 1e3   # seconds per launch, resets and enqueueing included
+    k = batch(per)
+    t0 = clock()
     enqueue_k(k)
     dev.synchronize()
-    per[0] = max(per[0], (clock() - t0) / k)
+    per = max(per, (clock() - t0) / k)
+    k = batch(per)
 
     def enqueue() -> float:
-        n = batch()
-        enqueue_k(n)
-        return n * per[0]
+        enqueue_k(k)
+        return k * per
 
     got = tele.sustained_watts(enqueue, dev.synchronize, seconds, clock)
     if got is None:

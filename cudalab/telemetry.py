@@ -187,7 +187,7 @@ class Telemetry:
             except Exception:  # not in this driver: try the other name once, then give up
                 self._reasons.pop(0)
         return Poll(sm_mhz=sm, mem_mhz=mem, power_w=None if mw is None else mw / 1000.0, temp_c=temp,
-                    reasons=reasons, t=time.perf_counter(), instant=instant)
+                    reasons=reasons, instant=instant)
 
     def _instant_mw(self) -> int | None:
         """The instantaneous power draw in milliwatts, or None (and never asked again) where the

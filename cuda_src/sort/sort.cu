@@ -329,6 +329,18 @@ __device__ __forceinline__ bool radix_valid(int n, int k)
     return blockIdx.x * (ITEMS * blockDim.x) + k * blockDim.x + threadIdx.x < (unsigned)n;
 }
 
+// One item slot k across the warp: the slot's digit d in this lane, a ballot per digit bit, and the
+// lanes that hold a key at all (returned). lanes_with_digit(bit, x, valid) then names the lanes of digit x.
+__device__ __forceinline__ unsigned radix_ballots(elem_t key, int shift, int n, int k, unsigned &d,
+                                                  unsigned bit[RADIX_BITS])
+{
+    d = radix_digit(key, shift);
+#pragma unroll
+    for (int b = 0; b < RADIX_BITS; ++b)
+        bit[b] = __ballot_sync(FULL_MASK, (d >> b) & 1u);
+    return __ballot_sync(FULL_MASK, radix_valid(n, k));
+}
+
 extern "C" __global__ void sort_radix_hist(const elem_t *__restrict__ in, int n, int shift, unsigned *counts)
 {
     __shared__ unsigned warp_count[32][RADIX];
@@ -338,12 +350,8 @@ extern "C" __global__ void sort_radix_hist(const elem_t *__restrict__ in, int n,
     unsigned mine = 0;                    // lane d < RADIX: this warp's keys of digit d
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-        const unsigned d = radix_digit(key[k], shift);
-        const unsigned valid = __ballot_sync(FULL_MASK, radix_valid(n, k));
-        unsigned bit[RADIX_BITS];
-#pragma unroll
-        for (int b = 0; b < RADIX_BITS; ++b)
-            bit[b] = __ballot_sync(FULL_MASK, (d >> b) & 1u);
+        unsigned d, bit[RADIX_BITS];
+        const unsigned valid = radix_ballots(key[k], shift, n, k, d, bit);
         mine += __popc(lanes_with_digit(bit, lane & (RADIX - 1), valid));
     }
     if (lane < RADIX)
@@ -418,12 +426,8 @@ extern "C" __global__ void sort_radix_scatter(const elem_t *__restrict__ in, int
     radix_load(in, n, key);
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-        const unsigned d = radix_digit(key[k], shift);
-        const unsigned valid = __ballot_sync(FULL_MASK, radix_valid(n, k));
-        unsigned bit[RADIX_BITS];
-#pragma unroll
-        for (int b = 0; b < RADIX_BITS; ++b)
-            bit[b] = __ballot_sync(FULL_MASK, (d >> b) & 1u);
+        unsigned d, bit[RADIX_BITS];
+        const unsigned valid = radix_ballots(key[k], shift, n, k, d, bit);
         rank[k] = __popc(lanes_with_digit(bit, d, valid) & below);
         if (lane < RADIX)
             slot[lane * pitch + k * warps + warp] = __popc(lanes_with_digit(bit, lane, valid));

@@ -1,12 +1,8 @@
-"""Run tables and headers, JSON and CSV export (rich)."""
+"""Run tables and headers (rich); the JSON and CSV writers live in :mod:`cudalab.files`."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
-import os
 import shutil
 import sys
 from typing import Any, Iterable, Sequence
@@ -16,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudalab.files import atomic_write  # noqa: F401  (re-exported)
+from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED: "yellow"}
@@ -351,32 +347,6 @@ def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
         return list(results)
     top = rate_of(ref, metric)
     return [replace(r, pct_roofline=100.0 * rate_of(r, metric) / top) if rate_of(r, metric) else r for r in results]
-
-
-def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:
-    """Write the full run (environment, problem, raw samples) as JSON, atomically."""
-    atomic_write(path, json.dumps(payload, indent=2, default=str) + "\n")
-
-
-CSV_FIELDS = ["variant", "kind", "status", "block", "grid", "median_ms", "iqr_ms", "min_ms", "n",
-              "gbs", "gflops", "pct_roofline", "max_error", "reason"]
-
-
-def write_csv(path: str | os.PathLike, results: Sequence[Result]) -> None:
-    """Write one row per variant as CSV, atomically."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
-    w.writeheader()
-    for r in results:
-        s = r.stats
-        w.writerow({
-            "variant": r.variant, "kind": r.kind, "status": r.status, "block": r.block, "grid": r.grid,
-            "median_ms": s.median if s else "", "iqr_ms": s.iqr if s else "", "min_ms": s.min if s else "",
-            "n": s.n if s else "", "gbs": r.gbs or "", "gflops": r.gflops or "",
-            "pct_roofline": r.pct_roofline or "", "max_error": "" if r.max_error is None else r.max_error,
-            "reason": r.reason,
-        })
-    atomic_write(path, buf.getvalue())
 
 
 def simple_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> Table:
