@@ -135,7 +135,8 @@ def plan_launch(
         g = L.grid_for_tiles(extent, tile)
     elif variant.grid.startswith("sm:"):
         per_sm = int(variant.grid.split(":")[1])
-        needed = L.grid_for_tiles(extent, tile)[0]
+        t = L.grid_for_tiles(extent, tile)
+        needed = t[0] * t[1] * t[2]  # a persistent grid walks every tile, on any axis
         g = (max(1, min(limits.sm_count * per_sm, needed)), 1, 1)
     else:
         g = L.parse_dims(variant.grid, "grid")

@@ -150,32 +150,90 @@ def ncu_walls() -> list[dict]:
 
 #: Timing truth (issue 14): event median vs ncu's gpu__time_duration (ns) for every kernel over 0.5 ms.
 TRUTH_JOBS = ("transpose 16384²", "reduce 2^26 float64", "copy 16384²")
+#: A variant's launches before its first timed sample: the crash check, two verified launches (one when
+#: the poison cannot reach the output) and the warm-ups (two). ncu profiles these, never a sample.
+TRUTH_LAUNCHES = 4
 
 
-def timing_truth(runs: dict) -> list[dict]:
-    """Profile the slow variants of some jobs with ncu (metric set ``time``, base units) against events."""
-    from cudalab import ncu
+def _session_truth(fam: str, variant: str, kernel: str, n: str, dtype: str | None) -> dict:
+    """``cudalab FAMILY --variant V`` under ncu, which profiles the kernel's first TRUTH_LAUNCHES
+    launches; the same process's event samples give the median they are compared with."""
+    from statistics import median
+
+    from cudalab.ncu.parse import parse_csv
+    from cudalab.ncu.profile import find_ncu, profile_argv, read_report
+
+    exe = find_ncu()
+    with tempfile.TemporaryDirectory() as tmp:
+        report, saved = Path(tmp) / "truth", Path(tmp) / "run.json"
+        argv = [*profile_argv(exe, report, [kernel], ["gpu__time_duration.sum"]), "--launch-count", str(TRUTH_LAUNCHES),
+                *CLI, fam, "--variant", variant, "--n", n, *(["--dtype", dtype] if dtype else []), "--no-roofline", "-q",
+                "--json", str(saved)]
+        proc = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=600)
+        rows = _row_summary(saved)
+        launches = parse_csv(read_report(exe, report.with_suffix(".ncu-rep"), subprocess.run)).launches \
+            if report.with_suffix(".ncu-rep").is_file() else ()
+    ns = [x.duration_ns for x in launches if x.kernel == kernel and x.duration_ns]
+    ev = rows[0]["median_ms"] if rows and rows[0]["status"] == "passed" else None
+    return {"session_ms": ev, "ncu_ms": median(ns) / 1e6 if ns else None, "ncu_each_ms": [x / 1e6 for x in ns],
+            "rc": proc.returncode, "tail": proc.stderr.strip().splitlines()[-2:] if ev is None or not ns else []}
+
+
+def timing_truth(runs: dict) -> dict:
+    """Each slow kernel variant of TRUTH_JOBS in its own process under ncu: the event median of that
+    process against the median of ncu's durations of its first launches. The table's median (a run
+    without ncu) is kept beside it: some kernels run at another speed in any process under ncu,
+    profiled launch or not (see ``session_probe``)."""
+    from cudalab import catalog
 
     out = []
     for job in TRUTH_JOBS:
         run = runs.get(job)
         if not run or run.get("error"):
             continue
-        events = {r.variant: r.median_ms for r in run["rows"] if r.kind == "kernel" and r.median_ms
-                  and not r.extra.get("batch")}
-        slow = [v for v, ms in events.items() if ms > 0.5]
-        if not slow:
-            continue
-        req = runner.RunRequest(family=run["family"], variants=",".join(slow), n=run["request"].get("n"),
-                                dtype=run["request"].get("dtype"))
-        rep = ncu.profile(req, metrics="time")
-        for row in rep.rows:
-            ev, ns = events.get(row.variant), row.duration_ns
-            nc = ns / 1e6 if ns else None
+        spec = catalog.family(run["family"])
+        table = {r.variant: r.median_ms for r in run["rows"] if r.kind == "kernel" and r.median_ms
+                 and not r.extra.get("batch")}
+        for v, ms in table.items():
+            if ms <= 0.5:
+                continue
+            req = run["request"]
+            got = _session_truth(run["family"], v, spec.variant(v).kernel, str(req.get("n")), req.get("dtype"))
+            ev, nc = got["session_ms"], got["ncu_ms"]
             diff = (ev - nc) / nc if ev and nc else None
-            out.append({"job": job, "variant": row.variant, "event_ms": ev, "ncu_ms": nc, "diff": diff,
-                        "ok": diff is not None and abs(diff) <= 0.01, "note": row.note})
-    return out
+            out.append({"job": job, "variant": v, "table_ms": ms, **got, "diff": diff,
+                        "table_diff": (ms - nc) / nc if nc else None, "ok": diff is not None and abs(diff) <= 0.01})
+    return {"kernels": out, "probe": session_probe()}
+
+
+def session_probe() -> dict:
+    """scripts/probe_ncu_session.py alone and under ncu (launches 4 and 5 of each kernel profiled):
+    events, the kernels' own globaltimer span, and ncu's durations."""
+    from cudalab.ncu.parse import parse_csv
+    from cudalab.ncu.profile import find_ncu, read_report
+
+    script = str(Path(__file__).with_name("probe_ncu_session.py"))
+    exe = find_ncu()
+
+    def lines(text: str) -> dict:
+        return {d["kernel"]: d for d in (json.loads(ln) for ln in text.splitlines() if ln.startswith('{"kernel"'))}
+
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "probe"
+        under = subprocess.run([exe, "-o", str(report), "-f", "--clock-control", "none", "--cache-control", "none",
+                                "--kernel-name", "regex:^probe_", "--launch-skip", "8", "--launch-count", "4",
+                                "--metrics", "gpu__time_duration.sum", sys.executable, script],
+                               capture_output=True, text=True, timeout=300)
+        rep = report.with_suffix(".ncu-rep")
+        launches = parse_csv(read_report(exe, rep, subprocess.run)).launches if rep.is_file() else ()
+    ncu_ms: dict[str, list[float]] = {}
+    for x in launches:
+        if x.duration_ns:
+            ncu_ms.setdefault(x.kernel, []).append(x.duration_ns / 1e6)
+    return {"plain": lines(plain.stdout), "under_ncu": lines(under.stdout), "ncu_ms": ncu_ms,
+            "profiled": [4, 5], "rc": [plain.returncode, under.returncode],
+            "tail": (plain.stderr + under.stderr).strip().splitlines()[-3:]}
 
 
 def table36(runs: dict, job: str = "reduce 2^24 int32") -> list[dict]:
@@ -198,16 +256,48 @@ def table36(runs: dict, job: str = "reduce 2^24 int32") -> list[dict]:
     return out
 
 
+#: Issue 16: the tile orders and shapes tried against the transpose target, each a sweep of existing
+#: variants (--block, -D) at 16384², timed in the benchmark's run.
+CEILING_SWEEPS = (
+    ["--variant", "band-64x8", "--block", "64x8,64x4,32x8", "-D", "TS_BAND=0,1,2,16"],
+    ["--variant", "vec4-band", "--block", "16x16,16x32", "-D", "TV_BAND=0,1,16"],
+    ["--variant", "tiled-64x8", "-D", "STREAM=0,1"],
+)
+CEILING_METRICS = "dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum"
+
+
 def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
-    """ncu's DRAM throughput (% of peak) of a variant and of the roofline copy at the same size:
-    the evidence when a bandwidth target is out of reach."""
+    """The evidence when a bandwidth target is out of reach: ncu's DRAM throughput (% of peak) and
+    DRAM bytes of a variant and of the copy kernels at the same size, and every tile order and shape
+    of CEILING_SWEEPS timed against the job's roofline."""
     from cudalab import ncu
 
-    rep = ncu.profile(runner.RunRequest(family=family, variants=variant, n=n), metrics="memory")
-    copy = ncu.profile(runner.RunRequest(family="copy", variants="block,vec4", n=n), metrics="memory")
-    return {"job": job, "variant": variant,
-            "dram_pct": {r.variant: r.value(ncu.DRAM_PCT) for r in rep.rows},
-            "copy_dram_pct": {r.variant: r.value(ncu.DRAM_PCT) for r in copy.rows}}
+    def dram(rep) -> dict:
+        return {r.variant: {"pct": r.value(ncu.DRAM_PCT), "read": r.value("dram__bytes_read.sum"),
+                            "write": r.value("dram__bytes_write.sum")} for r in rep.rows}
+
+    ours = dram(ncu.profile(runner.RunRequest(family=family, variants=variant, n=n), metrics=CEILING_METRICS))
+    copies = dram(ncu.profile(runner.RunRequest(family="copy", variants="block,vec4", n=n), metrics=CEILING_METRICS))
+    roof = runs[job]["roofline"].gbs if runs.get(job, {}).get("roofline") else None
+    tried = []
+    for argv in CEILING_SWEEPS:
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = Path(tmp) / "sweep.json"
+            _timed([family, "--n", n, "--no-roofline", "-q", *argv], saved)
+            try:
+                points = json.loads(saved.read_text()).get("points", ())
+            except (OSError, ValueError):
+                points = ()
+        for pt in points:
+            for r in pt.get("results", ()):
+                tried.append({"variant": r["variant"], "block": r.get("block"), "status": r["status"],
+                              "defines": " ".join(f"{k}={v}" for k, v in pt.get("defines") or ()),
+                              "median_ms": (r.get("stats") or {}).get("median"), "gbs": r.get("gbs"),
+                              "pct": 100 * r["gbs"] / roof if roof and r.get("gbs") else None})
+    tried.sort(key=lambda t: -(t["pct"] or 0))
+    return {"job": job, "variant": variant, "dram": ours, "copy_dram": copies, "roofline_gbs": roof, "tried": tried,
+            # the keys the record rendered before (kept for older readers of the JSON)
+            "dram_pct": {k: v["pct"] for k, v in ours.items()}, "copy_dram_pct": {k: v["pct"] for k, v in copies.items()}}
 
 
 #: Issue 17: the largest size the memory plan allows, run to the end; the next size up refused.

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from cudalab import build, runner, user
+from cudalab import launch as L
 from cudalab.catalog import family
 from cudalab.cli import cli
 from cudalab.errors import CompileError, UsageError
@@ -306,3 +307,18 @@ def test_the_nvcc_log_is_printed_after_the_tables(capsys):
     print_logs(rec)
     err = capsys.readouterr().err
     assert err.count("broken.cu(1): error") == 1 and err.startswith("--- +k: nvcc could not compile")
+
+
+def test_a_persistent_grid_on_a_2d_family_is_capped_by_all_its_tiles_not_one_row(tmp_path):
+    """grid=sm:K on transpose: 4 blocks per SM (528 on 132 SMs) are fewer than the 256x256 tiles of
+    16384², so all 528 launch (capping at one row of tiles, 256, starved a persistent 2-D kernel);
+    at 128² (2x2 tiles) the grid is the 4 tiles."""
+    spec = family("transpose")
+    fam = load(spec.module)
+    (tmp_path / "k.cu").write_text(TRANSPOSE)
+    v = user.parse_add(f"{tmp_path / 'k.cu'}:k@block=64x8,tile=64x64,grid=sm:4").variant((64, 8, 1))
+    limits = L.DeviceLimits(sm_count=132)
+    big = runner.make_problem(spec, fam, runner.RunRequest(family="transpose", n="16384"))
+    assert runner.plan_launch(v, fam, big, limits=limits).grid == (528, 1, 1)
+    small = runner.make_problem(spec, fam, runner.RunRequest(family="transpose", n="128"))
+    assert runner.plan_launch(v, fam, small, limits=limits).grid == (4, 1, 1)
