@@ -148,7 +148,6 @@ def test_host_row_refuses_large():
 # --- verification math ---------------------------------------------------------------------------
 
 def test_tolerance_grows_with_sqrt_k():
-    mm = load("matmul")
     f1, e1 = matmul_module.tolerances(1)
     f4, e4 = matmul_module.tolerances(4096)
     assert math.isclose(f4 / f1, 64) and math.isclose(e4 / e1, 64)

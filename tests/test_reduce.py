@@ -14,7 +14,6 @@ import pytest
 from cudalab import build, catalog, runner
 from cudalab import launch as L
 from cudalab.errors import CompileError, SizeError, UsageError
-from cudalab.families import load
 
 SPEC = catalog.family("reduce")
 MOD = importlib.import_module("cudalab.families.reduce")  # helpers too, not only the contract
