@@ -435,6 +435,25 @@ def test_family_table_shows_ncu_columns_with_marks():
     assert "32.16 ✓" in cap.get() and "0.000130" in cap.get()
 
 
+def test_a_run_table_with_ncu_ms_says_where_that_figure_comes_from():
+    """The --ncu columns come from a second process under ncu, where some kernels run at another
+    speed: the legend says so, and only when the columns are there."""
+    from cudalab import report
+    from cudalab.results import RunRecord
+
+    def printed(extra):
+        rows = (Result("naive", "kernel", PASSED, extra=extra),)
+        rec = RunRecord(cudalab="x", command=(), started=0.0, device={},
+                        points=(RunPoint("transpose", "bandwidth", {"dims": [64, 64]}, results=rows),))
+        con = report.console()
+        with con.capture() as cap:
+            report.print_point(con, rec, rec.points[0])
+        return cap.get()
+
+    assert "ncu ms is from a second process under ncu" in printed({"ncu_ms": 4.57})
+    assert "second process under ncu" not in printed({})
+
+
 def test_ncu_package_imports_neither_click_nor_rich():
     code = "import sys, cudalab.ncu; print(sorted(m for m in ('click', 'rich', 'pycuda') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

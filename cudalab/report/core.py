@@ -147,6 +147,8 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         smem = any(k.endswith("_wpr") for k, _ in ncu_cols)
         for text in ncu_legend("smem" if smem else "memory"):
             con.print(text, markup=False)
+        con.print("ncu ms is from a second process under ncu, where some kernels run at another speed (README, Nsight "
+                  "Compute): it can differ from the median by more than the timing error.", markup=False)
     for r in rows:
         if r.extra.get("ncu_status"):
             con.print(f"ncu: {r.variant} {r.extra['ncu_status']}: {r.extra.get('ncu_note', '')}", markup=False)
