@@ -34,15 +34,17 @@ def section_checks(extra: dict) -> list[tuple[str, str, bool | None]]:
                             f"{w['wall_s']:.1f} s vs {w['per_variant_s']:.1f} s: {_f(w['speedup'], '.1f')}×",
                             w["rc"] == 0 and (w["speedup"] or 0) >= 3))
     truth = extra.get("timing_truth")
-    if isinstance(truth, dict) and truth.get("kernels"):
+    name = ("event median within 1% of ncu gpu__time_duration (ns) for every kernel over 0.5 ms (one process: its "
+            "event samples, ncu on its launches before them)")
+    if isinstance(truth, dict) and "error" in truth:  # the section failed: the target is missed, not left out
+        out.append((name, f"section failed: {truth['error']}", False))
+    elif isinstance(truth, dict) and truth.get("kernels"):
         rows = truth["kernels"]
         worst = max((abs(t["diff"]) for t in rows if t["diff"] is not None), default=None)
         missing = sum(t["diff"] is None for t in rows)
         measured = (f"{len(rows)} kernels, worst {worst:.2%}" if worst is not None else "no figures") \
             + (f", {missing} without figures" if missing and worst is not None else "")
-        out.append(("event median within 1% of ncu gpu__time_duration (ns) for every kernel over 0.5 ms (one "
-                    "process: its event samples, ncu on its launches before them)", measured,
-                    all(t["ok"] for t in rows)))
+        out.append((name, measured, all(t["ok"] for t in rows)))
     large = extra.get("large")
     if isinstance(large, list):
         for g in large:

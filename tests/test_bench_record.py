@@ -55,6 +55,12 @@ def test_a_kernel_without_figures_fails_the_target_and_says_so(rec):
     assert "no dtype 'None'" in md  # why a row has no figures is in the record
 
 
+def test_a_failed_truth_section_is_a_missed_target_not_a_missing_line(rec):
+    [check] = [c for c in rec.section_checks({"timing_truth": {"error": "ToolMissingError: no ncu"}})
+               if "within 1% of ncu" in c[0]]
+    assert check[1:] == ("section failed: ToolMissingError: no ncu", False)
+
+
 def test_probe_table_separates_profiled_launches_and_drops_the_first(rec):
     probe = {"plain": {"probe_naive": {"events_ms": [9.0, 4.98, 4.99, 4.97], "span_ms": [9.0, 4.97, 4.98, 4.96]}},
              "under_ncu": {"probe_naive": {"span_ms": [9.0, 4.90, 4.91, 4.90, 7.0, 7.0, 4.92]}},
