@@ -198,19 +198,22 @@ def _t36(rows) -> list[str]:
 
 
 def _ceiling(c) -> list[str]:
-    def gb(x):
-        return _f(x / 1e9 if x is not None else None, '.3f')
+    def moved(v):  # bytes read + written, None where ncu gave no figure
+        return v["read"] + v["write"] if v["read"] is not None and v["write"] is not None else None
 
     dram = {**(c.get("dram") or {}), **(c.get("copy_dram") or {})}
-    parts = ", ".join(f"{k} {_f(v['pct'], '.1f')}%" + (f" (read {gb(v['read'])} GB, written {gb(v['write'])} GB)"
-                                                      if v["read"] is not None and v["write"] is not None else "")
+    parts = ", ".join(f"{k} {_f(v['pct'], '.1f')}%" + (f" (read {v['read'] / 1e9:.3f} GB, written {v['write'] / 1e9:.3f} GB)"
+                                                      if moved(v) is not None else "")
                       for k, v in dram.items())
     ours = [v["pct"] for v in (c.get("dram") or {}).values() if v["pct"] is not None]
     copies = [v["pct"] for v in (c.get("copy_dram") or {}).values() if v["pct"] is not None]
     md = [f"ncu at 16384², DRAM throughput (% of peak sustained) and DRAM bytes: {parts}."]
     if ours and copies:
-        md[0] += (f" The best transpose moves the same bytes as the copies and runs DRAM {max(copies) - max(ours):.1f} "
-                  "points below the best copy kernel.")
+        ours_b = [moved(v) for v in (c.get("dram") or {}).values() if moved(v)]
+        copy_b = [moved(v) for v in (c.get("copy_dram") or {}).values() if moved(v)]
+        same = bool(ours_b and copy_b) and abs(max(ours_b) / max(copy_b) - 1) <= 0.01   # within 1%
+        md[0] += (f" The best transpose {'moves the same bytes as the copies and ' if same else ''}runs DRAM "
+                  f"{max(copies) - max(ours):.1f} points below the best copy kernel.")
     tried = [t for t in c.get("tried") or () if t["pct"] is not None]
     if tried:
         best = tried[0]

@@ -155,13 +155,21 @@ TRUTH_JOBS = ("transpose 16384²", "reduce 2^26 float64", "copy 16384²")
 TRUTH_LAUNCHES = 4
 
 
+def _report_launches(exe: str, report: Path) -> tuple:
+    """The profiled launches of ``report`` (.ncu-rep added), () where ncu wrote none."""
+    from cudalab.ncu.parse import parse_csv
+    from cudalab.ncu.profile import read_report
+
+    rep = report.with_suffix(".ncu-rep")
+    return parse_csv(read_report(exe, rep, subprocess.run)).launches if rep.is_file() else ()
+
+
 def _session_truth(fam: str, variant: str, kernel: str, n: str, dtype: str | None) -> dict:
     """``cudalab FAMILY --variant V`` under ncu, which profiles the kernel's first TRUTH_LAUNCHES
     launches; the same process's event samples give the median they are compared with."""
     from statistics import median
 
-    from cudalab.ncu.parse import parse_csv
-    from cudalab.ncu.profile import find_ncu, profile_argv, read_report
+    from cudalab.ncu.profile import find_ncu, profile_argv
 
     exe = find_ncu()
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,8 +179,7 @@ def _session_truth(fam: str, variant: str, kernel: str, n: str, dtype: str | Non
                 "--json", str(saved)]
         proc = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=600)
         rows = _row_summary(saved)
-        launches = parse_csv(read_report(exe, report.with_suffix(".ncu-rep"), subprocess.run)).launches \
-            if report.with_suffix(".ncu-rep").is_file() else ()
+        launches = _report_launches(exe, report)
     ns = [x.duration_ns for x in launches if x.kernel == kernel and x.duration_ns]
     ev = rows[0]["median_ms"] if rows and rows[0]["status"] == "passed" else None
     return {"session_ms": ev, "ncu_ms": median(ns) / 1e6 if ns else None, "ncu_each_ms": [x / 1e6 for x in ns],
@@ -191,13 +198,12 @@ def timing_truth(runs: dict) -> dict:
         run = runs.get(job)
         if not run or run.get("error"):
             continue
-        spec = catalog.family(run["family"])
+        spec, req = catalog.family(run["family"]), run["request"]
         table = {r.variant: r.median_ms for r in run["rows"] if r.kind == "kernel" and r.median_ms
                  and not r.extra.get("batch")}
         for v, ms in table.items():
             if ms <= 0.5:
                 continue
-            req = run["request"]
             got = _session_truth(run["family"], v, spec.variant(v).kernel, str(req.get("n")), req.get("dtype"))
             ev, nc = got["session_ms"], got["ncu_ms"]
             diff = (ev - nc) / nc if ev and nc else None
@@ -206,11 +212,15 @@ def timing_truth(runs: dict) -> dict:
     return {"kernels": out, "probe": session_probe()}
 
 
+#: The probe's two kernels alternate, so skipping 8 of their launches and profiling 4 profiles
+#: launches 4 and 5 of each.
+PROBE_SKIP, PROBE_COUNT = 8, 4
+
+
 def session_probe() -> dict:
     """scripts/probe_ncu_session.py alone and under ncu (launches 4 and 5 of each kernel profiled):
     events, the kernels' own globaltimer span, and ncu's durations."""
-    from cudalab.ncu.parse import parse_csv
-    from cudalab.ncu.profile import find_ncu, read_report
+    from cudalab.ncu.profile import find_ncu
 
     script = str(Path(__file__).with_name("probe_ncu_session.py"))
     exe = find_ncu()
@@ -222,17 +232,17 @@ def session_probe() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "probe"
         under = subprocess.run([exe, "-o", str(report), "-f", "--clock-control", "none", "--cache-control", "none",
-                                "--kernel-name", "regex:^probe_", "--launch-skip", "8", "--launch-count", "4",
+                                "--kernel-name", "regex:^probe_", "--launch-skip", str(PROBE_SKIP),
+                                "--launch-count", str(PROBE_COUNT),
                                 "--metrics", "gpu__time_duration.sum", sys.executable, script],
                                capture_output=True, text=True, timeout=300)
-        rep = report.with_suffix(".ncu-rep")
-        launches = parse_csv(read_report(exe, rep, subprocess.run)).launches if rep.is_file() else ()
+        launches = _report_launches(exe, report)
     ncu_ms: dict[str, list[float]] = {}
     for x in launches:
         if x.duration_ns:
             ncu_ms.setdefault(x.kernel, []).append(x.duration_ns / 1e6)
     return {"plain": lines(plain.stdout), "under_ncu": lines(under.stdout), "ncu_ms": ncu_ms,
-            "profiled": [4, 5], "rc": [plain.returncode, under.returncode],
+            "profiled": list(range(PROBE_SKIP // 2, (PROBE_SKIP + PROBE_COUNT) // 2)), "rc": [plain.returncode, under.returncode],
             "tail": (plain.stderr + under.stderr).strip().splitlines()[-3:]}
 
 
@@ -295,9 +305,7 @@ def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
                               "median_ms": (r.get("stats") or {}).get("median"), "gbs": r.get("gbs"),
                               "pct": 100 * r["gbs"] / roof if roof and r.get("gbs") else None})
     tried.sort(key=lambda t: -(t["pct"] or 0))
-    return {"job": job, "variant": variant, "dram": ours, "copy_dram": copies, "roofline_gbs": roof, "tried": tried,
-            # the keys the record rendered before (kept for older readers of the JSON)
-            "dram_pct": {k: v["pct"] for k, v in ours.items()}, "copy_dram_pct": {k: v["pct"] for k, v in copies.items()}}
+    return {"job": job, "variant": variant, "dram": ours, "copy_dram": copies, "roofline_gbs": roof, "tried": tried}
 
 
 #: Issue 17: the largest size the memory plan allows, run to the end; the next size up refused.

@@ -118,3 +118,10 @@ def test_timing_truth_compares_each_slow_kernel_with_its_own_process(monkeypatch
     assert abs(by["naive"]["table_diff"] - 0.095 / 4.575) < 1e-12   # 2% off in the table: shown, not judged
     assert not by["block"]["ok"]
     assert out["probe"] == {"plain": {}}
+
+
+def test_ceiling_says_same_bytes_only_when_the_figures_show_it(rec):
+    c = {"dram": {"t": {"pct": 86.6, "read": 1.074e9, "write": 1.2e9}},
+         "copy_dram": {"block": {"pct": 89.6, "read": 1.074e9, "write": 1.053e9}}}
+    md = "\n".join(rec._ceiling(c))
+    assert "same bytes" not in md and "runs DRAM 3.0 points below" in md
