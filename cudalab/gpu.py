@@ -25,6 +25,21 @@ INSTALL_HINT = "install it on a machine with an NVIDIA driver: pip install -e '.
 
 
 @dataclass(frozen=True)
+class EventTime:
+    """One event-timed sample.
+
+    Attributes:
+        ms: time between the two events.
+        ahead: the launches were all queued before the GPU reached the start event, so no host
+            latency can lie inside the window (False: it may; under ncu, whose launch interception
+            is slow and uneven, such samples read up to 20% long on an H100).
+    """
+
+    ms: float
+    ahead: bool
+
+
+@dataclass(frozen=True)
 class DeviceInfo:
     """What every report names about the GPU it ran on."""
 
@@ -354,17 +369,22 @@ class Device:
         fn(np.uint64(max(0, int(ms * 1e6))), block=(1, 1, 1), grid=(1, 1))
         return True
 
-    def time_ms(self, enqueue: Callable[[], None]) -> float:
-        """Time what ``enqueue`` puts on the default stream between two CUDA events (ms)."""
+    def time_ms(self, enqueue: Callable[[], None]) -> EventTime:
+        """Time what ``enqueue`` puts on the default stream between two CUDA events.
+
+        Whether the queue stayed ahead of the GPU is asked once ``enqueue`` returns: if the GPU has
+        already passed the start event, it may have waited for the host's launch inside the window.
+        """
         start, end = self.drv.Event(), self.drv.Event()
         start.record()
         enqueue()
+        ahead = not start.query()
         end.record()
         try:
             end.synchronize()
         except self.drv.Error as exc:
             raise GpuError(f"the GPU reported an error: {exc}") from None
-        return end.time_since(start)
+        return EventTime(end.time_since(start), ahead)
 
 
 def cupy_view(arr: DeviceArray) -> Any | None:

@@ -10,7 +10,10 @@ find what launch 1 left in L2 (the table marks such rows ×N and the header says
 
 Every sample, batched or not, starts behind a spin kernel: the host enqueues the flush, the start
 event, the launch(es) and the end event while the spin holds the stream, so no host latency falls
-between the two events (the event median then matches ncu's gpu__time_duration within 1%).
+between the two events (the event median then matches ncu's gpu__time_duration within 1%). The spin
+is sized from the host's last enqueue time, so whether it lasted is checked, not assumed: a sample
+whose start event the GPU reached before the host had queued its launches is redone behind a spin
+twice as long (up to RETIME_MAX times), and one still overtaken is kept and counted (``host_gaps``).
 
 Only cases that are safe to repeat are batched (``Case.can_repeat``): the in-place reductions need
 their input restored before every launch, and timing reset + run in a batch minus a batch of resets
@@ -40,6 +43,8 @@ SPIN_FIRST_MS = 0.1
 SPIN_MAX_MS = 50.0
 #: Nor before a one-launch sample (a library call that synchronises inside would otherwise grow it).
 SPIN_SINGLE_MAX_MS = 2.0
+#: A sample the GPU overtook (see above) is redone at most this many times.
+RETIME_MAX = 3
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,10 @@ class Timing:
         launches: every launch of ``run`` made here (warm-up and probes too): energy per launch.
         spin: whether a spin kernel held the stream while each sample was enqueued (before the L2
             flush, so the start event and the launch are queued before the GPU reaches them).
+        retimed: samples redone because the GPU reached the start event before the host had
+            queued the launches (each retry spins twice as long).
+        host_gaps: kept samples that were still overtaken after RETIME_MAX retries: host latency
+            may lie inside them.
     """
 
     stats: Stats
@@ -62,10 +71,13 @@ class Timing:
     single_ms: float | None = None
     launches: int = 0
     spin: bool = False
+    retimed: int = 0
+    host_gaps: int = 0
 
     def extra(self) -> dict:
-        """``Result.extra`` entries: why sampling stopped and, when batched, the batch facts."""
+        """``Result.extra`` entries: why sampling stopped, redone samples, and the batch facts."""
         out: dict = {"stop": self.stop}
+        out.update({k: v for k, v in (("retimed", self.retimed), ("host_gaps", self.host_gaps)) if v})
         if self.batch > 1:
             out.update(batch=self.batch, single_launch_ms=self.single_ms, batch_spin=self.spin)
         return out
@@ -93,58 +105,64 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         return Timing(m.stats, m.stop, launches=count[0])
 
     spin = getattr(dev, "spin", None)
-    state = {"enqueue_ms": SPIN_FIRST_MS, "spun": False}
+    state = {"enqueue_ms": SPIN_FIRST_MS, "spun": False, "stretch": 1.0, "retimed": 0, "gaps": 0}
 
     def hold(cap_ms: float = SPIN_SINGLE_MAX_MS) -> None:
         # Without a queue ahead of it, the GPU would stamp the start event and then wait for Python
         # to enqueue the launch: host latency inside the timed window (the H100 read 1-5% over ncu).
         if spin is not None:
-            state["spun"] = bool(spin(min(cap_ms, 1.5 * state["enqueue_ms"] + 0.05)))
+            state["spun"] = bool(spin(min(cap_ms, state["stretch"] * (1.5 * state["enqueue_ms"] + 0.05))))
+
+    def sample(launches: int, cap_ms: float) -> float:
+        """One event pair around ``launches`` launches behind a spin; redone while the GPU overtook.
+        Once a sample stays overtaken through every retry (a call that waits for the GPU inside the
+        launch, say), the rest are kept as they come: counted, not redone."""
+        tries = 1 if state["gaps"] else RETIME_MAX + 1
+        for attempt in range(tries):
+            case.reset()
+            hold(cap_ms)
+            if proto.flush_l2:
+                dev.flush_l2()
+
+            def enqueue() -> None:
+                t0 = clock()
+                for _ in range(launches):
+                    run()
+                state["enqueue_ms"] = (clock() - t0) * 1e3
+
+            t = dev.time_ms(enqueue)
+            if t.ahead or not state["spun"]:  # without a spin nothing can be ahead: nothing to redo
+                return t.ms
+            state["stretch"] *= 2  # the host is slower than its last enqueue said: stays longer
+            if attempt < tries - 1:
+                state["retimed"] += 1
+        state["gaps"] += 1
+        return t.ms
+
+    def timing(m: Any, **kw: Any) -> Timing:
+        return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]), retimed=state["retimed"],
+                      host_gaps=state["gaps"], **kw)
 
     def single() -> float:
-        case.reset()
-        hold()
-        if proto.flush_l2:
-            dev.flush_l2()
-
-        def enqueue() -> None:
-            t0 = clock()
-            run()
-            state["enqueue_ms"] = (clock() - t0) * 1e3
-
-        return dev.time_ms(enqueue)
+        return sample(1, SPIN_SINGLE_MAX_MS)
 
     if not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0:
-        m = measure_until(single, proto, clock)
-        return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]))
+        return timing(measure_until(single, proto, clock))
     for _ in range(proto.warmup):
         single()
     probes = [single() for _ in range(PROBES)]
     n = batch_size(float(np.median(probes)), proto)
     if n == 1:
-        m = measure_until(single, proto, clock, warmup=False)
-        return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]))
+        return timing(measure_until(single, proto, clock, warmup=False))
     state["enqueue_ms"] = SPIN_GUESS_MS * n
 
     def batch(k: int) -> float:
-        case.reset()  # a no-op for a repeatable case; kept so the order of events stays the rule
-        hold(SPIN_MAX_MS)
-        if proto.flush_l2:
-            dev.flush_l2()
-
-        def enqueue() -> None:
-            t0 = clock()
-            for _ in range(k):
-                run()
-            state["enqueue_ms"] = (clock() - t0) * 1e3
-
-        return dev.time_ms(enqueue) / k
+        return sample(k, SPIN_MAX_MS) / k
 
     # One batch refines N: back to back, a launch costs less than the probe's lone launch did.
     n = max(n, batch_size(batch(n), proto)) if proto.max_batch > n else n
-    m = measure_until(lambda: batch(n), proto, clock, warmup=False)
-    return Timing(m.stats, m.stop, batch=n, single_ms=float(np.median(probes)), launches=count[0],
-                  spin=bool(state["spun"]))
+    return timing(measure_until(lambda: batch(n), proto, clock, warmup=False), batch=n,
+                  single_ms=float(np.median(probes)))
 
 
 #: A batch of ``--energy`` launches lasts about this long: the counter is read while it runs.

@@ -183,6 +183,7 @@ def _session_truth(fam: str, variant: str, kernel: str, n: str, dtype: str | Non
     ns = [x.duration_ns for x in launches if x.kernel == kernel and x.duration_ns]
     ev = rows[0]["median_ms"] if rows and rows[0]["status"] == "passed" else None
     return {"session_ms": ev, "ncu_ms": median(ns) / 1e6 if ns else None, "ncu_each_ms": [x / 1e6 for x in ns],
+            "retimed": rows[0]["retimed"] if rows else 0, "host_gaps": rows[0]["host_gaps"] if rows else 0,
             "rc": proc.returncode, "tail": proc.stderr.strip().splitlines()[-2:] if ev is None or not ns else []}
 
 
@@ -322,7 +323,8 @@ def _row_summary(path: Path) -> list[dict]:
     except (OSError, ValueError):
         return []
     return [{"variant": r.get("variant"), "status": r.get("status"), "median_ms": (r.get("stats") or {}).get("median"),
-             "check": (r.get("extra") or {}).get("check", "")}
+             "check": (r.get("extra") or {}).get("check", ""),
+             "retimed": (r.get("extra") or {}).get("retimed", 0), "host_gaps": (r.get("extra") or {}).get("host_gaps", 0)}
             for point in record.get("points", ()) for r in point.get("results", ())]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cudalab.gpu import EventTime
 from cudalab import runner
 from cudalab.bench import Protocol
 from cudalab.errors import GpuError
@@ -114,7 +115,7 @@ class FakeDevice:
     def time_ms(self, enqueue):
         enqueue()
         self.timed += 1
-        return 1.0
+        return EventTime(1.0, True)
 
 
 def run(device, family="copy", **kw):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cudalab.gpu import EventTime
 from cudalab import gpu, report, runner, telemetry
 from cudalab.cli import cli
 from cudalab.families.model import Case
@@ -209,7 +210,8 @@ def test_table_shows_telemetry_batch_and_other_process():
                    extra={"batch": 95, "sm_mhz": 1980, "sm_mhz_min": 1500, "power_w": 321.0,
                           "energy_mj_per_launch": 0.0123, "telemetry_polls": 10, "throttle": "",
                           "other_process": [4242]}),
-            Result("b", "kernel", runner.PASSED, stats=summarize([0.05] * 3), max_error=0.0)]
+            Result("b", "kernel", runner.PASSED, stats=summarize([0.05] * 3), max_error=0.0,
+                   extra={"host_gaps": 2})]
     con = report.console()
     with con.capture() as cap:
         con.print(report.results_table(rows, "none"))
@@ -219,6 +221,7 @@ def test_table_shows_telemetry_batch_and_other_process():
     head = "\n".join(report.header_lines(DEVICE, "t", "p", Protocol(), None, rows))
     assert "L2 flushed before each batch of 95" in head
     assert "WARNING: another process (pid 4242)" in head
+    assert "may hold host latency: b (2 of 3)" in head and "a (" not in head
 
 
 # --- the command line, end to end with fakes --------------------------------------------------------
@@ -250,7 +253,7 @@ class FakeGpu:
     def time_ms(self, enqueue):
         before = self.launches
         enqueue()
-        return 0.05 * (self.launches - before)
+        return EventTime(0.05 * (self.launches - before), True)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from cudalab import bench, catalog, runner, sampling
 from cudalab.bench import Protocol
 from cudalab.families import Check, load
 from cudalab.families.model import Case
+from cudalab.gpu import EventTime
 from cudalab.sampling import time_case
 from cudalab.verify import POISONS, count_differing, padding_damage, verified_launches
 
@@ -84,7 +85,7 @@ class FakeDevice:
     def time_ms(self, enqueue):
         before = self.launches
         enqueue()
-        return (self.launches - before) * self.per_ms + self.overhead_ms
+        return EventTime((self.launches - before) * self.per_ms + self.overhead_ms, True)
 
 
 def counting_case(dev: FakeDevice, **kw) -> Case:
@@ -354,3 +355,48 @@ def test_every_one_launch_sample_is_enqueued_behind_a_spin():
     assert t.batch == 1 and t.spin
     assert len(dev.spins) == dev.flushes          # one spin per sample, warm-up and probes included
     assert all(0 < ms <= sampling.SPIN_SINGLE_MAX_MS for ms in dev.spins)
+
+
+class LateHostDevice(FakeDevice):
+    """The host needs ``host_ms[i]`` to queue sample i's launches (the last value repeats); a spin
+    shorter than that lets the GPU reach the start event first and wait inside the window, as under
+    ncu, whose launch interception is slow and uneven."""
+
+    def __init__(self, host_ms: list[float], per_ms: float = 0.7):
+        super().__init__(per_ms=per_ms, overhead_ms=0.0)
+        self.host_ms, self.calls = host_ms, 0
+
+    def time_ms(self, enqueue):
+        host = self.host_ms[min(self.calls, len(self.host_ms) - 1)]
+        self.calls += 1
+        t = super().time_ms(enqueue)
+        spun = self.spins[-1] if self.spins else 0.0
+        return EventTime(t.ms + max(0.0, host - spun), ahead=spun > host)
+
+
+def test_a_sample_the_gpu_overtook_is_redone_behind_a_longer_spin():
+    # samples 2 and 5 meet a slow host (0.3 ms against a ~0.1 ms spin): redone, the median stays clean
+    dev = LateHostDevice([0.01, 0.01, 0.3, 0.01, 0.01, 0.3] + [0.01] * 40)
+    t = time_case(dev, counting_case(dev), Protocol(budget_s=0.05, warmup=1, max_batch=1))
+    assert t.retimed >= 1 and t.host_gaps == 0
+    assert max(t.stats.samples) == pytest.approx(0.7)           # no timed host latency kept
+    over = [i for i, h in enumerate(dev.host_ms[:dev.calls]) if h == 0.3]
+    assert dev.spins[over[0] + 1] >= 1.9 * dev.spins[over[0]] > 0  # the retry spun ~twice as long
+    assert t.extra()["retimed"] == t.retimed
+
+
+def test_a_gpu_that_always_overtakes_is_counted_once_retries_run_out():
+    # a call that waits for the GPU inside the launch: no spin can help; retried once, then counted
+    dev = LateHostDevice([10.0])
+    t = time_case(dev, counting_case(dev), Protocol(budget_s=0.05, warmup=0, max_batch=1, min_samples=10))
+    assert t.retimed == sampling.RETIME_MAX
+    assert t.host_gaps == t.stats.n                              # every kept sample is flagged
+    assert dev.calls == t.stats.n + sampling.RETIME_MAX           # retries cost one sample's worth
+    assert t.extra()["host_gaps"] == t.stats.n
+
+
+def test_without_a_spin_nothing_is_redone():
+    dev = LateHostDevice([0.3])
+    dev.spin = lambda ms: False
+    t = time_case(dev, counting_case(dev), Protocol(budget_s=0.05, warmup=0, max_batch=1, min_samples=10))
+    assert t.retimed == 0 and t.host_gaps == 0 and dev.calls == t.stats.n and not t.spin

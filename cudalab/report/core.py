@@ -76,6 +76,10 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
         names = ", ".join(r.variant for r in results if r.extra.get("other_process"))
         lines.append(f"WARNING: another process (pid {', '.join(map(str, others))}) was computing on this GPU "
                      f"while {names} ran: those timings are not trustworthy (rows marked !)")
+    late = [f"{r.variant} ({r.extra['host_gaps']} of {r.stats.n})" for r in results if r.extra.get("host_gaps") and r.stats]
+    if late:
+        lines.append(f"note: samples the GPU started before the host had queued the launch, even behind the longest "
+                     f"spin, may hold host latency: {', '.join(late)}")
     if roofline:
         kern = f", copy kernel {roofline.kernel_gbs:,.0f}" if roofline.kernel_gbs else ""
         lines.append(f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern})")
