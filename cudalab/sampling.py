@@ -59,10 +59,10 @@ class Timing:
         launches: every launch of ``run`` made here (warm-up and probes too): energy per launch.
         spin: whether a spin kernel held the stream while each sample was enqueued (before the L2
             flush, so the start event and the launch are queued before the GPU reaches them).
-        retimed: samples redone because the GPU reached the start event before the host had
-            queued the launches (each retry spins twice as long).
-        host_gaps: kept samples that were still overtaken after RETIME_MAX retries: host latency
-            may lie inside them.
+        retimed: timed samples redone because the GPU reached the start event before the host had
+            queued the launches (each retry spins twice as long); warm-ups and probes not counted.
+        host_gaps: timed samples kept though still overtaken after RETIME_MAX retries (or after an
+            earlier sample had been): host latency may lie inside them.
     """
 
     stats: Stats
@@ -105,7 +105,7 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         return Timing(m.stats, m.stop, launches=count[0])
 
     spin = getattr(dev, "spin", None)
-    state = {"enqueue_ms": SPIN_FIRST_MS, "spun": False, "stretch": 1.0, "retimed": 0, "gaps": 0}
+    state = {"enqueue_ms": SPIN_FIRST_MS, "spun": False, "stretch": 1.0, "retimed": 0, "gaps": 0, "gave_up": False}
 
     def hold(cap_ms: float = SPIN_SINGLE_MAX_MS) -> None:
         # Without a queue ahead of it, the GPU would stamp the start event and then wait for Python
@@ -117,7 +117,7 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         """One event pair around ``launches`` launches behind a spin; redone while the GPU overtook.
         Once a sample stays overtaken through every retry (a call that waits for the GPU inside the
         launch, say), the rest are kept as they come: counted, not redone."""
-        tries = 1 if state["gaps"] else RETIME_MAX + 1
+        tries = 1 if state["gave_up"] else RETIME_MAX + 1
         for attempt in range(tries):
             case.reset()
             hold(cap_ms)
@@ -137,9 +137,15 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
             if attempt < tries - 1:
                 state["retimed"] += 1
         state["gaps"] += 1
+        state["gave_up"] = True
         return t.ms
 
-    def timing(m: Any, **kw: Any) -> Timing:
+    def timed(sampler: Callable[[], float], warmup: bool, **kw: Any) -> Timing:
+        """Warm up, then the samples that count (and only they count in ``retimed``/``host_gaps``)."""
+        for _ in range(proto.warmup if warmup else 0):
+            sampler()
+        state.update(retimed=0, gaps=0)
+        m = measure_until(sampler, proto, clock, warmup=False)
         return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]), retimed=state["retimed"],
                       host_gaps=state["gaps"], **kw)
 
@@ -147,13 +153,13 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         return sample(1, SPIN_SINGLE_MAX_MS)
 
     if not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0:
-        return timing(measure_until(single, proto, clock))
+        return timed(single, warmup=True)
     for _ in range(proto.warmup):
         single()
     probes = [single() for _ in range(PROBES)]
     n = batch_size(float(np.median(probes)), proto)
     if n == 1:
-        return timing(measure_until(single, proto, clock, warmup=False))
+        return timed(single, warmup=False)
     state["enqueue_ms"] = SPIN_GUESS_MS * n
 
     def batch(k: int) -> float:
@@ -161,8 +167,7 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
 
     # One batch refines N: back to back, a launch costs less than the probe's lone launch did.
     n = max(n, batch_size(batch(n), proto)) if proto.max_batch > n else n
-    return timing(measure_until(lambda: batch(n), proto, clock, warmup=False), batch=n,
-                  single_ms=float(np.median(probes)))
+    return timed(lambda: batch(n), warmup=False, batch=n, single_ms=float(np.median(probes)))
 
 
 #: A batch of ``--energy`` launches lasts about this long: the counter is read while it runs.

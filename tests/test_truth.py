@@ -385,13 +385,14 @@ def test_a_sample_the_gpu_overtook_is_redone_behind_a_longer_spin():
     assert t.extra()["retimed"] == t.retimed
 
 
-def test_a_gpu_that_always_overtakes_is_counted_once_retries_run_out():
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_a_gpu_that_always_overtakes_is_counted_once_retries_run_out(warmup):
     # a call that waits for the GPU inside the launch: no spin can help; retried once, then counted
     dev = LateHostDevice([10.0])
-    t = time_case(dev, counting_case(dev), Protocol(budget_s=0.05, warmup=0, max_batch=1, min_samples=10))
-    assert t.retimed == sampling.RETIME_MAX
-    assert t.host_gaps == t.stats.n                              # every kept sample is flagged
-    assert dev.calls == t.stats.n + sampling.RETIME_MAX           # retries cost one sample's worth
+    t = time_case(dev, counting_case(dev), Protocol(budget_s=0.05, warmup=warmup, max_batch=1, min_samples=10))
+    assert t.retimed == (sampling.RETIME_MAX if not warmup else 0)  # warm-ups' retries are not counted
+    assert t.host_gaps == t.stats.n                              # every timed sample is flagged, no more
+    assert dev.calls == warmup + t.stats.n + sampling.RETIME_MAX  # retries cost one sample's worth
     assert t.extra()["host_gaps"] == t.stats.n
 
 
