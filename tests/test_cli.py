@@ -58,6 +58,14 @@ def test_list_families():
         assert name in res.output
 
 
+def test_piped_tables_carry_no_padding_at_line_ends():
+    # a real pipe (not click's runner): rich pads each table line to its widest cell
+    out = subprocess.run([sys.executable, "-m", "cudalab", "list"], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert "copy" in out and len(lines) > 5
+    assert not [ln for ln in lines if ln != ln.rstrip()]
+
+
 def test_list_transpose_shows_variants_and_rules():
     res = invoke("list", "transpose")
     assert res.exit_code == 0
