@@ -79,3 +79,39 @@ def test_energy_gives_each_row_its_sustained_power_and_work_per_joule(tmp_path):
         assert 20 < e["sustained_w"] < 2000 and e["energy_span_s"] >= 1.0, e   # a board's power, over a second
         assert e["energy_mj_per_launch"] == pytest.approx(e["sustained_w"] * row["stats"]["median"])
         assert e["gb_per_j"] == pytest.approx(row["gbs"] / e["sustained_w"], rel=1e-6)
+
+
+#: Another process with a CUDA context, computing until killed (CuPy: a different CUDA stack than ours).
+BUSY = """
+import time, cupy
+a = cupy.ones(1 << 22, dtype=cupy.float32)
+float(a.sum())
+print("ready", flush=True)
+while True:
+    a *= 1.0000001
+    cupy.cuda.Device().synchronize()
+    time.sleep(0.001)
+"""
+
+
+def test_a_second_process_on_the_gpu_is_warned_about_and_exclusive_refuses(tmp_path):
+    pytest.importorskip("pynvml")
+    pytest.importorskip("cupy")
+    alone = cudalab("copy", "--variant", "naive", "--n", "4096", "--no-roofline", "--budget", "0.1")
+    assert alone.returncode == 0 and "another process" not in alone.stdout + alone.stderr  # nothing else yet
+    busy = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout.readline().strip() == "ready"
+        out = tmp_path / "r.json"
+        res = cudalab("copy", "--variant", "naive", "--n", "4096", "--no-roofline", "--budget", "0.1", "--json", str(out))
+        text = res.stdout + res.stderr
+        assert res.returncode == 0, text
+        assert "WARNING: another process (pid" in text and "naive !" in text
+        row = json.loads(out.read_text())["points"][0]["results"][0]
+        assert row["extra"]["other_process"]
+        ex = cudalab("copy", "--variant", "naive", "--n", "4096", "--exclusive")
+        assert ex.returncode == 2 and "--exclusive: another process is computing" in ex.stderr, ex.stdout + ex.stderr
+        assert "Traceback" not in ex.stderr
+    finally:
+        busy.kill()
+        busy.wait()
