@@ -20,6 +20,7 @@ from cudalab import build
 from cudalab.errors import CompileError, GpuError, GpuUnavailableError
 from cudalab.devarray import DeviceArray
 from cudalab.launch import DeviceLimits, Dim3, fmt_dims
+from cudalab.own_kernels import FLUSH_SRC, SPIN_SRC
 
 INSTALL_HINT = "install it on a machine with an NVIDIA driver: pip install -e '.[gpu]'"
 
@@ -108,39 +109,6 @@ def pci_bus_id(index: int) -> str:
     """The PCI bus id of CUDA device ``index`` (``0000:19:00.0``), without creating a context: how
     NVML (which numbers GPUs its own way) finds the same GPU."""
     return str(_driver().Device(index).pci_bus_id())
-
-
-#: A kernel that holds the stream for a given number of nanoseconds (globaltimer): enqueued before
-#: a batch, it lets the host queue all the batch's launches before the first one starts, so the
-#: batch runs back to back instead of at the host's launch rate.
-_SPIN_SRC = r"""
-extern "C" __global__ void cudalab_spin(unsigned long long ns)
-{
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
-"""
-
-
-#: The L2 flush reads a buffer twice the L2's size that was filled once: the next sample starts with
-#: an L2 full of clean lines. Overwriting the buffer before each sample (a memset) would leave up to
-#: an L2 of dirty lines that drain to DRAM during the timed kernel: events read 1-5% above ncu's
-#: durations on an H100 that way. The XOR keeps the loads alive; the fill makes it 0, never the sentinel.
-_FLUSH_SRC = r"""
-extern "C" __global__ void cudalab_flush_read(const uint4 *buf, unsigned long long n, unsigned int *sink)
-{
-    unsigned int acc = 0;
-    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += stride) {
-        uint4 v = buf[i];
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x9E3779B9u) sink[0] = acc;
-}
-"""
 
 
 def device_count() -> int:
@@ -235,6 +203,7 @@ class Device:
         )
         self._scratch = None
         self._flush_fn: Any = None
+        self._spin_fn: Any = None
         self._internal: list[Any] = []
         self._modules: dict[tuple, Any] = {}
         self._staging = None
@@ -247,7 +216,7 @@ class Device:
             return
         self._modules.clear()
         self._staging = None
-        self._spin_fn = self._spin_mod = None
+        self._spin_fn = None
         self._flush_fn = None
         self._internal.clear()
         if self._scratch is not None:
@@ -288,12 +257,12 @@ class Device:
 
     def flush_l2(self) -> None:
         """Read a buffer twice the L2 size so the next sample starts with a cold cache of clean lines
-        (see :data:`_FLUSH_SRC`); a memset of it where the read kernel cannot be built."""
+        (see :data:`cudalab.own_kernels.FLUSH_SRC`); a memset of it where the read kernel cannot be built."""
         nbytes = 2 * max(self.info.l2_bytes, 1 << 20)
         if self._scratch is None:
             self._scratch = self.drv.mem_alloc(nbytes + 64)
             self.drv.memset_d32(self._scratch, 0x5A5A5A5A, nbytes // 4)  # filled once, read ever after
-            self._flush_fn = self._build_internal(_FLUSH_SRC, "cudalab_flush_read")
+            self._flush_fn = self._build_internal(FLUSH_SRC, "cudalab_flush_read")
         if self._flush_fn:
             self._flush_fn(self._scratch, np.uint64(nbytes // 16), np.uintp(int(self._scratch) + nbytes),
                            block=(256, 1, 1), grid=(4 * self.info.sm_count, 1))
@@ -353,17 +322,9 @@ class Device:
         Returns False (and enqueues nothing) when the spin kernel cannot be built here; batches then
         run at whatever rate the host enqueues them.
         """
-        fn = getattr(self, "_spin_fn", None)
-        if fn is None:
-            from pycuda.compiler import SourceModule  # noqa: PLC0415
-
-            try:
-                # Keep the module: unloading it would invalidate the function.
-                self._spin_mod = SourceModule(_SPIN_SRC, arch=self.info.arch, no_extern_c=True)
-                fn = self._spin_mod.get_function("cudalab_spin")
-            except Exception:  # no nvcc here, or an old PTX ISA: batching still works, less tightly
-                fn = False
-            self._spin_fn = fn
+        if self._spin_fn is None:  # no nvcc here, or an old PTX ISA: False, batches still work, less tightly
+            self._spin_fn = self._build_internal(SPIN_SRC, "cudalab_spin")
+        fn = self._spin_fn
         if fn is False:
             return False
         fn(np.uint64(max(0, int(ms * 1e6))), block=(1, 1, 1), grid=(1, 1))

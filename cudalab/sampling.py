@@ -107,7 +107,7 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
     spin = getattr(dev, "spin", None)
     state = {"enqueue_ms": SPIN_FIRST_MS, "spun": False, "stretch": 1.0, "retimed": 0, "gaps": 0, "gave_up": False}
 
-    def hold(cap_ms: float = SPIN_SINGLE_MAX_MS) -> None:
+    def hold(cap_ms: float) -> None:
         # Without a queue ahead of it, the GPU would stamp the start event and then wait for Python
         # to enqueue the launch: host latency inside the timed window (the H100 read 1-5% over ncu).
         if spin is not None:

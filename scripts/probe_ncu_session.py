@@ -58,9 +58,9 @@ def main() -> int:
     import cupy as cp
     import numpy as np
 
-    from cudalab.gpu import _FLUSH_SRC, _SPIN_SRC  # the very kernels cudalab's samples run before a launch
+    from cudalab.own_kernels import FLUSH_SRC, SPIN_SRC  # the very kernels cudalab's samples run before a launch
 
-    mod = cp.RawModule(code=SOURCE + _SPIN_SRC + _FLUSH_SRC)
+    mod = cp.RawModule(code=SOURCE + SPIN_SRC + FLUSH_SRC)
     spin, flush = mod.get_function("cudalab_spin"), mod.get_function("cudalab_flush_read")
     rng = cp.random.default_rng()
     a = rng.random((N, N), dtype=cp.float32)

@@ -1,6 +1,6 @@
 """Rich tables, markdown, JSON and CSV: the only place (with :mod:`cudalab.progress`) that imports rich.
 
-:mod:`~cudalab.report.core`: run tables and headers; :mod:`~cudalab.report.compare`: saved-run
+:mod:`~cudalab.report.core`: run tables and headers (printed on :mod:`~cudalab.report.console`); :mod:`~cudalab.report.compare`: saved-run
 comparisons; :mod:`~cudalab.report.tools`: ncu and compute-sanitizer tables.
 """
 

@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from cudalab.report.core import _fmt
-from cudalab.report.core import NCU_COLUMNS, console
+from cudalab.report.console import console
+from cudalab.report.core import NCU_COLUMNS
 from cudalab.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED
 
 
