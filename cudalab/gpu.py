@@ -138,8 +138,12 @@ class Kernel:
         if sig != self._sig:
             self._fn.prepare(sig)
             self._sig = sig
-        if shared > 48 * 1024 and shared > self._dyn_limit:
-            # Above 48 KiB a kernel must opt in to its dynamic shared memory.
+        if self.static_shared + shared > 48 * 1024 and shared > self._dyn_limit:
+            # Above 48 KiB in all (its static arrays count) a kernel must opt in to its dynamic bytes.
+            optin = self._dev.limits.max_shared_per_block_optin
+            if self.static_shared + shared > optin:
+                raise GpuError(f"{self.name}: {self.static_shared} bytes of static and {shared} of dynamic shared "
+                               f"memory per block; the device allows {optin} in all")
             self._fn.set_attribute(self._dev.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             self._dyn_limit = shared
         vals = [a.ptr if isinstance(a, DeviceArray) else a for a in args]

@@ -111,3 +111,33 @@ def test_user_kernel_through_the_child_protocol(device):
     assert run.returncode == 0, run.output
     assert [(r.variant, r.status) for r in run.result.rows] == [("+my_transpose", runner.PASSED)]
     assert child.launches(run.result.rows[0])[0][0] == "my_transpose"
+
+
+BIG_SMEM = r"""
+extern "C" __global__ void big_smem(float *out, const float *in, int rows, int cols, int pin, int pout)
+{
+    __shared__ float stat[4096];   // 16 KiB static
+    extern __shared__ float dyn[]; // the launch's dynamic bytes
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    int t = threadIdx.y * blockDim.x + threadIdx.x;
+    float v = (x < cols && y < rows) ? in[(size_t)y * pin + x] : 0.0f;
+    stat[t] = v;
+    dyn[t] = v;
+    __syncthreads();
+    if (x < cols && y < rows)
+        out[(size_t)x * pout + y] = 0.5f * (stat[t] + dyn[t]);
+}
+"""
+
+
+def test_static_and_dynamic_shared_memory_over_48k_together(device, tmp_path):
+    # 16 KiB static + 40,000 dynamic bytes: each under 48 KiB, together over it, so the kernel must
+    # opt in (it failed with "invalid argument" when only the dynamic bytes were compared with 48 KiB).
+    src = tmp_path / "big_smem.cu"
+    src.write_text(BIG_SMEM)
+    rows = user_rows(device, "transpose", [f"{src}:big_smem@block=32x8,shared=40000",
+                                           f"{src}:big_smem@block=32x8,shared=220000,name=too_big"], n="1000")
+    assert rows["+big_smem"].status == runner.PASSED, rows["+big_smem"].reason
+    # over the device's per-block limit in all (each part alone is within it): one clear reason
+    assert rows["+too_big"].status == runner.FAILED
+    assert "16384 bytes of static and 220000 of dynamic shared memory" in rows["+too_big"].reason

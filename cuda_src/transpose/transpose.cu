@@ -122,19 +122,23 @@ extern "C" __global__ void transpose_tiled(float *out, const float *in, int rows
 // read a few whole input rows but write a short piece of every output row). BAND = G > 0: bands
 // of G tile columns, walked row by row inside each band, so the blocks resident together read runs
 // of G tiles of each input row and write long runs of each output row (BAND = 1: column by column).
-__device__ __forceinline__ void transpose_band_tile(int band_w, int &bx, int &by)
+// The tile of number id (0 .. gx*gy-1) in that order, for a gx x gy grid of tiles.
+__device__ __forceinline__ void band_tile(int id, int gx, int gy, int band_w, int &bx, int &by)
 {
-    const int gx = gridDim.x, gy = gridDim.y;
     if (band_w <= 0) {
-        bx = blockIdx.x;
-        by = blockIdx.y;
+        bx = id % gx;
+        by = id / gx;
         return;
     }
-    const int bid = blockIdx.y * gx + blockIdx.x;
-    const int per = band_w * gy, first = (bid / per) * band_w;
+    const int per = band_w * gy, first = (id / per) * band_w;
     const int w = min(gx - first, band_w);
-    bx = first + (bid % per) % w;
-    by = (bid % per) / w;
+    bx = first + (id % per) % w;
+    by = (id % per) / w;
+}
+
+__device__ __forceinline__ void transpose_band_tile(int band_w, int &bx, int &by)
+{
+    band_tile(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, band_w, bx, by);
 }
 
 #ifndef TS_BAND
