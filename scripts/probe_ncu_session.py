@@ -13,7 +13,7 @@ one of them mis-times the kernel or because the kernel itself runs differently i
         --launch-count 4 --metrics gpu__time_duration.sum python3 scripts/probe_ncu_session.py
 
 Needs CuPy and a GPU (the benchmark machines have both); of cudalab it takes only the spin and L2-flush
-kernels its samples use (``cudalab.gpu``, which imports no pycuda at import time).
+kernels its samples use (their sources, from :mod:`cudalab.own_kernels`).
 """
 
 from __future__ import annotations
