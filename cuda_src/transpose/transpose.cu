@@ -227,6 +227,17 @@ extern "C" __global__ void transpose_vec4(float *out, const float *in, int rows,
 #ifndef TV_BAND
 #define TV_BAND 1
 #endif
+// TV_WX: each warp moves TV_WX vectors of 32 / TV_WX rows (16: two whole rows of a 64-wide tile).
+#ifndef TV_WX
+#define TV_WX 16
+#endif
+#ifndef TV_SWZ
+#define TV_SWZ 1
+#endif
+// The shared tile's element (r, c): row pitch TV_TILE + 1, and with TV_SWZ bit 1 of the column flipped
+// when exactly one of r and c is in the second 32. The padding alone leaves rows r and r + 32 on one
+// bank for a column, and columns c and c + 32 for a row: warps 16 vectors wide meet both.
+#define TV_AT(r, c) tile[r][(c) ^ (TV_SWZ * ((((r) ^ (c)) >> 4) & 2))]
 
 __device__ __forceinline__ float4 tv_load(const float *p)
 {
@@ -253,19 +264,23 @@ extern "C" __global__ void transpose_vec4_cf(float *out, const float *in, int ro
                                              int pitch_in_elem, int pitch_out_elem)
 {
     // A TV_TILE x TV_TILE tile moved with 16-byte loads and stores by (TV_TILE/4) x TV_ROWS threads,
-    // every load issued before the first shared store. Each warp is 8 vectors wide and 4 rows
-    // deep (not 16 x 2 as in transpose_vec4): the scalar shared accesses of one instruction then
-    // hit rows r..r+3 at columns 4*tx + k, banks (r + 4*tx + k) mod 32 with the 1-word padding,
-    // all 32 distinct, on the way in and on the way out. Tiles are taken in bands of TV_BAND tile
-    // columns (1: column by column), which kept the H200 near copy speed (launch order: 4 points
-    // lower). The cache hints (TV_LDHINT, TV_STCS) measured slower on H100 and H200.
+    // every load issued before the first shared store. Each warp moves whole tile rows (TV_WX = 16:
+    // 16 vectors x 2 rows of a 64-wide tile), so one load or store instruction touches two 256-byte
+    // runs of memory, not four 128-byte ones as with 8 x 4 warps (TV_WX 8): the same bytes in the same
+    // tile order ran 0.5-0.8 point of the roofline faster on H200s that way (a kernel with this traffic
+    // and no shared step measured it too: scripts/probe_transpose_spread.py pattern). The swizzled
+    // tile (TV_AT) keeps the scalar shared accesses free of bank conflicts for both warp shapes. Tiles
+    // are taken in bands of TV_BAND tile columns (1: column by column), which kept the H200 near copy
+    // speed (launch order: 4 points lower). The cache hints (TV_LDHINT, TV_STCS) measured slower on
+    // H100 and H200.
     constexpr int TW = TV_TILE / 4;          // vectors per tile row (threads along x)
     constexpr int PER = TV_TILE / TV_ROWS;   // rows per thread
     static_assert(TW % 8 == 0 && TV_ROWS % 4 == 0 && TV_TILE % TV_ROWS == 0, "tile shape");
     __shared__ float tile[TV_TILE][TV_TILE + 1];
     const int t = threadIdx.y * TW + threadIdx.x, lane = t & 31, warp = t >> 5;
-    const int tx = (warp % (TW / 8)) * 8 + (lane & 7);
-    const int ty = (warp / (TW / 8)) * 4 + (lane >> 3);
+    static_assert((TV_WX == 8 || TV_WX == 16) && TW % TV_WX == 0 && TV_ROWS % (32 / TV_WX) == 0, "warp shape");
+    const int tx = (warp % (TW / TV_WX)) * TV_WX + lane % TV_WX;
+    const int ty = (warp / (TW / TV_WX)) * (32 / TV_WX) + lane / TV_WX;
     int bx, by;
     transpose_band_tile(TV_BAND, bx, by);
     const int col0 = bx * TV_TILE, row0 = by * TV_TILE;
@@ -281,10 +296,10 @@ extern "C" __global__ void transpose_vec4_cf(float *out, const float *in, int ro
 #pragma unroll
         for (int j = 0; j < PER; ++j) {
             const int r = ty + j * TV_ROWS;
-            tile[r][4 * tx] = v[j].x;
-            tile[r][4 * tx + 1] = v[j].y;
-            tile[r][4 * tx + 2] = v[j].z;
-            tile[r][4 * tx + 3] = v[j].w;
+            TV_AT(r, 4 * tx) = v[j].x;
+            TV_AT(r, 4 * tx + 1) = v[j].y;
+            TV_AT(r, 4 * tx + 2) = v[j].z;
+            TV_AT(r, 4 * tx + 3) = v[j].w;
         }
     } else {
 #pragma unroll
@@ -293,7 +308,7 @@ extern "C" __global__ void transpose_vec4_cf(float *out, const float *in, int ro
             if (y < rows)
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
-                    if (x + k < cols) tile[ty + j * TV_ROWS][4 * tx + k] = in[(size_t)y * pitch_in_elem + x + k];
+                    if (x + k < cols) TV_AT(ty + j * TV_ROWS, 4 * tx + k) = in[(size_t)y * pitch_in_elem + x + k];
         }
     }
     __syncthreads();
@@ -304,11 +319,11 @@ extern "C" __global__ void transpose_vec4_cf(float *out, const float *in, int ro
         if (oy >= cols) break;
         float *dst = out + (size_t)oy * pitch_out_elem + ox;
         if (vec && ox < rows) {
-            tv_store(dst, make_float4(tile[4 * tx][r], tile[4 * tx + 1][r], tile[4 * tx + 2][r], tile[4 * tx + 3][r]));
+            tv_store(dst, make_float4(TV_AT(4 * tx, r), TV_AT(4 * tx + 1, r), TV_AT(4 * tx + 2, r), TV_AT(4 * tx + 3, r)));
         } else {
 #pragma unroll
             for (int k = 0; k < 4; ++k)
-                if (ox + k < rows) dst[k] = tile[4 * tx + k][r];
+                if (ox + k < rows) dst[k] = TV_AT(4 * tx + k, r);
         }
     }
 }
