@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import statistics
 
 from cudalab import __version__, gpu, report
 
@@ -256,7 +257,23 @@ def _ceiling(c) -> list[str]:
                "| variant | block | defines | median ms | GB/s | % roofline |", "|---|---|---|---|---|---|"]
         md += [f"| {t['variant']} | {t['block']} | {t['defines'] or '–'} | {_f(t['median_ms'], '.4f')} | "
                f"{_f(t['gbs'], ',.0f')} | {t['pct']:.1f} |" for t in tried]
+    md += _spread(c.get("variant", ""), c.get("processes") or [])
     return md
+
+
+def _spread(variant: str, procs: list[dict]) -> list[str]:
+    """The same command in fresh processes: how far one process's figure is from another's."""
+    pcts = sorted(p["pct"] for p in procs if p.get("pct") is not None)
+    if not procs:
+        return []
+    if not pcts:
+        return ["", f"The same command in {len(procs)} fresh processes: no figures (exit codes "
+                f"{sorted({p.get('rc') for p in procs})})."]
+    mid = statistics.median(pcts)
+    return ["", f"The same command in {len(procs)} fresh processes (`cudalab transpose --variant {variant} --n 16384`, "
+            f"each with its own roofline): {variant} at {pcts[0]:.1f}–{pcts[-1]:.1f}% of it, median {mid:.1f}%"
+            + (f", {len(procs) - len(pcts)} without figures" if len(pcts) < len(procs) else "")
+            + ". The table's figure is one draw of this spread; the target is judged on the table."]
 
 
 def _large(rows) -> list[str]:

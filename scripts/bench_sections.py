@@ -306,7 +306,32 @@ def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
                               "median_ms": (r.get("stats") or {}).get("median"), "gbs": r.get("gbs"),
                               "pct": 100 * r["gbs"] / roof if roof and r.get("gbs") else None})
     tried.sort(key=lambda t: -(t["pct"] or 0))
-    return {"job": job, "variant": variant, "dram": ours, "copy_dram": copies, "roofline_gbs": roof, "tried": tried}
+    return {"job": job, "variant": variant, "dram": ours, "copy_dram": copies, "roofline_gbs": roof, "tried": tried,
+            "processes": process_spread(family, variant, n)}
+
+
+#: Fresh processes of one command in ``process_spread``: on one H200 six read one config at 96.4-96.8%
+#: (scripts/probe_transpose_spread.py procs), each with an IQR under 0.1%.
+SPREAD_PROCESSES = 8
+
+
+def process_spread(family: str, variant: str, n: str, count: int = SPREAD_PROCESSES) -> list[dict]:
+    """``cudalab FAMILY --variant V --n N`` in ``count`` fresh processes, each with its own roofline:
+    the variant's % of it in each (one process's figure is one draw of this spread)."""
+    out = []
+    for _ in range(count):
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = Path(tmp) / "run.json"
+            _, proc, _ = _timed([family, "--variant", variant, "--n", n, "-q"], saved)
+            try:
+                point = json.loads(saved.read_text())["points"][0]
+            except (OSError, ValueError, LookupError):
+                out.append({"pct": None, "rc": proc.returncode})
+                continue
+        row = next((r for r in point.get("results", ()) if r["variant"] == variant), {})
+        out.append({"pct": row.get("pct_roofline"), "gbs": row.get("gbs"), "rc": proc.returncode,
+                    "roofline_gbs": (point.get("roofline") or {}).get("gbs")})
+    return out
 
 
 #: Issue 17: the largest size the memory plan allows, run to the end; the next size up refused.

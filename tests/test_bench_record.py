@@ -141,3 +141,38 @@ def test_ceiling_says_same_bytes_only_when_the_figures_show_it(rec):
          "copy_dram": {"block": {"pct": 89.6, "read": 1.074e9, "write": 1.053e9}}}
     md = "\n".join(rec._ceiling(c))
     assert "same bytes" not in md and "runs DRAM 3.0 points below" in md
+
+
+def test_ceiling_shows_the_spread_of_fresh_processes(rec):
+    """Eight processes of the best transpose, as the H200 probe read them; one without a figure is counted."""
+    procs = [{"pct": p, "rc": 0} for p in (96.46, 96.44, 96.76, 96.41, 96.5, 96.47, 96.9, 96.45)] + [{"pct": None, "rc": 1}]
+    md = "\n".join(rec._ceiling({"variant": "vec4-band", "processes": procs}))
+    assert ("The same command in 9 fresh processes (`cudalab transpose --variant vec4-band --n 16384`, each with its "
+            "own roofline): vec4-band at 96.4–96.9% of it, median 96.5%, 1 without figures.") in md
+    assert "no figures (exit codes [1])" in "\n".join(rec._ceiling({"variant": "v", "processes": [{"pct": None, "rc": 1}]}))
+    assert "fresh processes" not in "\n".join(rec._ceiling({"variant": "v"}))
+
+
+def test_process_spread_runs_fresh_processes_and_reads_each_roofline(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_sections", _PATH.with_name("bench_sections.py"))
+    sec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sec)
+    seen = []
+
+    def fake_timed(argv, out=None):
+        import json
+        from types import SimpleNamespace
+
+        seen.append(argv)
+        if len(seen) == 2:  # a process that died before saving
+            return 1.0, SimpleNamespace(returncode=1), 0
+        out.write_text(json.dumps({"points": [{"roofline": {"gbs": 4290.0}, "results": [
+            {"variant": "memcpy_dtod", "pct_roofline": 100.0},
+            {"variant": "vec4-band", "pct_roofline": 97.0 + len(seen) / 10, "gbs": 4160.0}]}]}))
+        return 1.0, SimpleNamespace(returncode=0), 0
+
+    monkeypatch.setattr(sec, "_timed", fake_timed)
+    got = sec.process_spread("transpose", "vec4-band", "16384", count=3)
+    assert seen == [["transpose", "--variant", "vec4-band", "--n", "16384", "-q"]] * 3
+    assert got == [{"pct": 97.1, "gbs": 4160.0, "rc": 0, "roofline_gbs": 4290.0}, {"pct": None, "rc": 1},
+                   {"pct": 97.3, "gbs": 4160.0, "rc": 0, "roofline_gbs": 4290.0}]
