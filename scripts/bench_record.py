@@ -195,7 +195,7 @@ def _truth(truth) -> list[str]:
 
 def _probe(p) -> list[str]:
     """Events, the kernel's own span and ncu, with and without ncu in the process (scripts/probe_ncu_session.py)."""
-    from statistics import median
+    median = statistics.median
 
     def med(xs, skip=()):
         xs = [x for i, x in enumerate(xs or ()) if i not in skip]
@@ -264,9 +264,9 @@ def _ceiling(c) -> list[str]:
 
 def _spread(variant: str, procs: list[dict]) -> list[str]:
     """The same command in fresh processes: how far one process's figure is from another's."""
-    pcts = sorted(p["pct"] for p in procs if p.get("pct") is not None)
     if not procs:
         return []
+    pcts = sorted(p["pct"] for p in procs if p.get("pct") is not None)
     if not pcts:
         return ["", f"The same command in {len(procs)} fresh processes: no figures (exit codes "
                 f"{sorted({p.get('rc') for p in procs})})."]

@@ -62,6 +62,18 @@ def _timed(argv: list[str], out: Path | None = None) -> tuple[float, subprocess.
     return wall, proc, rss
 
 
+def _saved_points(argv: list[str]) -> tuple[subprocess.CompletedProcess, list]:
+    """``cudalab ARGV --json`` in a fresh process (:func:`_timed`): the process and the points it saved
+    ([] where it saved none)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "run.json"
+        _, proc, _ = _timed(argv, saved)
+        try:
+            return proc, list(json.loads(saved.read_text()).get("points", ()))
+        except (OSError, ValueError):
+            return proc, []
+
+
 def gpu_seconds(record: dict) -> float:
     """GPU work in a saved run: every timed sample (batches counted whole) plus a warm-up and a
     verified launch per row."""
@@ -292,14 +304,7 @@ def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
     roof = runs[job]["roofline"].gbs if runs.get(job, {}).get("roofline") else None
     tried = []
     for argv in CEILING_SWEEPS:
-        with tempfile.TemporaryDirectory() as tmp:
-            saved = Path(tmp) / "sweep.json"
-            _timed([family, "--n", n, "--no-roofline", "-q", *argv], saved)
-            try:
-                points = json.loads(saved.read_text()).get("points", ())
-            except (OSError, ValueError):
-                points = ()
-        for pt in points:
+        for pt in _saved_points([family, "--n", n, "--no-roofline", "-q", *argv])[1]:
             for r in pt.get("results", ()):
                 tried.append({"variant": r["variant"], "block": r.get("block"), "status": r["status"],
                               "defines": " ".join(f"{k}={v}" for k, v in pt.get("defines") or ()),
@@ -320,14 +325,11 @@ def process_spread(family: str, variant: str, n: str, count: int = SPREAD_PROCES
     the variant's % of it in each (one process's figure is one draw of this spread)."""
     out = []
     for _ in range(count):
-        with tempfile.TemporaryDirectory() as tmp:
-            saved = Path(tmp) / "run.json"
-            _, proc, _ = _timed([family, "--variant", variant, "--n", n, "-q"], saved)
-            try:
-                point = json.loads(saved.read_text())["points"][0]
-            except (OSError, ValueError, LookupError):
-                out.append({"pct": None, "rc": proc.returncode})
-                continue
+        proc, points = _saved_points([family, "--variant", variant, "--n", n, "-q"])
+        if not points:
+            out.append({"pct": None, "rc": proc.returncode})
+            continue
+        point = points[0]
         row = next((r for r in point.get("results", ()) if r["variant"] == variant), {})
         out.append({"pct": row.get("pct_roofline"), "gbs": row.get("gbs"), "rc": proc.returncode,
                     "roofline_gbs": (point.get("roofline") or {}).get("gbs")})

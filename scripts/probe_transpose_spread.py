@@ -93,31 +93,34 @@ __device__ __forceinline__ void column_tile(int &bx, int &by)
     by = id % gridDim.y;
 }
 
+// Rows ty and ty + 32 (vector tx) of the 64x64 tile at (row0, col0) of in, all loaded first, then
+// stored at the same places of the tile at (orow0, ocol0) of out.
+__device__ __forceinline__ void move_rows(float *out, const float *in, int n, int row0, int col0, int orow0,
+                                          int ocol0, int tx, int ty)
+{
+    float4 v[2];
+    for (int j = 0; j < 2; ++j)
+        v[j] = __ldg(reinterpret_cast<const float4 *>(in + (size_t)(row0 + ty + 32 * j) * n + col0 + 4 * tx));
+    for (int j = 0; j < 2; ++j)
+        *reinterpret_cast<float4 *>(out + (size_t)(orow0 + ty + 32 * j) * n + ocol0 + 4 * tx) = v[j];
+}
+
 // 64x64 tiles, 16x32 threads, 2 vectors a thread, warps of 8 vectors x 4 rows (vec4-band -D TV_WX=8).
 extern "C" __global__ void pat_64x64_w8(float *out, const float *in, int n)
 {
     const int t = threadIdx.y * 16 + threadIdx.x, lane = t & 31, warp = t >> 5;
-    const int tx = (warp % 2) * 8 + (lane & 7), ty = (warp / 2) * 4 + (lane >> 3);
     int bx, by;
     column_tile(bx, by);
-    float4 v[2];
-    for (int j = 0; j < 2; ++j)
-        v[j] = __ldg(reinterpret_cast<const float4 *>(in + (size_t)(by * 64 + ty + 32 * j) * n + bx * 64 + 4 * tx));
-    for (int j = 0; j < 2; ++j)
-        *reinterpret_cast<float4 *>(out + (size_t)(bx * 64 + ty + 32 * j) * n + by * 64 + 4 * tx) = v[j];
+    move_rows(out, in, n, by * 64, bx * 64, bx * 64, by * 64, (warp % 2) * 8 + (lane & 7), (warp / 2) * 4 + (lane >> 3));
 }
 
 // A tiled copy in that order: each 64x64 tile written where it was read (16 vectors x 2 rows a warp).
 extern "C" __global__ void pat_copy(float *out, const float *in, int n)
 {
-    const int t = threadIdx.y * 16 + threadIdx.x, tx = t % 16, ty = t / 16;
+    const int t = threadIdx.y * 16 + threadIdx.x;
     int bx, by;
     column_tile(bx, by);
-    float4 v[2];
-    for (int j = 0; j < 2; ++j)
-        v[j] = __ldg(reinterpret_cast<const float4 *>(in + (size_t)(by * 64 + ty + 32 * j) * n + bx * 64 + 4 * tx));
-    for (int j = 0; j < 2; ++j)
-        *reinterpret_cast<float4 *>(out + (size_t)(by * 64 + ty + 32 * j) * n + bx * 64 + 4 * tx) = v[j];
+    move_rows(out, in, n, by * 64, bx * 64, by * 64, bx * 64, t % 16, t / 16);
 }
 
 // The same traffic for a TW x TH tile (TW input columns, TH input rows; 512 threads, vec4): each tile
