@@ -13,7 +13,7 @@ def _f(x, fmt: str, none: str = "–") -> str:
 
 
 #: A kernel whose own launches under ncu spread more than this (max / min - 1) cannot be judged to 1%
-#: on medians of four launches. The H200's band-64x8 varies launch to launch between about 0.555 and
+#: on the median of its launches. The H200's band-64x8 varies launch to launch between about 0.555 and
 #: 0.65 ms (ncu's four launches in three H200 runs: 0.553-0.645, 0.558-0.647, 0.618-0.643 ms; a saved
 #: run's 102 samples 0.558-0.652); steady kernels spread at most 1.6% (the launches right after a poison
 #: alternate with the others). Such a kernel is judged on the event median lying inside ncu's range
@@ -171,15 +171,17 @@ def _ncu(rows) -> list[str]:
 
 
 def _truth(truth) -> list[str]:
-    md = ["Each kernel variant over 0.5 ms runs in its own process under ncu (`ncu --clock-control none --metrics "
-          "gpu__time_duration.sum --launch-count 4 cudalab FAMILY --variant V ...`): ncu profiles the kernel's "
-          "launches before the first timed sample (crash check, verified launches, warm-up) and reads durations in "
-          "nanoseconds; the same process's event samples give the median. The table's median (the run above, no ncu) "
-          "is shown beside it. Under ncu the host queues launches slowly and unevenly: a sample whose start event the GPU "
-          "reached before its launch was queued is redone behind a longer spin (samples redone; kept ones still "
-          "overtaken in brackets). A kernel whose four launches under ncu spread more than "
-          f"{TRUTH_STEADY:.0%} (ncu's shortest to longest) varies by itself: a median of four cannot judge it to 1%, "
-          "so it is judged on its event median lying inside ncu's range.", "",
+    md = ["Each kernel variant over 0.5 ms runs in two processes of its own under ncu (`ncu --clock-control none "
+          "--metrics gpu__time_duration.sum --launch-count 4 cudalab FAMILY --variant V ...`): ncu profiles the "
+          "kernel's launches before the first timed sample (crash check, verified launches, warm-up) and reads "
+          "durations in nanoseconds; the median of both processes' launches (their count in brackets) is compared with "
+          "the mean of the same processes' event medians (four launches of a kernel that varies 1% launch to launch "
+          "cannot judge it to 1%). The table's median (the run above, no ncu) is shown beside it. Under ncu the host "
+          "queues launches slowly and unevenly: a sample whose start event the GPU reached before its launch was "
+          "queued is redone behind a longer spin (samples redone; kept ones still overtaken in brackets). A kernel "
+          f"whose launches under ncu spread more than {TRUTH_STEADY:.0%} (ncu's shortest to longest) varies by itself: "
+          "a median of its launches cannot judge it to 1%, so it is judged on its event median lying inside ncu's "
+          "range.", "",
           "| job | variant | events ms (under ncu) | ncu ms (median) | difference | within 1% | table ms | table vs ncu "
           "| samples redone |",
           "|---|---|---|---|---|---|---|---|---|"]
@@ -259,6 +261,8 @@ def _ceiling(c) -> list[str]:
         md += [f"| {t['variant']} | {t['block']} | {t['defines'] or '–'} | {_f(t['median_ms'], '.4f')} | "
                f"{_f(t['gbs'], ',.0f')} | {t['pct']:.1f} |" for t in tried]
     md += _spread(c.get("variant", ""), c.get("processes") or [])
+    if c.get("traffic"):
+        md += _traffic(c["traffic"])
     return md
 
 
@@ -275,6 +279,47 @@ def _spread(variant: str, procs: list[dict]) -> list[str]:
             f"each with its own roofline): {variant} at {pcts[0]:.1f}–{pcts[-1]:.1f}% of it, median {mid:.1f}%"
             + (f", {len(procs) - len(pcts)} without figures" if len(pcts) < len(procs) else "")
             + ". The table's figure is one draw of this spread; the target is judged on the table."]
+
+
+#: The traffic-only kernel that moves vec4-band's bytes in vec4-band's order, and vec4-band as built.
+OWN_TRAFFIC, KERNEL = "pat_64x64", "vec4-band_w16"
+
+
+def _traffic(t: dict) -> list[str]:
+    """The transpose's bytes moved without transposing: what the access pattern alone gets from DRAM."""
+    timed, dram = t.get("timed") or {}, t.get("dram") or {}
+    names = sorted((set(timed) | set(dram)) - {"dtod_gbs"}, key=lambda k: -(timed.get(k) or 0))
+    if not names:
+        return ["", f"The transpose's traffic alone (scripts/probe_transpose_spread.py): no figures (exit codes "
+                f"{t.get('rc')}: {'; '.join(t.get('problems') or t.get('tail') or ())})."]
+    md = ["", "The transpose's traffic alone: `python3 scripts/probe_transpose_spread.py pattern 1` times each kernel as % "
+          "of memcpy_dtod in its process (the probe's roofline is the driver copy alone, "
+          f"{_f(timed.get('dtod_gbs'), ',.0f')} GB/s), and its `launch 1` runs under ncu (one launch of each, caches "
+          "flushed). `pat_WxH` reads each tile of W input columns x H rows and writes those values where a transpose "
+          "writes that tile, with no shared-memory step, tiles in vec4-band's order, 512 threads, 16-byte accesses: "
+          "`pat_64x64` is vec4-band's own traffic, `pat_64x64_w8` the same with warps of 8 vectors x 4 rows, "
+          "`pat_copy` writes each tile where it was read (a tiled copy in that order). `vec4-band_w16` is vec4-band as "
+          "the family builds it, `vec4-band_w8` with 8 x 4 warps.", "",
+          "| kernel | % of memcpy_dtod | ncu DRAM % of peak | DRAM read + written GB |", "|---|---|---|---|"]
+    for k in names:
+        d = dram.get(k) or {}
+        moved = d["read"] + d["write"] if d.get("read") is not None and d.get("write") is not None else None
+        md.append(f"| {k} | {_f(timed.get(k), '.2f')} | {_f(d.get('pct'), '.1f')} | "
+                  f"{_f(None if moved is None else moved / 1e9, '.3f')} |")
+    if t.get("problems"):
+        md += ["", f"ncu figures left out: {'; '.join(t['problems'])}."]
+    own, kern = timed.get(OWN_TRAFFIC), timed.get(KERNEL)
+    if own and kern:
+        others = [(v, k) for k, v in timed.items() if k.startswith("pat_") and k not in (OWN_TRAFFIC, "pat_copy")]
+        line = (f"vec4-band runs at {kern:.2f}% of memcpy_dtod and its traffic alone at {own:.2f}%: the shared-memory "
+                f"step and the index work cost {own - kern:+.2f} points")
+        if others:
+            line += f"; the fastest other arrangement of the same bytes is {max(others)[1]} at {max(others)[0]:.2f}%"
+        pk, po = (dram.get(KERNEL) or {}).get("pct"), (dram.get(OWN_TRAFFIC) or {}).get("pct")
+        if pk is not None and po is not None:
+            line += f". ncu's DRAM throughput: vec4-band {pk:.1f}%, its traffic alone {po:.1f}% of peak"
+        md += ["", line + "."]
+    return md
 
 
 def _large(rows) -> list[str]:

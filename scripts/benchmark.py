@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cudalab import __version__, catalog, gpu, report, runner  # noqa: E402
 from cudalab.bench import Protocol  # noqa: E402
 
+import bench_ceiling as C  # noqa: E402
 import bench_sections as S  # noqa: E402
 from bench_record import record_markdown, section_checks  # noqa: E402
 
@@ -218,7 +219,7 @@ def main() -> int:
         run = runs.get("transpose 16384²", {})
         b = best(run.get("rows", []))
         if b is not None and run.get("roofline") and b.gbs < 0.97 * run["roofline"].gbs:
-            extra["ceiling"] = section("ceiling", S.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
+            extra["ceiling"] = section("ceiling", C.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
     cmd = ("python3 scripts/benchmark.py --out docs/benchmarks" + (f" --only {args.only}" if args.only else "")
            + (f" --skip {args.skip}" if args.skip else ""))
     write_record(out, slug, info, cmd, checks + section_checks(extra), runs, extra, cat)

@@ -4,6 +4,7 @@
     python3 scripts/probe_transpose_spread.py realloc 8   # one process, 8 runs, a filler allocation
                                                           # held before each so its buffers move
     python3 scripts/probe_transpose_spread.py pattern 3   # 3 rounds of the traffic-only kernels
+    python3 scripts/probe_transpose_spread.py launch 1    # each of them launched once, for ncu
 
 ``procs`` and ``realloc`` run ``cudalab transpose --n 16384 --variant VARIANTS`` (each run with its own
 memcpy_dtod roofline) in fresh processes, or in one process with the buffers moved by a growing filler
@@ -21,6 +22,10 @@ On an H200 (2026-11-23): processes 96.4-96.8%, re-allocations 96.3-96.9% (so pla
 pat_64x64_w8 96.2%, pat_64x64 97.0%, vec4-band (then 8 x 4) 96.6%: the shared step costs nothing, the
 warp shape of the DRAM traffic did, and vec4-band now moves whole tile rows. Wider or taller tiles
 (128x32 94.7%, 32x128 92.7%, 256x16 93.2%) and the column order for a copy (pat_copy 91.0%) lose.
+On an H100 (2026-11-23, ``pattern 2``): vec4-band 97.0%, pat_64x64 96.9%, and every other shape below it
+(128x64 96.6, 64x128 96.5, 64x32 96.1, 128x128 96.1, 64x256 96.0, 128x32 95.6%): of the arrangements
+tried, vec4-band's is the fastest, and vec4-band runs at its speed. The benchmark runs ``pattern 1``,
+and ``launch 1`` under ncu, when the transpose misses its target (scripts/bench_ceiling.py).
 
 One JSON line per run, then the spread (min, median, max) of each column. Needs a GPU (and CuPy for
 ``realloc``'s filler allocations).
@@ -38,7 +43,8 @@ from pathlib import Path
 VARIANTS = "vec4-band,band-64x8,vec4-64"
 N = 16384
 # Tile shapes (input columns x rows) of the pattern kernels: 16 KiB tiles, wider or taller, and two of 32 KiB.
-SHAPES = ((64, 64), (128, 32), (256, 16), (512, 8), (32, 128), (16, 256), (128, 64), (256, 32))
+SHAPES = ((64, 64), (128, 32), (256, 16), (512, 8), (32, 128), (16, 256), (128, 64), (256, 32),
+          (64, 128), (64, 256), (128, 128), (64, 32))
 # Filler sizes (MiB) held, cumulatively, before each run of ``realloc``: odd sizes so the next
 # buffers start at differing offsets, not only at whole multiples of the previous layout.
 FILLERS = (0, 2, 66, 130, 258, 514, 1026, 2050, 4098, 8194, 16386, 32770)
@@ -150,6 +156,10 @@ PAT_SHAPE(32, 128)
 PAT_SHAPE(16, 256)
 PAT_SHAPE(128, 64)
 PAT_SHAPE(256, 32)
+PAT_SHAPE(64, 128)
+PAT_SHAPE(64, 256)
+PAT_SHAPE(128, 128)
+PAT_SHAPE(64, 32)
 
 """
 
@@ -166,13 +176,11 @@ class _Case:
         pass
 
 
-def pattern(rounds: int) -> list[dict]:
-    """Time the traffic-only kernels beside vec4-band and memcpy_dtod, ``rounds`` times over."""
+def _pattern_cases():
+    """The device, the kernels of ``pattern`` as launch closures (memcpy_dtod first), and the input."""
     import numpy as np
 
     from cudalab import gpu
-    from cudalab.bench import Protocol
-    from cudalab.sampling import time_case
 
     dev = gpu.Device(0)
     src = Path(tempfile.mkdtemp()) / "pattern.cu"
@@ -192,6 +200,15 @@ def pattern(rounds: int) -> list[dict]:
         w, h = shapes.get(name, (64, 64))
         grid, threads = ((N // w, N // h, 1), (512, 1, 1)) if name in shapes else (tiles, block)
         cases[name] = lambda k=k, g=grid, t=threads: k.launch(g, t, [b, a, nn])
+    return dev, cases, a
+
+
+def pattern(rounds: int) -> list[dict]:
+    """Time the traffic-only kernels beside vec4-band and memcpy_dtod, ``rounds`` times over."""
+    from cudalab.bench import Protocol
+    from cudalab.sampling import time_case
+
+    dev, cases, a = _pattern_cases()
     rows = []
     for i in range(rounds):
         ms = {name: time_case(dev, _Case(fn), Protocol()).stats.median for name, fn in cases.items()}
@@ -204,9 +221,22 @@ def pattern(rounds: int) -> list[dict]:
     return rows
 
 
+def launch(count: int) -> list[dict]:
+    """Each kernel of ``pattern`` (not memcpy_dtod) launched ``count`` times in turn, nothing timed: for
+    ncu to profile (``--kernel-name regex:^(pat_|transpose_vec4_cf$)``). Prints the order launched."""
+    dev, cases, _ = _pattern_cases()
+    names = [name for name in cases if name != "memcpy_dtod"]
+    for name in names:
+        for _ in range(count):
+            cases[name]()
+    dev.synchronize()
+    print(json.dumps({"launched": names, "each": count}), flush=True)
+    return []
+
+
 def main() -> None:
     mode, count = sys.argv[1], int(sys.argv[2])
-    rows = {"procs": procs, "realloc": realloc, "pattern": pattern}[mode](count)
+    rows = {"procs": procs, "realloc": realloc, "pattern": pattern, "launch": launch}[mode](count)
     keys = dict.fromkeys(k for r in rows for k in r if k != "run")
     for key in keys:
         xs = [r[key] for r in rows if key in r]

@@ -4,6 +4,7 @@ synthetic section data: what decides MET/MISSED and what the record shows."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -114,8 +115,8 @@ def test_timing_truth_compares_each_slow_kernel_with_its_own_process(monkeypatch
     def fake_session(fam, variant, kernel, n, dtype):
         calls.append((fam, variant, kernel, n, dtype))
         session = {"naive": 4.580, "block": 2.190}[variant]   # block: 1.4% off in its own process
-        return {"session_ms": session, "ncu_ms": {"naive": 4.575, "block": 2.160}[variant], "ncu_each_ms": [],
-                "rc": 0, "tail": []}
+        ncu = {"naive": 4.575, "block": 2.160}[variant]
+        return {"session_ms": session, "ncu_ms": ncu, "ncu_each_ms": [ncu] * 4, "rc": 0, "tail": []}
 
     monkeypatch.setattr(sec, "_session_truth", fake_session)
     monkeypatch.setattr(sec, "session_probe", lambda: {"plain": {}})
@@ -127,8 +128,8 @@ def test_timing_truth_compares_each_slow_kernel_with_its_own_process(monkeypatch
                                           row("block", "kernel", 2.16), row("tiled-64x8", "kernel", 0.45),
                                           row("tiny", "kernel", 0.6, batch=8)]}}
     out = sec.timing_truth(runs)
-    assert calls == [("transpose", "naive", "transpose_naive", "16384", None),
-                     ("transpose", "block", "transpose_block", "16384", None)]
+    assert calls == [("transpose", "naive", "transpose_naive", "16384", None)] * sec.TRUTH_PROCESSES + \
+        [("transpose", "block", "transpose_block", "16384", None)] * sec.TRUTH_PROCESSES
     by = {k["variant"]: k for k in out["kernels"]}
     assert by["naive"]["ok"] and abs(by["naive"]["diff"] - 0.005 / 4.575) < 1e-12
     assert abs(by["naive"]["table_diff"] - 0.095 / 4.575) < 1e-12   # 2% off in the table: shown, not judged
@@ -154,9 +155,7 @@ def test_ceiling_shows_the_spread_of_fresh_processes(rec):
 
 
 def test_process_spread_runs_fresh_processes_and_reads_each_roofline(monkeypatch, tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_sections", _PATH.with_name("bench_sections.py"))
-    sec = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sec)
+    ceil = _ceiling_module(monkeypatch)
     seen = []
 
     def fake_timed(argv, out=None):
@@ -171,8 +170,104 @@ def test_process_spread_runs_fresh_processes_and_reads_each_roofline(monkeypatch
             {"variant": "vec4-band", "pct_roofline": 97.0 + len(seen) / 10, "gbs": 4160.0}]}]}))
         return 1.0, SimpleNamespace(returncode=0), 0
 
-    monkeypatch.setattr(sec, "_timed", fake_timed)
-    got = sec.process_spread("transpose", "vec4-band", "16384", count=3)
+    monkeypatch.setattr(ceil.S, "_timed", fake_timed)
+    got = ceil.process_spread("transpose", "vec4-band", "16384", count=3)
     assert seen == [["transpose", "--variant", "vec4-band", "--n", "16384", "-q"]] * 3
     assert got == [{"pct": 97.1, "gbs": 4160.0, "rc": 0, "roofline_gbs": 4290.0}, {"pct": None, "rc": 1},
                    {"pct": 97.3, "gbs": 4160.0, "rc": 0, "roofline_gbs": 4290.0}]
+
+
+def _ceiling_module(monkeypatch):
+    """scripts/bench_ceiling.py as benchmark.py imports it (scripts/ on the path, bench_sections beside it)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(_PATH.parent))
+    return importlib.import_module("bench_ceiling")
+
+
+def _launch(kernel, pct):
+    from cudalab.ncu.parse import KernelLaunch, metric
+
+    return KernelLaunch(0, kernel, metrics=(metric("dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", str(pct)),
+                                            metric("dram__bytes_read.sum", "byte", "1073741824"),
+                                            metric("dram__bytes_write.sum", "byte", "1050000000")))
+
+
+def _fake_probe(monkeypatch, ceil, launches):
+    """The probe's two processes (pattern, then launch under ncu) and ncu's report, faked."""
+    from types import SimpleNamespace
+
+    calls = []
+    timed = {"run": "round 0", "dtod_gbs": 3034.8, "vec4-band_w16": 97.03, "pat_64x64": 96.87, "pat_128x64": 96.59}
+    launched = {"launched": ["vec4-band_w16", "vec4-band_w8", "pat_64x64"], "each": 1}
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        out = json.dumps(launched if argv[-2] == "launch" else timed)
+        return SimpleNamespace(returncode=0, stdout=f"noise\n{out}\n", stderr="")
+
+    monkeypatch.setattr(ceil.subprocess, "run", fake_run)
+    monkeypatch.setattr(ceil.S, "_report_launches", lambda exe, report: launches)
+    import sys
+
+    import cudalab.ncu.profile  # noqa: F401  (the package's ``profile`` attribute is the function)
+    monkeypatch.setattr(sys.modules["cudalab.ncu.profile"], "find_ncu", lambda: "/opt/ncu")
+    return calls
+
+
+def test_traffic_times_the_pattern_and_names_each_ncu_launch(monkeypatch):
+    ceil = _ceiling_module(monkeypatch)
+    calls = _fake_probe(monkeypatch, ceil, [_launch("transpose_vec4_cf", 86.8), _launch("transpose_vec4_cf", 86.1),
+                                            _launch("pat_64x64", 86.9)])
+    got = ceil.traffic()
+    assert calls[0][1:] == [str(_PATH.with_name("probe_transpose_spread.py")), "pattern", "1"]
+    assert calls[1][0] == "/opt/ncu" and calls[1][-2:] == ["launch", "1"]
+    assert calls[1][calls[1].index("--kernel-name") + 1] == "regex:^(pat_|transpose_vec4_cf$)"
+    assert got["timed"] == {"dtod_gbs": 3034.8, "vec4-band_w16": 97.03, "pat_64x64": 96.87, "pat_128x64": 96.59}
+    assert {k: v["pct"] for k, v in got["dram"].items()} == {"vec4-band_w16": 86.8, "vec4-band_w8": 86.1, "pat_64x64": 86.9}
+    assert got["dram"]["pat_64x64"]["read"] == 1073741824 and got["problems"] == []
+
+
+def test_traffic_keeps_no_ncu_figure_under_a_wrong_name(monkeypatch):
+    """A launch ncu profiled out of step with the order launched (a kernel missing) drops every figure."""
+    ceil = _ceiling_module(monkeypatch)
+    _fake_probe(monkeypatch, ceil, [_launch("transpose_vec4_cf", 86.8), _launch("pat_64x64", 86.9)])
+    got = ceil.traffic()
+    assert got["dram"] == {}
+    assert got["problems"] == ["2 launches profiled for 3 launched", "profiled pat_64x64 where vec4-band_w8 was launched"]
+
+
+def test_traffic_section_compares_the_kernel_with_its_own_traffic(rec):
+    t = {"timed": {"dtod_gbs": 3034.8, "vec4-band_w16": 97.03, "pat_64x64": 96.87, "pat_copy": 93.58,
+                   "pat_128x64": 96.59, "pat_16x256": 82.45},
+         "dram": {"vec4-band_w16": {"pct": 86.8, "read": 1.074e9, "write": 1.05e9},
+                  "pat_64x64": {"pct": 86.9, "read": 1.074e9, "write": 1.05e9}}, "problems": [], "rc": [0, 0]}
+    md = "\n".join(rec._ceiling({"variant": "vec4-band", "traffic": t}))
+    assert "| vec4-band_w16 | 97.03 | 86.8 | 2.124 |" in md
+    assert "| pat_16x256 | 82.45 | – | – |" in md
+    assert md.index("| vec4-band_w16 |") < md.index("| pat_64x64 |") < md.index("| pat_128x64 |")
+    assert ("vec4-band runs at 97.03% of memcpy_dtod and its traffic alone at 96.87%: the shared-memory step and the "
+            "index work cost -0.16 points; the fastest other arrangement of the same bytes is pat_128x64 at 96.59%. "
+            "ncu's DRAM throughput: vec4-band 86.8%, its traffic alone 86.9% of peak.") in md
+    assert "3,035 GB/s" in md
+    empty = "\n".join(rec._ceiling({"traffic": {"timed": {}, "dram": {}, "rc": [1, 1], "tail": ["boom"]}}))
+    assert "no figures (exit codes [1, 1]: boom)" in empty
+
+
+def test_truth_pools_the_launches_of_its_processes():
+    """Two processes of neighbored-less as an H200 read them: the first process's four launches alone are
+    1.1% under its events; pooled with the second's they are not. A process without events voids the row."""
+    spec = importlib.util.spec_from_file_location("bench_sections", _PATH.with_name("bench_sections.py"))
+    sec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sec)
+    a = {"session_ms": 0.5853, "ncu_each_ms": [0.5786, 0.5775, 0.5795, 0.5838], "retimed": 1, "host_gaps": 0,
+         "rc": 0, "tail": []}
+    b = {"session_ms": 0.5860, "ncu_each_ms": [0.5847, 0.5858, 0.5826, 0.5860], "retimed": 0, "host_gaps": 2,
+         "rc": 0, "tail": []}
+    got = sec._pooled([a, b])
+    assert got["ncu_each_ms"] == a["ncu_each_ms"] + b["ncu_each_ms"]
+    assert abs(got["ncu_ms"] - (0.5826 + 0.5838) / 2) < 1e-12 and abs(got["session_ms"] - 0.58565) < 1e-12
+    assert got["session_each_ms"] == [0.5853, 0.5860] and (got["retimed"], got["host_gaps"]) == (1, 2)
+    assert abs(got["session_ms"] / got["ncu_ms"] - 1) < 0.01 < a["session_ms"] / 0.57905 - 1
+    failed = sec._pooled([a, dict(b, session_ms=None, rc=1, tail=["boom"])])
+    assert failed["session_ms"] is None and failed["rc"] == 1 and failed["tail"] == ["boom"]
