@@ -17,6 +17,7 @@ from pathlib import Path
 
 import bench_sections as S
 from cudalab import runner
+from cudalab.ncu.metrics import DRAM_PCT
 
 #: The tile orders and shapes tried against the transpose target, each a sweep of existing
 #: variants (--block, -D) at 16384², timed in the benchmark's run.
@@ -25,7 +26,13 @@ CEILING_SWEEPS = (
     ["--variant", "vec4-band", "--block", "16x16,16x32", "-D", "TV_BAND=0,1,2,4,16", "-D", "TV_WX=8,16"],
     ["--variant", "tiled-64x8", "-D", "STREAM=0,1"],
 )
-CEILING_METRICS = "dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum"
+CEILING_METRICS = f"{DRAM_PCT},dram__bytes_read.sum,dram__bytes_write.sum"
+
+
+def _dram(x) -> dict:
+    """CEILING_METRICS of one ncu row or launch (anything with ``value(name)``): DRAM % of peak, bytes."""
+    return {"pct": x.value(DRAM_PCT),
+            "read": x.value("dram__bytes_read.sum"), "write": x.value("dram__bytes_write.sum")}
 
 
 def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
@@ -36,8 +43,7 @@ def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
     from cudalab import ncu
 
     def dram(rep) -> dict:
-        return {r.variant: {"pct": r.value(ncu.DRAM_PCT), "read": r.value("dram__bytes_read.sum"),
-                            "write": r.value("dram__bytes_write.sum")} for r in rep.rows}
+        return {r.variant: _dram(r) for r in rep.rows}
 
     ours = dram(ncu.profile(runner.RunRequest(family=family, variants=variant, n=n), metrics=CEILING_METRICS))
     copies = dram(ncu.profile(runner.RunRequest(family="copy", variants="block,vec4", n=n), metrics=CEILING_METRICS))
@@ -90,7 +96,6 @@ def traffic() -> dict:
     """scripts/probe_transpose_spread.py ``pattern 1`` (each traffic-only kernel and vec4-band timed as
     % of memcpy_dtod, one process) and its ``launch 1`` under ncu (DRAM throughput and bytes of each,
     one launch each, caches flushed before each as ncu does by default)."""
-    from cudalab.ncu import DRAM_PCT
     from cudalab.ncu.profile import find_ncu
 
     script = str(Path(__file__).with_name("probe_transpose_spread.py"))
@@ -112,8 +117,7 @@ def traffic() -> dict:
             problems.append(f"profiled {x.kernel} where {case} was launched")
             dram = {}
             break
-        dram[case] = {"pct": x.value(DRAM_PCT), "read": x.value("dram__bytes_read.sum"),
-                      "write": x.value("dram__bytes_write.sum")}
+        dram[case] = _dram(x)
     return {"timed": {k: v for k, v in timed.items() if k != "run"}, "dram": dram, "problems": problems,
             "rc": [plain.returncode, under.returncode],
             "tail": (plain.stderr + under.stderr).strip().splitlines()[-3:] if problems or not timed else []}

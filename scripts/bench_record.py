@@ -233,20 +233,22 @@ def _t36(rows) -> list[str]:
     return md
 
 
-def _ceiling(c) -> list[str]:
-    def moved(v):  # bytes read + written, None where ncu gave no figure
-        return v["read"] + v["write"] if v["read"] is not None and v["write"] is not None else None
+def _moved(v: dict) -> float | None:
+    """DRAM bytes read + written of one ncu figure, None where ncu gave no figure."""
+    return v["read"] + v["write"] if v.get("read") is not None and v.get("write") is not None else None
 
+
+def _ceiling(c) -> list[str]:
     dram = {**(c.get("dram") or {}), **(c.get("copy_dram") or {})}
     parts = ", ".join(f"{k} {_f(v['pct'], '.1f')}%" + (f" (read {v['read'] / 1e9:.3f} GB, written {v['write'] / 1e9:.3f} GB)"
-                                                      if moved(v) is not None else "")
+                                                      if _moved(v) is not None else "")
                       for k, v in dram.items())
     ours = [v["pct"] for v in (c.get("dram") or {}).values() if v["pct"] is not None]
     copies = [v["pct"] for v in (c.get("copy_dram") or {}).values() if v["pct"] is not None]
     md = [f"ncu at 16384², DRAM throughput (% of peak sustained) and DRAM bytes: {parts}."]
     if ours and copies:
-        ours_b = [moved(v) for v in (c.get("dram") or {}).values() if moved(v)]
-        copy_b = [moved(v) for v in (c.get("copy_dram") or {}).values() if moved(v)]
+        ours_b = [_moved(v) for v in (c.get("dram") or {}).values() if _moved(v)]
+        copy_b = [_moved(v) for v in (c.get("copy_dram") or {}).values() if _moved(v)]
         same = bool(ours_b and copy_b) and abs(max(ours_b) / max(copy_b) - 1) <= 0.01   # within 1%
         md[0] += (f" The best transpose {'moves the same bytes as the copies and ' if same else ''}runs DRAM "
                   f"{max(copies) - max(ours):.1f} points below the best copy kernel.")
@@ -303,7 +305,7 @@ def _traffic(t: dict) -> list[str]:
           "| kernel | % of memcpy_dtod | ncu DRAM % of peak | DRAM read + written GB |", "|---|---|---|---|"]
     for k in names:
         d = dram.get(k) or {}
-        moved = d["read"] + d["write"] if d.get("read") is not None and d.get("write") is not None else None
+        moved = _moved(d)
         md.append(f"| {k} | {_f(timed.get(k), '.2f')} | {_f(d.get('pct'), '.1f')} | "
                   f"{_f(None if moved is None else moved / 1e9, '.3f')} |")
     if t.get("problems"):
@@ -314,7 +316,8 @@ def _traffic(t: dict) -> list[str]:
         line = (f"vec4-band runs at {kern:.2f}% of memcpy_dtod and its traffic alone at {own:.2f}%: the shared-memory "
                 f"step and the index work cost {own - kern:+.2f} points")
         if others:
-            line += f"; the fastest other arrangement of the same bytes is {max(others)[1]} at {max(others)[0]:.2f}%"
+            pct, name = max(others)
+            line += f"; the fastest other arrangement of the same bytes is {name} at {pct:.2f}%"
         pk, po = (dram.get(KERNEL) or {}).get("pct"), (dram.get(OWN_TRAFFIC) or {}).get("pct")
         if pk is not None and po is not None:
             line += f". ncu's DRAM throughput: vec4-band {pk:.1f}%, its traffic alone {po:.1f}% of peak"

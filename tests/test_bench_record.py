@@ -20,6 +20,14 @@ def rec():
     return mod
 
 
+@pytest.fixture(scope="module")
+def sec():
+    spec = importlib.util.spec_from_file_location("bench_sections", _PATH.with_name("bench_sections.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _kernel(variant, session, ncu, table, tail=()):
     diff = (session - ncu) / ncu if session and ncu else None
     return {"job": "transpose 16384²", "variant": variant, "session_ms": session, "ncu_ms": ncu,
@@ -102,14 +110,11 @@ def test_ceiling_names_the_best_configuration_tried_and_the_dram_bytes(rec):
     assert "| vec4-band | 16x32 | TV_BAND=1 | 0.5163 | 4,159 | 97.7 |" in md
 
 
-def test_timing_truth_compares_each_slow_kernel_with_its_own_process(monkeypatch):
+def test_timing_truth_compares_each_slow_kernel_with_its_own_process(monkeypatch, sec):
     """bench_sections.timing_truth: kernels over 0.5 ms only (not batched, not host), each judged on
     its own ncu process (events vs ncu there); the table's median is kept beside it."""
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("bench_sections", _PATH.with_name("bench_sections.py"))
-    sec = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sec)
     calls = []
 
     def fake_session(fam, variant, kernel, n, dtype):
@@ -254,12 +259,9 @@ def test_traffic_section_compares_the_kernel_with_its_own_traffic(rec):
     assert "no figures (exit codes [1, 1]: boom)" in empty
 
 
-def test_truth_pools_the_launches_of_its_processes():
+def test_truth_pools_the_launches_of_its_processes(sec):
     """Two processes of neighbored-less as an H200 read them: the first process's four launches alone are
     1.1% under its events; pooled with the second's they are not. A process without events voids the row."""
-    spec = importlib.util.spec_from_file_location("bench_sections", _PATH.with_name("bench_sections.py"))
-    sec = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sec)
     a = {"session_ms": 0.5853, "ncu_each_ms": [0.5786, 0.5775, 0.5795, 0.5838], "retimed": 1, "host_gaps": 0,
          "rc": 0, "tail": []}
     b = {"session_ms": 0.5860, "ncu_each_ms": [0.5847, 0.5858, 0.5826, 0.5860], "retimed": 0, "host_gaps": 2,
