@@ -20,6 +20,12 @@ DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 GLD_EFF = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
 GST_EFF = "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct"
 L2_HIT = "lts__t_sector_hit_rate.pct"
+# Tensor pipe: the share of active cycles the HMMA pipe (mma.sync, wmma) was busy, and the warp
+# instructions of HMMA and of Hopper's warp-group MMA (wgmma, GMMA), so a tensor-core ladder shows
+# why each rung is faster. Names as `ncu --query-metrics --chip gh100` lists them (H100, ncu 2025.3).
+TENSOR_HMMA_PCT = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+TENSOR_HMMA_INST = "sm__inst_executed_pipe_tensor_op_hmma.sum"
+TENSOR_GMMA_INST = "sm__inst_executed_pipe_tensor_op_gmma.sum"
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,9 @@ METRIC_SETS: dict[str, MetricSet] = {
     "memory": MetricSet("memory", (DRAM_PCT, GLD_EFF, GST_EFF, L2_HIT, DURATION),
                         "DRAM throughput, global load/store efficiency, L2 hit rate, duration"),
     "time": MetricSet("time", (DURATION,), "kernel duration"),
+    "tensor": MetricSet("tensor", (TENSOR_HMMA_PCT, TENSOR_HMMA_INST, TENSOR_GMMA_INST, DRAM_PCT, DURATION),
+                        "tensor pipe utilisation (HMMA: mma.sync, wmma), HMMA and GMMA (wgmma) instructions, "
+                        "DRAM throughput, duration"),
 }
 _METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
 
@@ -72,8 +81,8 @@ def resolve_metrics(text: str | None, spec: FamilySpec | None = None, fam: Famil
 
 
 def infer_metric_set(names: set[str]) -> MetricSet:
-    """The metric set a file was collected with: smem, memory or time when it holds theirs, else custom."""
-    for key in ("smem", "memory"):
+    """The metric set a file was collected with: smem, memory, tensor or time when it holds theirs, else custom."""
+    for key in ("smem", "memory", "tensor"):
         core = set(METRIC_SETS[key].metrics) - {DURATION}
         if len(core & names) >= 2:
             return METRIC_SETS[key]
