@@ -1,19 +1,43 @@
-"""Shared fixtures; tests marked gpu / ncu / sanitizer skip where their hardware or tool is missing."""
+"""Shared fixtures and markers.
+
+* Markers: ``nvcc`` (skips without the CUDA compiler, found as cudalab finds it: PATH, $CUDA_HOME,
+  $CUDA_PATH, /usr/local/cuda), ``gpu`` / ``ncu`` / ``sanitizer`` (skip without their hardware or tool).
+* The nvcc build cache: a fresh folder per session, so CI and first runs build everything; set
+  ``CUDALAB_TEST_CACHE=1`` (or a folder) to keep it between local runs (``~/.cache/cudalab-tests``):
+  builds are keyed on the source, defines, flags and nvcc version, so a kept cache is never stale.
+* Fixtures: ``invoke`` (the CLI through click's runner), ``one_line_exit_2`` (the bad-input
+  contract), ``no_gpu`` (opening a GPU fails the test), ``family_tree`` (a private CUDALAB_SRC copy).
+"""
 
 from __future__ import annotations
 
 import functools
 import os
 import shutil
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+
+
+def test_cache_dir(tmp_path_factory: Any) -> Path:
+    """Where this session's nvcc builds go: fresh unless ``CUDALAB_TEST_CACHE`` asks to keep them."""
+    keep = os.environ.get("CUDALAB_TEST_CACHE", "").strip()
+    if keep and keep != "0":
+        folder = Path.home() / ".cache" / "cudalab-tests" if keep == "1" else Path(keep).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return tmp_path_factory.mktemp("cudalab-cache")
+
+
+test_cache_dir.__test__ = False  # a helper, not a test
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _build_cache(tmp_path_factory):
     """Keep the tests' nvcc builds out of the user's cache folder (and the user's builds out of the tests)."""
     before = os.environ.get("CUDALAB_CACHE")
-    os.environ["CUDALAB_CACHE"] = str(tmp_path_factory.mktemp("cudalab-cache"))
+    os.environ["CUDALAB_CACHE"] = str(test_cache_dir(tmp_path_factory))
     yield
     if before is None:
         os.environ.pop("CUDALAB_CACHE", None)
@@ -34,8 +58,23 @@ def gpu_reason() -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=1)
+def nvcc_reason() -> str:
+    """'' when nvcc is found where cudalab looks for it, else why not."""
+    from cudalab import build
+    from cudalab.errors import ToolMissingError
+
+    try:
+        build.find_nvcc()
+    except ToolMissingError as exc:
+        return str(exc)
+    return ""
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if "nvcc" in item.keywords and nvcc_reason():
+            item.add_marker(pytest.mark.skip(reason=nvcc_reason()))
         needs = [m for m in ("gpu", "ncu", "sanitizer") if m in item.keywords]
         if not needs:
             continue
@@ -56,3 +95,65 @@ def device():
     dev = gpu.Device(0)
     yield dev
     dev.close()
+
+
+# --- the CLI ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def invoke() -> Callable[..., Any]:
+    """Run ``cudalab ARGS...`` through click's runner: ``invoke("report", path)`` or ``invoke([...])``."""
+    from click.testing import CliRunner
+
+    from cudalab.cli import cli
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        argv = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else [str(a) for a in args]
+        return CliRunner().invoke(cli, argv, **kwargs)
+
+    return run
+
+
+def check_one_line_exit_2(res: Any, fragment: str = "") -> None:
+    """The bad-input contract: exit 2, no traceback, exactly one line of output and it starts
+    ``cudalab: `` and holds ``fragment``."""
+    assert res.exit_code == 2, f"exit {res.exit_code}: {res.output!r} {res.exception!r}"
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in res.output, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudalab: "), res.output
+    assert fragment in lines[0], res.output
+
+
+@pytest.fixture
+def one_line_exit_2() -> Callable[[Any, str], None]:
+    """:func:`check_one_line_exit_2`, as a fixture."""
+    return check_one_line_exit_2
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """Opening the GPU fails the test: what it guards must be refused before."""
+    from cudalab import gpu
+
+    def opened(*_a, **_k):
+        raise AssertionError("the GPU was opened before the bad input was refused")
+
+    monkeypatch.setattr(gpu, "Device", opened)
+
+
+@pytest.fixture
+def family_tree(tmp_path, monkeypatch) -> Callable[..., Path]:
+    """``family_tree("transpose", ...)``: a private copy of those families under CUDALAB_SRC, which the
+    test may break; returns the root."""
+    from cudalab import catalog
+
+    root = tmp_path / "cuda_src"
+    source = catalog.src_root()
+
+    def make(*families: str) -> Path:
+        for fam in families:
+            shutil.copytree(source / fam, root / fam)
+        monkeypatch.setenv("CUDALAB_SRC", str(root))
+        return root
+
+    return make

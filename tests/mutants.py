@@ -10,7 +10,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudalab import catalog
 
 MUTANTS = Path(__file__).resolve().parent / "data" / "mutants"
 SRC = Path(__file__).resolve().parent.parent / "cuda_src"
@@ -69,4 +68,3 @@ def build(root: Path, family: str) -> list[str]:
 def use_tree(monkeypatch, root: Path) -> None:
     """Point cudalab at ``root`` for the rest of the test."""
     monkeypatch.setenv("CUDALAB_SRC", str(root))
-    monkeypatch.setattr(catalog, "SRC_ROOT", root)

@@ -5,7 +5,6 @@ convention, and the user kernel inside a RunRequest that survives JSON (the chil
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from cudalab.families import load
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"
-HAVE_NVCC = bool(shutil.which("nvcc")) or Path("/usr/local/cuda/bin/nvcc").exists()
-needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no nvcc")
+needs_nvcc = pytest.mark.nvcc
 
 BAD = """extern "C" __global__ void k(float *out, const float *in, int rows, int cols, int pitch)
 { int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;

@@ -4,7 +4,6 @@ the real nvcc for sm_90, with the defines its default launch gives it (no GPU ne
 from __future__ import annotations
 
 import functools
-import shutil
 
 import pytest
 
@@ -13,8 +12,7 @@ from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None and not __import__("os").path.exists(
-    "/usr/local/cuda/bin/nvcc"), reason="nvcc not installed")
+pytestmark = pytest.mark.nvcc
 
 
 def _cases():

@@ -10,27 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from cudalab import catalog, gpu
-from cudalab.cli import cli
 from cudalab.errors import CatalogError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def assert_one_line_exit_2(res, fragment: str) -> None:
-    """Exit 2, no traceback, exactly one 'cudalab: ' line, and it holds the fragment."""
-    assert res.exit_code == 2, f"exit {res.exit_code}: {res.output!r} {res.exception!r}"
-    assert isinstance(res.exception, SystemExit), repr(res.exception)
-    assert "Traceback" not in res.output and "No such command" not in res.output, res.output
-    lines = [ln for ln in res.output.splitlines() if ln.startswith("cudalab: ")]
-    assert len(lines) == 1, res.output
-    assert fragment in lines[0], res.output
 
 
 @pytest.fixture
@@ -83,13 +67,13 @@ def _bad_src_values(tmp_path: Path) -> list[tuple[str, str]]:
     ["transpose", "--help"], ["compile", "transpose"], ["ncu", "transpose", "--import", __file__],
     ["sanitize", "transpose"],
 ], ids=lambda a: " ".join(Path(x).name for x in a))
-def test_bad_cudalab_src_is_one_line(args, tmp_path, monkeypatch, no_gpu):
+def test_bad_cudalab_src_is_one_line(invoke, one_line_exit_2, args, tmp_path, monkeypatch, no_gpu):
     for value, fragment in _bad_src_values(tmp_path):
         monkeypatch.setenv("CUDALAB_SRC", value)
-        assert_one_line_exit_2(invoke(*args), fragment)
+        one_line_exit_2(invoke(*args), fragment)
 
 
-def test_help_still_works_with_a_bad_cudalab_src(monkeypatch):
+def test_help_still_works_with_a_bad_cudalab_src(invoke, monkeypatch):
     monkeypatch.setenv("CUDALAB_SRC", "/nowhere")
     res = invoke("--help")
     assert res.exit_code == 0 and "  list" in res.output and "  compile" in res.output
@@ -121,7 +105,7 @@ def test_catalog_keeps_the_good_families_and_records_the_broken(tree):
     assert cat.broken_reason("copy") is None
 
 
-def test_help_lists_a_broken_family_in_one_line_and_the_others_work(tree):
+def test_help_lists_a_broken_family_in_one_line_and_the_others_work(invoke, tree):
     res = invoke("--help")
     assert res.exit_code == 0, res.output
     assert "broken family gemm:" in res.output and "broken family orphan:" in res.output
@@ -133,15 +117,15 @@ def test_help_lists_a_broken_family_in_one_line_and_the_others_work(tree):
 
 @pytest.mark.parametrize("args", [["gemm"], ["gemm", "--n", "64"], ["gemm", "--help"], ["list", "gemm"],
                                   ["compile", "gemm"]], ids=" ".join)
-def test_a_broken_family_command_gives_its_reason(tree, args, no_gpu):
-    assert_one_line_exit_2(invoke(*args), "broken family gemm: ")
+def test_a_broken_family_command_gives_its_reason(invoke, one_line_exit_2, tree, args, no_gpu):
+    one_line_exit_2(invoke(*args), "broken family gemm: ")
 
 
-def test_missing_module_is_named(tree, no_gpu):
-    assert_one_line_exit_2(invoke("orphan"), "no module cudalab.families.orphan")
+def test_missing_module_is_named(invoke, one_line_exit_2, tree, no_gpu):
+    one_line_exit_2(invoke("orphan"), "no module cudalab.families.orphan")
 
 
-def test_list_shows_the_good_families_and_a_line_per_broken_one(tree):
+def test_list_shows_the_good_families_and_a_line_per_broken_one(invoke, tree):
     res = invoke("list")
     assert res.exit_code == 2
     assert "transpose" in res.output and "copy" in res.output
@@ -198,6 +182,6 @@ def test_select_none_and_all_mean_every_variant():
 @pytest.mark.parametrize("value,fragment", [("", "names no variant"), (" , ", "names no variant"),
                                             ("naive,naive", "names 'naive' twice")])
 @pytest.mark.parametrize("command", [["transpose"], ["compile", "transpose"], ["sanitize", "transpose"]], ids=" ".join)
-def test_variant_option_refuses_empty_and_repeated(command, value, fragment, no_gpu):
-    assert_one_line_exit_2(invoke(*command, "--variant", value, *(["--n", "64"] if command == ["transpose"] else [])),
+def test_variant_option_refuses_empty_and_repeated(invoke, one_line_exit_2, command, value, fragment, no_gpu):
+    one_line_exit_2(invoke(*command, "--variant", value, *(["--n", "64"] if command == ["transpose"] else [])),
                            fragment)

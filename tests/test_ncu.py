@@ -10,12 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from fake_tools import FakeRun, ncu_csv, planned_rows
 
 from cudalab import ncu
 from cudalab.child import ChildResult
-from cudalab.cli import cli
 from cudalab.errors import CudalabError, ToolFailedError, ToolMissingError
 from cudalab.results import INCORRECT, MISSING, PASSED, FAILED, SKIPPED, Result, RunPoint
 from cudalab.runner import RunRequest
@@ -28,10 +26,6 @@ DERIVED_CSV = DATA / "ncu_derived_thousands.csv"           # derived from TRANSP
 
 def parsed(path: Path) -> ncu.ParsedCsv:
     return ncu.parse_csv(path.read_text(), str(path))
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args))
 
 
 def smem_metrics(ld_wf: int, st_wf: int, req: int = 32, ns: str = "2304") -> dict:
@@ -162,7 +156,7 @@ def test_argv_profiles_every_kernel_in_one_process():
     assert ncu.import_argv("ncu", "r.ncu-rep") == ["ncu", "--import", "r.ncu-rep", "--csv", "--print-units", "base"]
 
 
-def test_ncu_missing_message(monkeypatch, tmp_path):
+def test_ncu_missing_message(invoke, monkeypatch, tmp_path):
     if Path("/usr/local/cuda/bin/ncu").exists():
         pytest.skip("ncu is installed in /usr/local/cuda/bin here")
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -275,7 +269,7 @@ def test_add_ncu_merges_the_report_columns():
 
 # --- import --------------------------------------------------------------------------------------------
 
-def test_import_derived_file_gives_each_variant_its_own_launch():
+def test_import_derived_file_gives_each_variant_its_own_launch(invoke):
     res = invoke("ncu", "transpose", "--import", str(DERIVED_CSV))
     assert res.exit_code == 0, res.output
     rep = ncu.load_import(DERIVED_CSV, RunRequest(family="transpose"))
@@ -286,25 +280,25 @@ def test_import_derived_file_gives_each_variant_its_own_launch():
     assert by["naive"].status == MISSING and "no launch of transpose_naive" in by["naive"].note
 
 
-def test_import_captured_transpose_file_old_double_launches():
+def test_import_captured_transpose_file_old_double_launches(invoke):
     res = invoke("ncu", "transpose", "--import", str(TRANSPOSE_CSV))
     assert res.exit_code == 0, res.output
     assert "32.16 ✓" in res.output and "1.06 ✓" in res.output and "twice" in res.output
     assert "130,272" in res.output  # ns, the verified (second) block launch
 
 
-def test_import_size_contradicting_the_file_is_refused():
+def test_import_size_contradicting_the_file_is_refused(invoke):
     res = invoke("ncu", "transpose", "--import", str(TRANSPOSE_CSV), "--n", "1024")
     assert res.exit_code == 2 and "contradict" in res.output and len(res.output.strip().splitlines()) == 1
 
 
-def test_import_copy_memory_grid_stride_from_the_file():
+def test_import_copy_memory_grid_stride_from_the_file(invoke):
     res = invoke("ncu", "copy", "--import", str(COPY_CSV))
     assert res.exit_code == 0, res.output
     assert "DRAM % peak" in res.output and "36.4" in res.output and "copy_vec4" in res.output
 
 
-def test_import_foreign_family_is_refused_in_one_line():
+def test_import_foreign_family_is_refused_in_one_line(invoke):
     res = invoke("ncu", "smem-square", "--import", str(COPY_CSV))
     assert res.exit_code == 2 and "copy_naive" in res.output and "copy's" in res.output
 
@@ -329,12 +323,12 @@ def test_import_square_subset_finds_every_selected_variant(tmp_path):
     assert rep.rows[0].verdict("ld") and rep.rows[1].verdict("st")
 
 
-def test_import_square_file_as_rect_is_refused(tmp_path):
+def test_import_square_file_as_rect_is_refused(invoke, tmp_path):
     res = invoke("ncu", "smem-rect", "--import", str(square_file(tmp_path)))
     assert res.exit_code == 2 and "contradict smem-rect" in res.output and "smem-square" in res.output
 
 
-def test_import_truncated_file_is_flagged_and_exits_1(tmp_path):
+def test_import_truncated_file_is_flagged_and_exits_1(invoke, tmp_path):
     text = TRANSPOSE_CSV.read_text()
     cut = tmp_path / "cut.csv"
     cut.write_text(text[: len(text) - 8])
@@ -345,7 +339,7 @@ def test_import_truncated_file_is_flagged_and_exits_1(tmp_path):
     assert next(r for r in rep.rows if r.variant == "tiled-64x8").status == FAILED
 
 
-def test_cli_import_forwards_family_options(tmp_path):
+def test_cli_import_forwards_family_options(invoke, tmp_path):
     # --ipad reaches the smem-rect expectations: with ipad 1 a 2-way load is expected
     path = tmp_path / "r.csv"
     path.write_text(ncu_csv([("setRowReadColPad", "1", "32x16", smem_metrics(64, 32))]))
@@ -355,13 +349,13 @@ def test_cli_import_forwards_family_options(tmp_path):
     assert bad.exit_code == 1 and "2.00 ✗ (expected 1)" in bad.output, bad.output
 
 
-def test_cli_ncu_takes_the_family_problem_options():
+def test_cli_ncu_takes_the_family_problem_options(invoke):
     res = invoke("ncu", "smem-rect", "--help")
     assert res.exit_code == 0 and "--ipad" in res.output and "--metrics" in res.output and "--define" in res.output
     assert invoke("ncu", "--help").output.count("transpose") >= 1
 
 
-def test_import_cli_without_pycuda_in_a_subprocess():
+def test_import_cli_without_pycuda_in_a_subprocess(invoke):
     code = ("import sys; from click.testing import CliRunner; from cudalab.cli import cli; "
             f"r = CliRunner().invoke(cli, ['ncu', 'transpose', '--import', {str(TRANSPOSE_CSV)!r}]); "
             "assert r.exit_code == 0, r.output; assert 'pycuda' not in sys.modules")
@@ -384,7 +378,7 @@ def test_import_falls_back_when_ncu_has_no_print_units(tmp_path):
     assert [c[-1] for c in calls] == ["base", "--csv"] and rep.rows[0].duration_ns == pytest.approx(130270)
 
 
-def test_cli_live_profile_then_import(monkeypatch, tmp_path):
+def test_cli_live_profile_then_import(invoke, monkeypatch, tmp_path):
     seen = []
     real = ncu.profile
 
@@ -402,7 +396,7 @@ def test_cli_live_profile_then_import(monkeypatch, tmp_path):
     assert back.exit_code == 0 and "32.16 ✓" in back.output and "markers" in back.output, back.output
 
 
-def test_cli_family_options_reach_the_request(monkeypatch):
+def test_cli_family_options_reach_the_request(invoke, monkeypatch):
     seen = []
     monkeypatch.setattr(ncu, "profile", lambda req, *a, **kw: seen.append(req) or (_ for _ in ()).throw(
         ncu.KernelNotProfiledError("stop")))
@@ -411,7 +405,7 @@ def test_cli_family_options_reach_the_request(monkeypatch):
     assert seen[0].defines == (("X", "1"),)
 
 
-def test_exported_file_cut_off_or_imported_as_another_family(tmp_path):
+def test_exported_file_cut_off_or_imported_as_another_family(invoke, tmp_path):
     export = tmp_path / "t.csv"
     ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=transpose_run(), export=export)
     text = export.read_text()

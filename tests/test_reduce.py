@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import shutil
 import sys
 
 import numpy as np
@@ -89,7 +88,7 @@ def _define_sets():
     return sorted(seen)
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.nvcc
 @pytest.mark.parametrize("source,defines", _define_sets(), ids=lambda x: x if isinstance(x, str) else ",".join(f"{k}={v}" for k, v in x))
 def test_compiles_for_sm90(source, defines):
     b = build.build(SPEC.directory / source, dict(defines), "sm_90")
@@ -100,7 +99,7 @@ def test_compiles_for_sm90(source, defines):
     assert all(k.spill_stores == 0 and k.spill_loads == 0 for k in b.kernels), b.kernels
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.nvcc
 def test_block_define_is_checked_at_compile_time():
     with pytest.raises(CompileError) as exc:
         build.build(SPEC.directory / "reduce.cu", {"ELEM_T": "float", "BLOCK": "96"}, "sm_90")

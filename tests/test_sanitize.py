@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,14 +177,11 @@ description = "test only: a legacy variant"
 
 
 @pytest.fixture
-def tree(tmp_path, monkeypatch):
+def tree(family_tree):
     """A cuda_src with the transpose family plus a divisible and a legacy variant (module transpose)."""
-    root = tmp_path / "cuda_src"
-    shutil.copytree(catalog.SRC_ROOT / "transpose", root / "transpose")
+    root = family_tree("transpose")
     toml = root / "transpose" / "family.toml"
     toml.write_text(toml.read_text() + EXTRA_VARIANTS)
-    monkeypatch.setattr(catalog, "SRC_ROOT", root)
-    monkeypatch.setenv("CUDALAB_SRC", str(root))
     return root
 
 
@@ -349,11 +345,7 @@ def fake_tool(monkeypatch):
     return set_plan
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-def test_cli_clean_run_exits_0(tree, fake_tool, tmp_path):
+def test_cli_clean_run_exits_0(invoke, tree, fake_tool, tmp_path):
     res = invoke("sanitize", "transpose", "--variant", "naive,tiled-div", "--tool", "memcheck",
                  "--json", str(tmp_path / "rows.json"))
     assert res.exit_code == 0, res.output
@@ -362,7 +354,7 @@ def test_cli_clean_run_exits_0(tree, fake_tool, tmp_path):
     assert {r["status"] for r in data["rows"]} == {"passed", "skipped"}
 
 
-def test_cli_finding_in_non_legacy_variant_exits_1(tree, fake_tool, tmp_path):
+def test_cli_finding_in_non_legacy_variant_exits_1(invoke, tree, fake_tool, tmp_path):
     fake_tool({("naive", "memcheck", "33"): (99, MEMCHECK_OOB)})
     res = invoke("sanitize", "transpose", "--variant", "naive", "--tool", "memcheck", "--log", str(tmp_path / "l"))
     assert res.exit_code == 1, res.output
@@ -371,32 +363,32 @@ def test_cli_finding_in_non_legacy_variant_exits_1(tree, fake_tool, tmp_path):
     assert logs == ["transpose-naive-memcheck-33.log", "transpose-naive-memcheck-64.log"]
 
 
-def test_cli_finding_in_legacy_variant_only_is_shown_not_failed(tree, fake_tool):
+def test_cli_finding_in_legacy_variant_only_is_shown_not_failed(invoke, tree, fake_tool):
     fake_tool({("old", "racecheck", "64"): (99, RACECHECK_RACE)})
     res = invoke("sanitize", "transpose", "--variant", "old,naive", "--tool", "racecheck")
     assert res.exit_code == 0, res.output
     assert "legacy" in res.output and "Race reported" in res.output
 
 
-def test_cli_sizes_from_the_command_line(tree, fake_tool):
+def test_cli_sizes_from_the_command_line(invoke, tree, fake_tool):
     res = invoke("sanitize", "transpose", "--variant", "naive", "--tool", "synccheck", "--n", "128,100")
     assert res.exit_code == 0, res.output
     assert "128" in res.output and "100" in res.output and " 33 " not in res.output
 
 
-def test_cli_takes_the_family_problem_options():
+def test_cli_takes_the_family_problem_options(invoke):
     res = CliRunner().invoke(cli, ["sanitize", "smem-rect", "--help"])
     assert res.exit_code == 0 and "--ipad" in res.output and "--print-limit" in res.output
 
 
-def test_cli_warns_when_a_variant_never_ran(tree, fake_tool):
+def test_cli_warns_when_a_variant_never_ran(invoke, tree, fake_tool):
     res = CliRunner().invoke(cli, ["sanitize", "transpose", "--variant", "tiled-div", "--tool", "memcheck",
                                    "--n", "33"])
     assert res.exit_code == 0
     assert "tiled-div was skipped at every size" in res.output
 
 
-def test_cli_missing_sanitizer_exit_2(monkeypatch, tmp_path):
+def test_cli_missing_sanitizer_exit_2(invoke, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
@@ -432,7 +424,7 @@ def test_sanitize_package_imports_neither_click_nor_rich():
     assert out.strip() == "[]"
 
 
-def test_cli_interrupt_keeps_the_rows_so_far(tree, monkeypatch, tmp_path):
+def test_cli_interrupt_keeps_the_rows_so_far(invoke, tree, monkeypatch, tmp_path):
     calls = {"n": 0}
     inner = fake_run({})
 

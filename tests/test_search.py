@@ -4,7 +4,6 @@ wrong answers they must catch, the host rows, launch plans, and nvcc builds for 
 from __future__ import annotations
 
 import importlib
-import shutil
 
 import numpy as np
 import pytest
@@ -232,8 +231,7 @@ def test_sanitize_sizes_one_multiple_of_the_chunk_one_not():
     assert max(sizes) <= 8192
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"),
-                    reason="nvcc not installed")
+@pytest.mark.nvcc
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_kernels_compile_for_both_dtypes(dtype):
     from cudalab import build

@@ -4,7 +4,6 @@ bank-conflict figures in family.toml, sizes, dynamic shared memory and the verif
 
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
@@ -32,7 +31,7 @@ def prob(name, **opts):
     return mod.problem(opts.pop("n", None), None, "int32", {o.name: o.default for o in mod.OPTIONS} | opts)
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.nvcc
 @pytest.mark.parametrize("family,ipad", [("smem-square", None), ("smem-rect", 2), ("smem-rect", 1), ("smem-rect", 0)])
 def test_compiles_for_sm90_with_every_define_set(family, ipad):
     spec, mod = fam(family)
