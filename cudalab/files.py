@@ -1,8 +1,16 @@
-"""Output files: check a path before the run, write it atomically after.
+"""Every file cudalab writes or reads goes through here.
 
-A run can take minutes of GPU time; an output path that cannot be written must be refused before
-it starts (``check_output_path``), and the file must never be left half-written or with other
-permissions than the user expects (``atomic_write``). Pure: no click, no rich.
+Writing (JSON, CSV, plots, records, logs): a run can take minutes of GPU time, so an output path that
+cannot be written is refused before it starts (:func:`check_output_path`); the file is written to a
+temporary file in the target's own folder and renamed over it (:func:`atomic_write`), so a full disk
+or Ctrl-C never leaves half a file and never destroys the old one. A symlink is written *through*
+(its target is replaced, the link stays); a target that is not a regular file (``/dev/null``, a
+folder, a pipe) is refused, never replaced by a regular file.
+
+Reading (saved runs, ncu files, family.toml, cache entries): :func:`read_bytes` refuses what is not
+a regular file (``/dev/zero`` reads forever) and what is larger than a limit, and
+:func:`load_json` also refuses nesting deeper than a limit (Python's parser recurses). Pure: no
+click, no rich.
 """
 
 from __future__ import annotations
@@ -11,17 +19,38 @@ import csv
 import io
 import json
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from cudalab.errors import UsageError
+from cudalab.errors import CudalabError, UsageError
 
 if TYPE_CHECKING:  # results imports this module (atomic_write)
     from cudalab.results import Result
 
-__all__ = ["atomic_write", "check_output_dir", "check_output_path", "write_csv", "write_json"]
+__all__ = ["MAX_DEPTH", "MAX_READ", "WriteError", "atomic_write", "check_output_dir", "check_output_path",
+           "load_json", "read_bytes", "read_text", "write_bytes", "write_csv", "write_json"]
+
+#: The largest file cudalab reads (bytes): a saved sweep of 1,000 points with raw samples is a few MB.
+MAX_READ = 256 * 2**20
+#: The deepest nesting of brackets a JSON file may have (a run record has 6).
+MAX_DEPTH = 64
+
+
+class WriteError(CudalabError, OSError):
+    """A file could not be written; the old file (if any) is untouched.
+
+    Also an :class:`OSError`, so callers that catch those (a child process writing its result) still do.
+    """
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(errno, message)
+        self.message = message
+
+    def __str__(self) -> str:  # one line, without OSError's "[Errno 28]" prefix
+        return self.message
 
 
 def _writable_folder(folder: Path, path: str | os.PathLike, what: str) -> None:
@@ -37,27 +66,46 @@ def _writable_folder(folder: Path, path: str | os.PathLike, what: str) -> None:
         raise UsageError(f"{what} {path}: cannot write in folder {shown}")
 
 
+def _target(path: str | os.PathLike) -> Path:
+    """The file a write lands in: a symlink's final target (written through, the link kept)."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+
+
+def _refuse_special(target: Path, path: str | os.PathLike, what: str) -> None:
+    """Refuse a target that exists and is not a regular file: renaming over it would replace it."""
+    try:
+        st = target.stat()
+    except (FileNotFoundError, NotADirectoryError):  # a new file; a folder that is a file is named later
+        return
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot use it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{what} {path} is a folder; name a file in it")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{what} {path} is not a regular file (a device, a pipe or a socket); name a file")
+
+
 def check_output_path(path: str | os.PathLike, what: str) -> Path:
     """Check that a result file can be written there, before any work starts.
 
     Args:
-        path: the file the user named.
+        path: the file the user named (a symlink is followed: its target is what is written).
         what: the option that named it (``--json``), for the message.
 
     Returns:
         ``path`` as a :class:`~pathlib.Path` (not resolved: messages show what the user typed).
 
     Raises:
-        UsageError: one line, when the path is empty or a folder, when its folder does not exist
-            or is not a folder, or when the file or its folder is not writable.
+        UsageError: one line, when the path is empty, a folder or not a regular file, when its folder
+            does not exist or is not a folder, or when the file or its folder is not writable.
     """
     if not str(path).strip():
         raise UsageError(f"{what} needs a file name (got an empty one)")
     p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{what} {path} is a folder; name a file in it")
-    _writable_folder(p.parent, path, what)
-    if p.exists() and not os.access(p, os.W_OK):
+    target = _target(p)
+    _refuse_special(target, path, what)
+    _writable_folder(target.parent, path, what)
+    if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{what} {path}: the file is not writable")
     return p
 
@@ -97,32 +145,138 @@ def _open_temp(folder: Path, name: str) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary name for {name} in {folder}")
 
 
-def atomic_write(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+def write_bytes(path: str | os.PathLike, data: bytes, what: str = "") -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
 
     A crash, a full disk or Ctrl-C never leaves half a file: the old file (if any) stays as it
-    was. A replaced file keeps its permission bits; a new one gets ``0666 & ~umask``. Missing
-    parent folders are created (callers refuse typos earlier with :func:`check_output_path`).
+    was. A replaced file keeps its permission bits; a new one gets ``0666 & ~umask``. A symlink is
+    written through (its target replaced, the link kept). Missing parent folders are created
+    (callers refuse typos earlier with :func:`check_output_path`).
+
+    Args:
+        path: the file.
+        data: its new content.
+        what: the option that named it (``--plot``), for messages.
 
     Raises:
-        OSError: the folder or file cannot be written (the old file is untouched).
+        UsageError: the target exists and is not a regular file (a folder, ``/dev/null``).
+        WriteError: the folder or file cannot be written (the old file is untouched).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    shown = f"{what} {path}" if what else str(path)
+    target = _target(path)
+    _refuse_special(target, path, what or "cannot write")
     try:
-        mode: int | None = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = None
-    fd, tmp = _open_temp(path.parent, path.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode: int | None = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            mode = None
+        fd, tmp = _open_temp(target.parent, target.name)
+    except OSError as exc:
+        raise WriteError(f"cannot write {shown}: {exc.strerror or exc}", exc.errno) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         if mode is not None:
             os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, target)
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            kept = " (the old file is unchanged)" if mode is not None else ""
+            raise WriteError(f"cannot write {shown}: {exc.strerror or exc}{kept}", exc.errno) from None
         raise
+
+
+def atomic_write(path: str | os.PathLike, text: str, what: str = "") -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: see :func:`write_bytes`."""
+    write_bytes(path, text.encode("utf-8"), what)
+
+
+# --- reading --------------------------------------------------------------------------------------------
+
+def read_bytes(path: str | os.PathLike, what: str = "", limit: int = MAX_READ) -> bytes:
+    """Read a whole regular file of at most ``limit`` bytes.
+
+    Args:
+        path: the file.
+        what: how messages name it (``--import``); messages start with the path otherwise.
+        limit: the most bytes read; a larger file is refused rather than read into memory.
+
+    Raises:
+        UsageError: one line: no such file, a folder, not a regular file (``/dev/zero``, a pipe),
+            larger than ``limit``, or unreadable.
+    """
+    shown = f"{what} {path}" if what else str(path)
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{shown} is a folder, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{shown} is not a regular file (a device, a pipe or a socket)")
+        if st.st_size > limit:
+            raise UsageError(f"{shown} is {_mib(st.st_size)}; cudalab reads files up to {_mib(limit)}")
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)  # the file may have grown since the stat
+    except FileNotFoundError:
+        raise UsageError(f"{shown}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise UsageError(f"{shown} is larger than {_mib(limit)}, the most cudalab reads")
+    return data
+
+
+def read_text(path: str | os.PathLike, what: str = "", limit: int = MAX_READ) -> str:
+    """Read a UTF-8 text file through :func:`read_bytes`.
+
+    Raises:
+        UsageError: as :func:`read_bytes`, and for a file that is not UTF-8 text (binary bytes are
+            named by their offset, never printed).
+    """
+    data = read_bytes(path, what, limit)
+    shown = f"{what} {path}" if what else str(path)
+    if b"\0" in data:
+        raise UsageError(f"{shown} is a binary file (a NUL byte at offset {data.index(0)}), not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{shown} is not UTF-8 text (byte {exc.start})") from None
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` in JSON text (brackets inside strings do not count)."""
+    depth = deepest = 0
+    for m in re.finditer(r"[\[\]{}]", _STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def load_json(path: str | os.PathLike, what: str = "", limit: int = MAX_READ, max_depth: int = MAX_DEPTH) -> Any:
+    """Read a JSON file with a size and a nesting limit.
+
+    Raises:
+        UsageError: as :func:`read_text`; not JSON (with the line); nested deeper than ``max_depth``.
+    """
+    text = read_text(path, what, limit)
+    shown = f"{what} {path}" if what else str(path)
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise UsageError(f"{shown}: JSON nested {depth} levels deep; cudalab reads at most {max_depth}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{shown}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # the scan above is the guard; this is its backstop
+        raise UsageError(f"{shown}: JSON nested too deeply") from None
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
 
 
 def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:

@@ -13,11 +13,13 @@ matplotlib costs the user one line, not a GPU run.
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from cudalab.errors import ToolMissingError, UsageError
+from cudalab.files import check_output_path, write_bytes
 from cudalab.results import Result, RunPoint, RunRecord, Status
 
 SUFFIXES = (".png", ".svg", ".pdf")
@@ -25,14 +27,20 @@ _HOST_NOTE = "CPU (host) rows not drawn"
 
 
 def check(path: str | os.PathLike) -> None:
-    """Refuse a ``--plot`` path early: wrong suffix, or matplotlib not installed.
+    """Refuse a ``--plot`` path early, before a table is printed or a GPU opened: wrong suffix, a
+    folder that is missing or read-only, a target that is no regular file, or no matplotlib.
 
     Raises:
-        UsageError: the suffix is not .png, .svg or .pdf.
+        UsageError: the suffix is not .png, .svg or .pdf, or :func:`cudalab.files.check_output_path` refuses it.
         ToolMissingError: matplotlib cannot be imported.
     """
     if Path(path).suffix.lower() not in SUFFIXES:
         raise UsageError(f"--plot {path}: give a .png, .svg or .pdf file")
+    check_output_path(path, "--plot")
+    _matplotlib()
+
+
+def _matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401, PLC0415
     except ImportError:
@@ -40,7 +48,7 @@ def check(path: str | os.PathLike) -> None:
 
 
 def _pyplot() -> Any:
-    check("x.png")
+    _matplotlib()
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")  # headless: CI runners and ssh sessions have no display
@@ -92,10 +100,16 @@ def _device(record: RunRecord) -> str:
 
 
 def _save(fig: Any, path: str | os.PathLike) -> None:
-    fig.savefig(path, bbox_inches="tight", dpi=120)
+    """Render into memory, then write through the one atomic writer: matplotlib writes in place, so a
+    full disk would otherwise leave a truncated picture where the old one was."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    plt.close(fig)
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format=Path(path).suffix.lower().lstrip("."), bbox_inches="tight", dpi=120)
+    finally:
+        plt.close(fig)
+    write_bytes(path, buf.getvalue(), "--plot")
 
 
 def sweep_axis(points: Sequence[RunPoint]) -> str | None:
@@ -216,6 +230,10 @@ def _sweep(ax: Any, record: RunRecord, points: list[RunPoint], axis: str) -> Non
 def plot_comparison(comparisons: Sequence[Any], path: str | os.PathLike) -> None:
     """Grouped bars: one group per matched row, one bar per run (A, then each compared file).
 
+    On one GPU: the rate (GB/s, GFLOP/s), verdicts faster/slower. Across GPUs two panels: the median
+    time (what each GPU took) above, and % of each run's own roofline below, which is what the verdict
+    judges (more/less efficient), so a row that took less time is never drawn as 'slower'.
+
     Args:
         comparisons: :class:`cudalab.compare.Comparison` objects, all with the same base.
         path: the picture to write.
@@ -225,38 +243,21 @@ def plot_comparison(comparisons: Sequence[Any], path: str | os.PathLike) -> None
     runs = [f"A: {comparisons[0].base_name} ({comparisons[0].base_gpu or '?'})"] + [
         f"{chr(66 + i)}: {c.new_name} ({c.new_gpu or '?'})" for i, c in enumerate(comparisons)]
     problems = {row.problem for c in comparisons for row in c.rows}
-    keys: list[tuple[str, str, str]] = []
-    values: dict[tuple[str, str, str], list[float]] = {}
-    verdicts: dict[tuple[tuple[str, str, str], int], str] = {}
-    metric, metrics = "none", set()
-    for i, c in enumerate(comparisons):
-        for row in c.rows:
-            verdicts[(row.key, i + 1)] = row.verdict.verdict
-            for j, res in ((0, row.base), (i + 1, row.new)):
-                v = _value(res, by_roof)
-                if v is None:
-                    continue
-                if row.key not in values:
-                    keys.append(row.key)
-                    values[row.key] = [float("nan")] * len(runs)
-                values[row.key][j] = v
-                metric = "bandwidth" if res.gbs and not res.gflops else "flops" if res.gflops else metric
-                metrics.add(metric)
+    judged = _grouped_values(comparisons, lambda r: _value(r, by_roof), len(runs))
+    keys, values, verdicts, metrics = judged
     if not keys:
         raise UsageError("nothing to plot: no timed GPU rows that passed")
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(keys) * len(runs) / 2 + 3), 5.5))
-    width = 0.8 / len(runs)
-    for j, name in enumerate(runs):
-        bars = ax.bar([k + (j - (len(runs) - 1) / 2) * width for k in range(len(keys))],
-                      [values[key][j] for key in keys], width, label=name, edgecolor="black", linewidth=0.4)
-        for bar, key in zip(bars, keys):
-            v = verdicts.get((key, j))
-            if v in ("slower", "faster") and bar.get_height() == bar.get_height():  # nan: no bar
-                ax.annotate(v, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                            fontsize=7, rotation=90, xytext=(0, 2), textcoords="offset points",
-                            color="crimson" if v == "slower" else "darkgreen")
-    top = max((x for vs in values.values() for x in vs if x == x), default=1.0)
-    ax.set_ylim(0, max(top, 100.0 if by_roof else 0.0) * 1.18)  # room for the verdict labels
+    width_in = max(8.0, 0.9 * len(keys) * len(runs) / 2 + 3)
+    if by_roof:
+        times = _grouped_values(comparisons, _time_value, len(runs))[1]
+        fig, (top, ax) = plt.subplots(2, 1, figsize=(width_in, 9.5), sharex=True)
+        _grouped_bars(top, keys, runs, [[times.get(k, [float("nan")] * len(runs))[j] for k in keys]
+                                        for j in range(len(runs))], {}, comparisons[0])
+        top.set_ylabel("median time (ms, lower is better)")
+        top.set_title("time per launch on each GPU (shown, not judged)", fontsize=9, color="dimgray")
+    else:
+        fig, ax = plt.subplots(figsize=(width_in, 5.5))
+    _grouped_bars(ax, keys, runs, [[values[k][j] for k in keys] for j in range(len(runs))], verdicts, comparisons[0])
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([(f"{p}\n{v}" if len(problems) > 1 else v) for _, p, v in keys], rotation=30, ha="right",
                        fontsize=8)
@@ -265,18 +266,63 @@ def plot_comparison(comparisons: Sequence[Any], path: str | os.PathLike) -> None
                        frozenset({"flops"}): "% of library ref (same run)"}.get(
             frozenset(metrics), "% of roofline (GB/s) or of library ref (GFLOP/s), same run"))
         ax.axhline(100, color="crimson", linestyle="--", linewidth=1)
+        ax.set_title("efficiency: what the verdict judges", fontsize=9, color="dimgray")
+        top_v = max((x for vs in values.values() for x in vs if x == x), default=1.0)
+        ax.set_ylim(0, max(top_v, 100.0) * 1.25)  # room for the verdict labels
     else:
-        ax.set_ylabel(_unit(metric))
+        ax.set_ylabel(_unit(next(iter(metrics), "none")))
     fams = sorted({f for f, _, _ in keys})
     size = next(iter(problems)) if len(problems) == 1 else f"{len(problems)} problems"
-    how = "by % of roofline (GPUs differ)" if by_roof else f"on {comparisons[0].base_gpu or 'one GPU'}"
-    ax.set_title(f"cudalab compare: {', '.join(fams)} {size}, {how}", fontsize=11)
-    ax.set_xlabel("variant  (slower / faster: the verdict against A from the raw samples)", fontsize=8,
-                  color="dimgray")
+    how = ("GPUs differ: the verdict judges % of each run's roofline" if by_roof
+           else f"on {comparisons[0].base_gpu or 'one GPU'}")
+    fig.suptitle(f"cudalab compare: {', '.join(fams)} {size}, {how}", fontsize=11)
+    words = "more / less efficient" if by_roof else "slower / faster"
+    ax.set_xlabel(f"variant  ({words}: the verdict against A from the raw samples)", fontsize=8, color="dimgray")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, title="run")
-    ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     _save(fig, path)
+
+
+def _grouped_values(comparisons: Sequence[Any], value: Any, nruns: int) -> tuple[list, dict, dict, set]:
+    """Per matched row: one value per run (nan where a run has none), the verdict words, the metrics."""
+    keys: list[tuple[str, str, str]] = []
+    values: dict[tuple[str, str, str], list[float]] = {}
+    verdicts: dict[tuple[tuple[str, str, str], int], str] = {}
+    metrics: set[str] = set()
+    for i, c in enumerate(comparisons):
+        for row in c.rows:
+            if row.verdict.verdict in ("slower", "faster"):
+                verdicts[(row.key, i + 1)] = (row.verdict.verdict, c.word(row.verdict.verdict))
+            for j, res in ((0, row.base), (i + 1, row.new)):
+                v = value(res)
+                if v is None:
+                    continue
+                if row.key not in values:
+                    keys.append(row.key)
+                    values[row.key] = [float("nan")] * nruns
+                values[row.key][j] = v
+                metrics.add("bandwidth" if res.gbs and not res.gflops else "flops" if res.gflops else "none")
+    return keys, values, verdicts, metrics
+
+
+def _grouped_bars(ax: Any, keys: list, runs: list[str], per_run: list[list[float]], verdicts: dict, first: Any) -> None:
+    width = 0.8 / len(runs)
+    for j, name in enumerate(runs):
+        bars = ax.bar([k + (j - (len(runs) - 1) / 2) * width for k in range(len(keys))], per_run[j], width,
+                      label=name, edgecolor="black", linewidth=0.4)
+        for bar, key in zip(bars, keys):
+            v = verdicts.get((key, j))
+            if v and bar.get_height() == bar.get_height():  # nan: no bar
+                ax.annotate(v[1], (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                            fontsize=7, rotation=90, xytext=(0, 2), textcoords="offset points",
+                            color="crimson" if v[0] == "slower" else "darkgreen")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _time_value(res: Result | None) -> float | None:
+    if res is None or res.kind == "host" or res.status != Status.PASSED:
+        return None
+    return res.median_ms
 
 
 def _value(res: Result | None, by_roofline: bool) -> float | None:

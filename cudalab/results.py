@@ -18,7 +18,7 @@ from typing import Any
 
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
-from cudalab.files import atomic_write
+from cudalab.files import atomic_write, load_json
 
 SCHEMA_VERSION = 2
 
@@ -185,7 +185,7 @@ class RunPoint:
             family=str(d.get("family") or family), metric=str(d.get("metric") or metric or "bandwidth"),
             problem=dict(d.get("problem") or {}), block=str(d.get("block") or ""),
             protocol=dict(d.get("protocol") or {}), roofline=Roofline.from_dict(d.get("roofline")),
-            results=tuple(Result.from_dict(r) for r in d.get("results", ())),
+            results=tuple(Result.from_dict(r) for r in _tables(d.get("results", ()), "results")),
             defines=tuple((str(k), str(v)) for k, v in d.get("defines") or ()),
         )
 
@@ -270,17 +270,19 @@ class RunRecord:
         if not isinstance(d, dict):
             raise UsageError("not a cudalab run record (expected a JSON object)")
         version = d.get("schema_version", 1)
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise UsageError(f"run record schema_version {version!r} is newer than this cudalab reads "
-                             f"({SCHEMA_VERSION}); upgrade cudalab")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise UsageError(f"schema_version {version!r} is not a version number (1 to {SCHEMA_VERSION})")
+        if version > SCHEMA_VERSION:
+            raise UsageError(f"schema_version {version} is newer than this cudalab reads (up to "
+                             f"{SCHEMA_VERSION}); upgrade cudalab")
         if version == 1:  # one payload per run, or {"sweep": [payloads]}; no machine block
-            payloads = d.get("sweep") or [d]
-            if "results" not in payloads[0]:
+            payloads = _tables(d.get("sweep") or [d], "sweep")
+            if not payloads or "results" not in payloads[0]:
                 raise UsageError("not a cudalab run record (no results)")
             family = str(d.get("family", ""))
             points = tuple(RunPoint.from_dict(p, family, _metric_of(family)) for p in payloads)
         else:
-            points = tuple(RunPoint.from_dict(p) for p in d.get("points", ()))
+            points = tuple(RunPoint.from_dict(p) for p in _tables(d.get("points", ()), "points"))
         command = d.get("command") or ()
         return cls(cudalab=str(d.get("cudalab", "")), command=tuple(str(c) for c in command),
                    started=float(d.get("started") or 0.0), device=dict(d.get("device") or {}), points=points,
@@ -295,32 +297,36 @@ def _metric_of(family: str) -> str:
     try:
         return catalog.family(family).metric
     except Exception:  # a family this cudalab no longer has: rates are still read from the rows
+        if not isinstance(command, list) or not isinstance(d.get("device") or {}, dict):
+            raise UsageError("not a cudalab run record ('command' must be a list, 'device' an object)")
         return ""
 
 
 def save_record(path: str | os.PathLike, record: RunRecord) -> None:
     """Write a record as JSON, atomically."""
     atomic_write(path, json.dumps(record.to_dict(), indent=1, default=str) + "\n")
+def _tables(value: Any, key: str) -> list[dict[str, Any]]:
+    """``value`` as a list of JSON objects, or one line saying what ``key`` should have held."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(x, dict) for x in value):
+        raise UsageError(f"not a cudalab run record ('{key}' must be a list of objects, "
+                         f"got {type(value).__name__})")
+    return list(value)
+
+
 
 
 def load_record(path: str | os.PathLike) -> RunRecord:
-    """Read a saved run.
+    """Read a saved run (through :func:`cudalab.files.load_json`: size and nesting are bounded).
 
     Raises:
-        UsageError: no such file, not JSON, or not a cudalab run record.
+        UsageError: no such file, not a regular file, too large or too deep, not JSON, or not a cudalab
+            run record.
     """
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{p}: cannot read it ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    data = load_json(p)
     try:
         return RunRecord.from_dict(data)
     except UsageError as exc:
         raise UsageError(f"{p}: {exc}") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{p}: not a cudalab run record ({type(exc).__name__}: {exc})") from None
