@@ -196,6 +196,22 @@ class Row:
         """What rows are matched by."""
         return self.family, self.problem, self.variant
 
+    @property
+    def time_ratio(self) -> float | None:
+        """median(B) / median(A) in milliseconds (< 1: B took less time), whatever the verdict judged."""
+        a, b = self.base, self.new
+        if a is None or b is None or not a.stats or not b.stats or not a.stats.median:
+            return None
+        return b.stats.median / a.stats.median
+
+    @property
+    def efficiency_ratio(self) -> float | None:
+        """A's % of roofline / B's (> 1: B reached less of its own roofline); None without both."""
+        a, b = self.base, self.new
+        if a is None or b is None or not a.pct_roofline or not b.pct_roofline:
+            return None
+        return a.pct_roofline / b.pct_roofline
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -222,6 +238,22 @@ class Comparison:
     def count(self, verdict: str) -> int:
         """How many rows got this verdict."""
         return sum(1 for r in self.rows if r.verdict.verdict == verdict)
+
+    @property
+    def judged(self) -> int:
+        """How many rows got a verdict (same, faster, slower or unsure)."""
+        return sum(1 for r in self.rows if r.verdict.verdict != NONE)
+
+    def missing(self) -> list[Row]:
+        """Rows of A that found no partner in B (a renamed variant, a problem B did not run); host rows,
+        which are never judged, do not count."""
+        return [r for r in self.rows if r.base is not None and r.new is None and r.base.kind != "host"]
+
+    def word(self, verdict: str) -> str:
+        """How a verdict reads: across GPUs ``slower`` judged % of roofline, so it reads ``less efficient``."""
+        if self.by_roofline:
+            return {SLOWER: "less efficient", FASTER: "more efficient"}.get(verdict, verdict)
+        return verdict
 
 
 def _index(record: RunRecord) -> dict[tuple[str, str, str], tuple[RunPoint, Result]]:
@@ -340,6 +372,31 @@ def parse_fail_on(text: str) -> float:
     if kind.strip() != "slower" or not sep:
         raise UsageError(f"--fail-on {text!r} must be slower:PERCENT, e.g. slower:5%")
     return parse_percent(amount, "--fail-on")
+
+
+def gate(comparisons: Sequence[Comparison], threshold: float, allow_missing: bool = False) -> list[str]:
+    """The CI gate: one line per reason it fails (empty: it passed).
+
+    A row slower than A by more than ``threshold`` with confidence fails it, and so does a row of A that
+    found no partner (it could hide a variant that stopped running) unless ``allow_missing``.
+
+    Raises:
+        UsageError: no row of any comparison got a verdict: a gate cannot pass on nothing.
+    """
+    if not any(c.judged for c in comparisons):
+        names = ", ".join(c.new_name for c in comparisons)
+        raise UsageError(f"--fail-on: nothing was compared ({names} against {comparisons[0].base_name}: no row "
+                         "matched by family, problem and variant got a verdict)")
+    lines = []
+    for c in comparisons:
+        for row in gate_failures(c, threshold):
+            how = f"{c.word(SLOWER)} by {row.verdict.ratio - 1:.1%} in % of roofline" if c.by_roofline else \
+                f"slower by {row.verdict.ratio - 1:.1%}"
+            lines.append(f"- {c.new_name}: {row.family} {row.problem} {row.variant} {how} (p={row.verdict.p:.2g})")
+        if not allow_missing:
+            lines += [f"- {c.new_name}: {row.family} {row.problem} {row.variant} missing (in {c.base_name} only; "
+                      "--allow-missing accepts it)" for row in c.missing()]
+    return lines
 
 
 def gate_failures(comparison: Comparison, threshold: float) -> list[Row]:

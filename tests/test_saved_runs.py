@@ -11,11 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from cudalab import compare as C
 from cudalab.bench import summarize
-from cudalab.cli import cli
 from cudalab.results import PASSED, Result, Roofline, RunPoint, RunRecord, load_record, save_record
 
 RUNS = Path(__file__).parent / "data" / "runs"
@@ -26,10 +24,6 @@ H200 = {"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0", "sm_coun
         "driver_version": "13.0", "cuda_version": "13.0", "driver_release": "580.159.04"}
 H100 = dict(H200, name="NVIDIA H100 80GB HBM3", sm_count=132, l2_bytes=52428800, mem_clock_mhz=2619)
 NBYTES = 2 * 16384 * 16384 * 4
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args))
 
 
 def row(variant: str, samples, roof_gbs: float = 4250.0, kind: str = "kernel") -> Result:
@@ -98,7 +92,7 @@ def test_parse_options():
 
 # --- compare and the gate ---------------------------------------------------------------------------
 
-def test_clearly_slower_fails_the_gate(tmp_path, base):
+def test_clearly_slower_fails_the_gate(invoke, tmp_path, base):
     new = record([row("naive", noisy(3.9, 40, 11)), row("tiled", noisy(0.62 * 1.12, 40, 12)),
                   row("vec4", noisy(0.53, 40, 13))])
     res = invoke("compare", base, save(tmp_path, "new.json", new), "--fail-on", "slower:5%")
@@ -107,7 +101,7 @@ def test_clearly_slower_fails_the_gate(tmp_path, base):
     assert "tiled slower by 12" in res.output
 
 
-def test_faster_passes_the_gate(tmp_path, base):
+def test_faster_passes_the_gate(invoke, tmp_path, base):
     new = record([row("naive", noisy(3.9 * 0.8, 40, 11)), row("tiled", noisy(0.62, 40, 12)),
                   row("vec4", noisy(0.53, 40, 13))])
     res = invoke("compare", base, save(tmp_path, "new.json", new), "--fail-on", "slower:5%")
@@ -115,16 +109,16 @@ def test_faster_passes_the_gate(tmp_path, base):
     assert "faster" in res.output and "gate --fail-on slower:5%: passed" in res.output
 
 
-def test_noise_is_same_or_unsure_and_passes(tmp_path, base):
+def test_noise_is_same_or_unsure_and_passes(invoke, tmp_path, base):
     new = record([row("naive", noisy(3.9, 40, 21)), row("tiled", noisy(0.62, 40, 22)), row("vec4", noisy(0.53, 40, 23))])
     c = C.compare(load_record(base), load_record(save(tmp_path, "new.json", new)))
     assert {r.verdict.verdict for r in c.rows if r.variant != "host"} <= {C.SAME, C.UNSURE}
     assert invoke("compare", base, str(tmp_path / "new.json"), "--fail-on", "slower:5%").exit_code == 0
 
 
-def test_tiny_n_is_unsure_with_a_hint_and_never_fails(tmp_path, base):
+def test_tiny_n_is_unsure_with_a_hint_and_never_fails(invoke, tmp_path, base):
     new = record([row("naive", noisy(3.9 * 1.3, 4, 31))])
-    res = invoke("compare", base, save(tmp_path, "new.json", new), "--fail-on", "slower:5%")
+    res = invoke("compare", base, save(tmp_path, "new.json", new), "--fail-on", "slower:5%", "--allow-missing")
     assert res.exit_code == 0, res.output
     assert "unsure" in res.output and "n=40 vs 4 samples: rerun with --min-samples 30" in res.output
 
@@ -137,17 +131,65 @@ def test_rows_in_one_file_and_host_rows_are_listed_without_verdict(tmp_path, bas
     assert notes["tiled"] == ("–", "only in A")
 
 
-def test_different_gpus_compare_by_percent_of_roofline(tmp_path, base):
+def test_different_gpus_compare_by_percent_of_roofline(invoke, tmp_path, base):
     # The H100 is slower in ms but as close to its own (lower) roofline: by % of roofline, the same.
     scale = 4250.0 / 3000.0
     new = record([row("naive", noisy(3.9 * scale, 40, 41), 3000.0), row("tiled", noisy(0.62 * scale, 40, 42), 3000.0),
                   row("vec4", noisy(0.53 * scale * 1.15, 40, 43), 3000.0)], device=H100, roof_gbs=3000.0)
     res = invoke("compare", base, save(tmp_path, "h100.json", new))
     assert res.exit_code == 0, res.output
-    assert "by % of roofline" in res.output and "NVIDIA H100 80GB HBM3" in res.output
+    assert "the verdict judges efficiency" in res.output and "NVIDIA H100 80GB HBM3" in res.output
     c = C.compare(load_record(base), load_record(str(tmp_path / "h100.json")))
     verdicts = {r.variant: r.verdict.verdict for r in c.rows}
     assert c.by_roofline and verdicts["vec4"] == C.SLOWER and verdicts["naive"] in (C.SAME, C.UNSURE)
+
+
+def test_across_gpus_the_time_ratio_is_shown_beside_the_judged_efficiency(invoke, tmp_path, base):
+    # B takes less time on every row (a faster GPU) but reaches less of its own roofline on vec4: the
+    # verdict must not read 'slower' for a row that ran faster, and both ratios are in the table.
+    fast = record([row("naive", noisy(3.9 * 0.8, 40, 71), 5312.5), row("tiled", noisy(0.62 * 0.8, 40, 72), 5312.5),
+                   row("vec4", noisy(0.53 * 0.9, 40, 73), 5312.5)], device=H100, roof_gbs=5312.5)
+    res = invoke("compare", base, save(tmp_path, "fast.json", fast))
+    lines = {ln.split()[0]: ln.split() for ln in res.output.splitlines() if ln.strip().startswith(("naive", "vec4"))}
+    assert "time B/A" in res.output and "eff A/B" in res.output
+    assert float(lines["vec4"][6]) < 1 < float(lines["vec4"][7])  # less time, less efficient
+    assert "less efficient" in " ".join(lines["vec4"]) and "slower" not in res.output.split("\n\n")[1]
+    assert "1 less efficient" in res.output
+    md = invoke("compare", base, str(tmp_path / "fast.json"), "--markdown").output
+    assert "| time B/A | eff A/B |" in md and "**less efficient**" in md
+
+
+def test_across_gpus_the_plot_shows_time_and_efficiency(tmp_path, base):
+    pytest.importorskip("matplotlib")
+    from cudalab import compare as C2, plot
+
+    fast = record([row("vec4", noisy(0.53 * 0.9, 40, 73), 5312.5)], device=H100, roof_gbs=5312.5)
+    c = C2.compare(load_record(base), load_record(save(tmp_path, "fast.json", fast)), "base.json", "fast.json")
+    out = tmp_path / "cmp.svg"
+    plot.plot_comparison([c], out)
+    svg = out.read_text()
+    assert "median time" in svg and "what the verdict judges" in svg and "less efficient" in svg
+
+
+def test_the_gate_fails_on_a_row_of_a_that_b_lacks_unless_allowed(invoke, tmp_path, base):
+    new = record([row("naive", noisy(3.9, 40, 11)), row("tiled", noisy(0.62, 40, 12))])  # vec4 gone
+    path = save(tmp_path, "new.json", new)
+    res = invoke("compare", base, path, "--fail-on", "slower:5%")
+    assert res.exit_code == 1, res.output
+    assert "FAILED" in res.output and "vec4 missing (in base.json only" in res.output
+    assert "host missing" not in res.output  # host rows are never judged: not missing from a gate
+    ok = invoke("compare", base, path, "--fail-on", "slower:5%", "--allow-missing")
+    assert ok.exit_code == 0 and "gate --fail-on slower:5%: passed" in ok.output
+
+
+def test_the_gate_cannot_pass_on_nothing(invoke, tmp_path, base):
+    other = RunRecord("0.1.0", ("cudalab", "reduce"), 0.0, H200, (RunPoint(
+        "reduce", "bandwidth", {"dims": [2**24], "dtype": "float64"}, results=(row("modern", noisy(0.03, 40, 5)),)),))
+    res = invoke("compare", base, save(tmp_path, "reduce.json", other), "--fail-on", "slower:5%", "--allow-missing")
+    assert res.exit_code == 2 and "nothing was compared" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert invoke("compare", base, str(tmp_path / "reduce.json")).exit_code == 0  # no gate: a table of '–'
+    assert "give --fail-on too" in invoke("compare", base, base, "--allow-missing").output
 
 
 def test_rows_match_when_a_family_gained_an_option(tmp_path, base):
@@ -161,7 +203,7 @@ def test_rows_match_when_a_family_gained_an_option(tmp_path, base):
     assert naive.new is not None and "options differ (A: –; B: tile=32)" in naive.verdict.note
 
 
-def test_compare_markdown_for_ci_summary(tmp_path, base):
+def test_compare_markdown_for_ci_summary(invoke, tmp_path, base):
     new = record([row("tiled", noisy(0.62 * 1.12, 40, 12))])
     res = invoke("compare", base, save(tmp_path, "new.json", new), "--markdown", "--fail-on", "slower:5%")
     assert res.exit_code == 1
@@ -169,7 +211,7 @@ def test_compare_markdown_for_ci_summary(tmp_path, base):
     assert "gate --fail-on slower:5%: FAILED" in res.output
 
 
-def test_compare_three_files_each_against_a(tmp_path, base):
+def test_compare_three_files_each_against_a(invoke, tmp_path, base):
     b = save(tmp_path, "b.json", record([row("naive", noisy(3.9, 40, 51))]))
     c = save(tmp_path, "c.json", record([row("naive", noisy(3.9 * 1.2, 40, 52))]))
     res = invoke("compare", base, b, c)
@@ -181,7 +223,7 @@ def test_compare_three_files_each_against_a(tmp_path, base):
     (["compare", "A", "B", "--fail-on", "faster:5%"], "slower:PERCENT"),
     (["compare", "A", "B", "--min-effect", "two"], "percentage"),
 ])
-def test_compare_usage_errors_are_one_line(args, fragment):
+def test_compare_usage_errors_are_one_line(invoke, args, fragment):
     res = invoke(*args)
     assert res.exit_code == 2 and fragment in res.output and "Traceback" not in res.output
 
@@ -195,7 +237,7 @@ def test_there_are_fixtures_of_both_versions():
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[f.name for f in FIXTURES])
-def test_report_renders_every_fixture(path):
+def test_report_renders_every_fixture(invoke, path):
     rec = load_record(path)
     res = invoke("report", str(path))
     assert res.exit_code == 0, res.output
@@ -208,7 +250,7 @@ def test_report_renders_every_fixture(path):
     assert md.exit_code == 0 and md.output.count("| variant |") == len(rec.points)
 
 
-def test_report_refuses_what_is_not_a_run_record(tmp_path):
+def test_report_refuses_what_is_not_a_run_record(invoke, tmp_path):
     bench = Path(__file__).parent.parent / "docs" / "benchmarks" / "nvidia-h200.json"
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "new.json").write_text(json.dumps({"schema_version": 99, "points": []}))
@@ -303,7 +345,7 @@ needs_mpl = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, r
 @needs_mpl
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 @pytest.mark.parametrize("path", FIXTURES, ids=[f.name for f in FIXTURES])
-def test_report_plot(tmp_path, path, suffix):
+def test_report_plot(invoke, tmp_path, path, suffix):
     out = tmp_path / f"plot{suffix}"
     res = invoke("report", str(path), "--plot", str(out))
     assert res.exit_code == 0, res.output
@@ -320,7 +362,7 @@ def test_sweeps_are_recognised():
 
 @needs_mpl
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
-def test_compare_plot(tmp_path, base, suffix):
+def test_compare_plot(invoke, tmp_path, base, suffix):
     new = save(tmp_path, "h100.json", record([row("naive", noisy(5.5, 40, 41), 3000.0)], device=H100, roof_gbs=3000.0))
     out = tmp_path / f"cmp{suffix}"
     res = invoke("compare", base, new, "--plot", str(out))
@@ -336,7 +378,7 @@ def test_plot_record_helper_for_family_commands(tmp_path):
     assert (tmp_path / "run.png").stat().st_size > 5000
 
 
-def test_missing_matplotlib_is_one_line_before_any_work(tmp_path, base, monkeypatch):
+def test_missing_matplotlib_is_one_line_before_any_work(invoke, tmp_path, base, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     for args in (["report", "/no/such/run.json"], ["compare", base, "/no/such/run.json"]):
         res = invoke(*args, "--plot", str(tmp_path / "x.png"))

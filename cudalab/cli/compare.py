@@ -17,16 +17,20 @@ from cudalab.cli.app import CONTEXT, cli
 @click.option("--fail-on", default=None, metavar="slower:PCT",
               help="CI gate: exit 1 when a row is slower than A by more than PCT with confidence "
                    "(never on faster or unsure), e.g. --fail-on slower:5%.")
+@click.option("--allow-missing", is_flag=True,
+              help="With --fail-on: a row of A that B does not have does not fail the gate.")
 @click.option("--markdown", is_flag=True, help="Print GitHub markdown (for $GITHUB_STEP_SUMMARY) instead of tables.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE",
               help="Also draw grouped bars per run to FILE.png, .svg or .pdf (needs matplotlib).")
-def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, markdown: bool,
+def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, allow_missing: bool, markdown: bool,
                 plot_path: str | None) -> None:
     """Compare saved runs: rows matched by family, problem and variant; medians, B/A, % of roofline,
     and a verdict per row (same / faster / slower / unsure) from the raw samples.
 
-    Further files are each compared with A. Runs on different GPUs are compared by % of each run's
-    own roofline (or of the library ref for GFLOP/s rows).
+    Further files are each compared with A. Runs on different GPUs are judged by % of each run's
+    own roofline (or of the library ref for GFLOP/s rows): the verdict reads 'more/less efficient', and
+    the time ratio is shown beside it. With --fail-on, a row of A that B lacks fails the gate (unless
+    --allow-missing) and nothing compared at all is an error (exit 2).
 
     \b
     Examples:
@@ -43,6 +47,8 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, ma
         raise UsageError("compare needs at least two run files (A.json B.json)")
     effect = C.parse_percent(min_effect, "--min-effect")
     threshold = C.parse_fail_on(fail_on) if fail_on else None
+    if allow_missing and threshold is None:
+        raise UsageError("--allow-missing only changes the --fail-on gate; give --fail-on too")
     if plot_path:
         plot.check(plot_path)  # before any work: a missing matplotlib is one line
     records = [load_record(p) for p in paths]
@@ -50,10 +56,8 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, ma
     if len(set(names)) < len(names):  # same file names in different folders: show the paths
         names = list(paths)
     comparisons = [C.compare(records[0], rec, names[0], name, effect) for rec, name in zip(records[1:], names[1:])]
-    failures = [(c, row) for c in comparisons for row in (C.gate_failures(c, threshold) if threshold is not None else [])]
-    gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")]
-    gate += [f"- {c.new_name}: {row.family} {row.problem} {row.variant} slower by {row.verdict.ratio - 1:.1%}"
-             f"{' of % of roofline' if c.by_roofline else ''} (p={row.verdict.p:.2g})" for c, row in failures]
+    failures = C.gate(comparisons, threshold, allow_missing) if threshold is not None else []  # before any output
+    gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")] + failures
     con = report.console()
     for c in comparisons:
         if markdown:
