@@ -1,4 +1,9 @@
-"""A tiny arithmetic evaluator for family.toml fields such as ``shared = "threads * itemsize"`` (pure)."""
+"""A tiny arithmetic evaluator for family.toml fields such as ``shared = "threads * itemsize"`` and for
+``-D`` values (pure).
+
+Safe on any text: division by zero, a negative or huge exponent and results beyond 64 bits are refused
+in one line instead of raising Python's own errors or computing for minutes (``2**2**40``).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ _OPS = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
+#: Results (and every step) must fit a 64-bit integer: they become C macros and launch sizes.
+LIMIT = 2**63
 _CMP = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
     ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
@@ -27,26 +34,37 @@ def evaluate(text: str | int, names: dict[str, int]) -> int:
     (true is 1) and ``and`` / ``or``.
 
     Raises:
-        CatalogError: the expression uses anything else, or an unknown name.
+        CatalogError: the expression uses anything else or an unknown name, divides by zero, or leaves
+            64 bits.
     """
     if isinstance(text, int):
         return text
+    shown = repr(str(text)) if len(str(text)) <= 60 else repr(str(text)[:40]) + "..."
+    if len(str(text)) > 1000:  # a macro or a size, never a program: and the parser recurses
+        raise CatalogError(f"expression {shown} is longer than 1000 characters")
     try:
         tree = ast.parse(str(text), mode="eval")
     except SyntaxError as exc:
-        raise CatalogError(f"expression {text!r} is not valid: {exc.msg}") from None
+        raise CatalogError(f"expression {shown} is not valid: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a 5,000-digit literal, deep parentheses
+        raise CatalogError(f"expression {shown} is not valid: {type(exc).__name__}") from None
 
     def walk(node: ast.AST) -> int:
         if isinstance(node, ast.Expression):
             return walk(node.body)
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
+            return _bounded(node.value)
         if isinstance(node, ast.Name):
             if node.id not in names:
-                raise CatalogError(f"expression {text!r}: unknown name {node.id!r} (known: {', '.join(sorted(names))})")
+                raise CatalogError(f"expression {shown}: unknown name {node.id!r} (known: {', '.join(sorted(names))})")
             return int(names[node.id])
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](walk(node.left), walk(node.right))
+            left, right = walk(node.left), walk(node.right)
+            if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
+                raise CatalogError(f"expression {shown}: division by zero")
+            if isinstance(node.op, ast.Pow) and not 0 <= right <= 64:
+                raise CatalogError(f"expression {shown}: exponent {right} is outside 0..64")
+            return _bounded(_OPS[type(node.op)](left, right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -walk(node.operand)
         if isinstance(node, ast.Compare) and all(type(op) in _CMP for op in node.ops):
@@ -60,6 +78,12 @@ def evaluate(text: str | int, names: dict[str, int]) -> int:
         if isinstance(node, ast.BoolOp):
             vals = [walk(v) for v in node.values]
             return int(all(vals) if isinstance(node.op, ast.And) else any(vals))
-        raise CatalogError(f"expression {text!r}: only integers, names, + - * / % **, comparisons, and/or are allowed")
+        raise CatalogError(f"expression {shown}: only integers, names, + - * / % **, comparisons, and/or are allowed")
 
     return walk(tree)
+
+
+def _bounded(value: int) -> int:
+    if not -LIMIT <= value < LIMIT:
+        raise CatalogError(f"expression result {value:.3g} does not fit 64 bits")
+    return value

@@ -9,35 +9,16 @@ later) once won although the input was bad.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from click.testing import CliRunner
 
 from cudalab import catalog, gpu
-from cudalab.cli import cli
 from cudalab.launch import DeviceLimits
 
 HAVE_PYCUDA = importlib.util.find_spec("pycuda") is not None
 FAMILIES = set(catalog.load_catalog())
-
-
-def invoke(args, **kw):
-    return CliRunner().invoke(cli, list(args), **kw)
-
-
-def assert_one_line_exit_2(res, fragment: str) -> None:
-    """Exit 2, the fragment in the message, no traceback, and cudalab's errors on one line."""
-    out = res.output
-    assert res.exit_code == 2, f"exit {res.exit_code}: {out!r} {res.exception!r}"
-    assert isinstance(res.exception, SystemExit), repr(res.exception)
-    assert "Traceback" not in out
-    assert fragment in out, out
-    cudalab_lines = [ln for ln in out.splitlines() if ln.startswith("cudalab: ")]
-    if cudalab_lines:  # click's own usage errors have their 'Usage:/Try' lines instead
-        assert len(cudalab_lines) == 1
 
 
 BAD = [
@@ -89,8 +70,8 @@ BAD = [
     (["compile", "nosuch"], "no family 'nosuch'; valid: "),
     (["compile", "transpose", "--variant", "nosuch"], "has no variant 'nosuch'"),
     (["transpose", "--all", "--variant", "naive"], "give --all or --variant, not both"),
-    (["transpose", "--budget", "0"], "--budget must be positive"),
-    (["transpose", "--min-samples", "0"], "--min-samples at least 1"),
+    (["transpose", "--budget", "0"], "Invalid value for '--budget': '0' must be a positive number of seconds"),
+    (["transpose", "--min-samples", "0"], "Invalid value for '--min-samples'"),
     (["transpose", "--seed", "x"], "Invalid value for '--seed'"),
     (["transpose", "--bogus"], "No such option '--bogus'"),
     (["sanitize", "transpose", "--tool", "bogus"], "unknown sanitizer tool bogus"),
@@ -118,8 +99,8 @@ def _params():
 
 
 @pytest.mark.parametrize("args,fragment", list(_params()))
-def test_bad_input_one_line_exit_2(args, fragment):
-    assert_one_line_exit_2(invoke(args), fragment)
+def test_bad_input_one_line_exit_2(invoke, one_line_exit_2, args, fragment):
+    one_line_exit_2(invoke(args), fragment)
 
 
 # Bad input that once reached the GPU (or the no-pycuda message): each is now refused on the CPU,
@@ -138,56 +119,50 @@ REFUSED_BEFORE_GPU = [
 
 
 @pytest.mark.parametrize("args,fragment,why", [pytest.param(*b, id=" ".join(b[0])) for b in REFUSED_BEFORE_GPU])
-def test_bad_input_refused_before_the_gpu(args, fragment, why):
+def test_bad_input_refused_before_the_gpu(invoke, one_line_exit_2, args, fragment, why):
     res = invoke(args)
     assert "pycuda is not installed" not in res.output, why
-    assert_one_line_exit_2(res, fragment)
+    one_line_exit_2(res, fragment)
 
 
 # --- environment: no pycuda, no tools, a kernel that does not compile -------------------------------
 
 @pytest.mark.skipif(HAVE_PYCUDA, reason="pycuda is installed here")
 @pytest.mark.parametrize("args", [["transpose"], ["transpose", "--variant", "bankopt", "--n", "64"], ["info"]])
-def test_no_pycuda_is_one_line(args):
+def test_no_pycuda_is_one_line(invoke, one_line_exit_2, args):
     res = invoke(args)
-    assert_one_line_exit_2(res, "pycuda is not installed")
+    one_line_exit_2(res, "pycuda is not installed")
     assert "pip install" in res.output
 
 
-def test_missing_compute_sanitizer(monkeypatch, tmp_path):
+def test_missing_compute_sanitizer(invoke, one_line_exit_2, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     if Path("/usr/local/cuda/bin/compute-sanitizer").exists():
         pytest.skip("compute-sanitizer is installed in /usr/local/cuda")
-    assert_one_line_exit_2(invoke(["sanitize", "transpose"]), "compute-sanitizer not found")
+    one_line_exit_2(invoke(["sanitize", "transpose"]), "compute-sanitizer not found")
 
 
-def test_missing_ncu(monkeypatch, tmp_path):
-    if cli.get_command(None, "ncu") is None:  # type: ignore[arg-type]
-        pytest.skip("no ncu command yet")
+def test_missing_ncu(invoke, one_line_exit_2, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     if list(Path("/usr/local/cuda/bin").glob("ncu")) or Path("/opt/nvidia/nsight-compute").exists():
         pytest.skip("ncu is installed in a default place")
     res = invoke(["ncu", "transpose"])
-    assert_one_line_exit_2(res, "ncu")
+    one_line_exit_2(res, "ncu")
     assert "not found" in res.output or "pycuda" in res.output
 
 
 @pytest.fixture
-def tree(tmp_path, monkeypatch):
+def tree(family_tree):
     """A private copy of the transpose family that the tests may break."""
-    root = tmp_path / "cuda_src"
-    shutil.copytree(catalog.SRC_ROOT / "transpose", root / "transpose")
-    monkeypatch.setattr(catalog, "SRC_ROOT", root)
-    monkeypatch.setenv("CUDALAB_SRC", str(root))
-    return root
+    return family_tree("transpose")
 
 
-@pytest.mark.skipif(not shutil.which("nvcc") and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc")
-def test_cu_file_that_does_not_compile(tree):
+@pytest.mark.nvcc
+def test_cu_file_that_does_not_compile(invoke, tree):
     src = tree / "transpose" / "transpose.cu"
     src.write_text(src.read_text() + "\nthis is not CUDA;\n")
     res = invoke(["compile", "transpose", "--variant", "naive"])
@@ -197,15 +172,15 @@ def test_cu_file_that_does_not_compile(tree):
     assert "transpose.cu" in res.output and "error" in res.output  # nvcc's log names file and line
 
 
-def test_shared_memory_beyond_the_device(tree):
+def test_shared_memory_beyond_the_device(invoke, one_line_exit_2, tree):
     toml = tree / "transpose" / "family.toml"
     toml.write_text(toml.read_text() + '\n[[variant]]\nname = "huge"\nsource = "transpose.cu"\n'
                     'kernel = "transpose_naive"\nblock = "32x32"\nshared = "threads * 1000"\n')
-    assert_one_line_exit_2(invoke(["transpose", "--variant", "huge", "--n", "64"]),
+    one_line_exit_2(invoke(["transpose", "--variant", "huge", "--n", "64"]),
                            "1024000 bytes of shared memory per block; the device allows 232448")
 
 
-def test_broken_family_toml_is_one_line(tree):
+def test_broken_family_toml_is_one_line(invoke, tree):
     (tree / "transpose" / "family.toml").write_text("[family\n")
     res = invoke(["list"])
     assert res.exit_code == 2 and "Traceback" not in res.output
@@ -227,20 +202,21 @@ class _TinyDevice:
         self.closed = True
 
 
-def test_larger_than_gpu_memory_says_needed_and_free(monkeypatch):
+def test_larger_than_gpu_memory_says_needed_and_free(invoke, one_line_exit_2, monkeypatch, inline_worker):
     monkeypatch.setattr(gpu, "Device", _TinyDevice)
     res = invoke(["transpose", "--variant", "naive", "--n", "1024"])
-    assert_one_line_exit_2(res, "GPU memory: needs 521.0 MiB, 1.0 MiB of GPU memory free")
+    one_line_exit_2(res, "GPU memory: needs 521.0 MiB, 1.0 MiB of GPU memory free")
 
 
 @pytest.mark.gpu
-def test_larger_than_gpu_memory_on_a_real_gpu(monkeypatch):
-    """On a GPU: the same refusal with the real device (its free memory made small)."""
+def test_larger_than_gpu_memory_on_a_real_gpu(invoke, one_line_exit_2, monkeypatch, inline_worker):
+    """On a GPU: the same refusal with the real device (its free memory made small; the worker in-process
+    so the patch reaches it)."""
     monkeypatch.setattr(gpu.Device, "mem_info", lambda self: (2**20, 80 * 2**30))
     res = invoke(["transpose", "--variant", "naive", "--n", "1024", "--no-roofline"])
-    assert_one_line_exit_2(res, "MiB, 1.0 MiB of GPU memory free")
+    one_line_exit_2(res, "MiB, 1.0 MiB of GPU memory free")
 
 
-def test_debug_shows_the_traceback_instead():
+def test_debug_shows_the_traceback_instead(invoke):
     res = invoke(["--debug", "transpose", "--n", "0"])
     assert res.exit_code != 0 and res.exception is not None and not isinstance(res.exception, SystemExit)

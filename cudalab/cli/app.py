@@ -3,6 +3,7 @@ catalog), and the one place where cudalab's errors become a message and an exit 
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import click
@@ -70,6 +71,33 @@ class CudalabGroup(click.Group):
                 raise
             click.echo(f"cudalab: {exc}", err=True)
             ctx.exit(exc.exit_code)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run as click does, but a usage error is one line (``cudalab: ...``, exit 2), as every other
+        refusal: click's own form is three (usage, hint, error)."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare 'cudalab': the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"cudalab: {usage_line(exc)}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def usage_line(exc: click.ClickException) -> str:
+    """A click error as one line: its message, and where the options are listed."""
+    text = " ".join(exc.format_message().split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        text += f" (see '{ctx.command_path} --help')"
+    return text
 
 
 @click.group(cls=CudalabGroup, context_settings=CONTEXT)

@@ -113,7 +113,7 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
     spec = catalog.family(family)
     fam = load(spec.module)
     problem = runner.make_problem(spec, fam, runner.RunRequest(family=family, dtype=dtype))
-    overrides = parse_defines(defines)
+    overrides = parse_defines(defines, spec)
     rows = []
     for v in spec.select(variants):
         if v.kind != "kernel":

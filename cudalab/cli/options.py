@@ -3,6 +3,7 @@ and the requests built from it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
@@ -10,9 +11,29 @@ import click
 from cudalab import sweep, user
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec
+from cudalab.defines import parse_defines  # noqa: F401  (re-exported: cli.basic and older callers)
 from cudalab.errors import UsageError
 from cudalab.families import Family
 from cudalab.runner import RunRequest
+
+
+class _PositiveSeconds(click.ParamType):
+    """A positive, finite number of seconds: ``nan``, ``inf``, 0 and negatives are refused while parsing
+    (``float('nan')`` passes every comparison, so a range check alone lets it through to the GPU)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(x) or x <= 0 or x > 86_400:
+            self.fail(f"{value!r} must be a positive number of seconds, at most a day", param, ctx)
+        return x
+
+
+POSITIVE_SECONDS = _PositiveSeconds()
 
 
 def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
@@ -37,7 +58,8 @@ def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
                           "It must take the family's arguments (cudalab list " + spec.name + "). Keys: "
                           "block=32x8, per_thread=1x4, tile=32x32, grid=tiles|sm:K|DIMS, shared=BYTES, name=NAME, "
                           "-DNAME=VALUE; e.g. --add my.cu:k@block=32x8,tile=32x32,-DPAD=1."),
-        click.Option(["--seed"], type=int, default=None, help="Random seed for the inputs (default: fresh)."),
+        click.Option(["--seed"], type=click.IntRange(0, 2**64 - 1), default=None,
+                     help="Random seed for the inputs, 0 to 2^64-1 (default: fresh)."),
         click.Option(["--device"], type=click.IntRange(min=0), default=0, show_default=True, help="GPU index."),
     ]
     for opt in fam.OPTIONS:
@@ -53,8 +75,10 @@ def timing_options() -> list[click.Parameter]:
     """How the family command times and what it writes."""
     return [
         click.Option(["--hot"], is_flag=True, help="Do not flush L2 before each sample."),
-        click.Option(["--budget"], type=float, default=0.5, show_default=True, help="Seconds of sampling per variant."),
-        click.Option(["--min-samples"], type=int, default=10, show_default=True, help="Fewest timed samples."),
+        click.Option(["--budget"], type=POSITIVE_SECONDS, default=0.5, show_default=True,
+                     help="Seconds of sampling per variant (a positive number)."),
+        click.Option(["--min-samples"], type=click.IntRange(1, 100_000), default=10, show_default=True,
+                     help="Fewest timed samples."),
         click.Option(["--no-roofline"], is_flag=True, help="Skip the copy roofline measurement."),
         click.Option(["--exclusive"], is_flag=True,
                      help="Refuse to start while another process computes on the GPU (needs NVML)."),
@@ -77,25 +101,6 @@ def timing_options() -> list[click.Parameter]:
     ]
 
 
-def parse_defines(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """Parse repeated ``NAME=VALUE`` options; values go into a source prelude, never a command line.
-
-    Raises:
-        UsageError: an item is not NAME=VALUE, or :func:`cudalab.build.validate_define` refuses it.
-    """
-    from cudalab.build import validate_define
-
-    out = []
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"--define {item!r} must be NAME=VALUE (example: -D UNROLL=8)")
-        for part in value.split(","):  # -D NAME=1,2,4 is a sweep: each value is checked
-            validate_define(name, part.strip())
-        out.append((name, value))
-    return tuple(out)
-
-
 def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[RunRequest]:
     """The runs a command line asks for: the cross product of every comma list (a sweep), else one.
 
@@ -115,5 +120,5 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
         lock_clocks=kw.get("lock_clocks"))
     options = {o.name: kw.get(o.name.replace("-", "_")) for o in fam.OPTIONS}
     ax = sweep.axes(spec, fam, n=kw.get("n"), shape=kw.get("shape"), dtype=kw.get("dtype"), block=kw.get("block"),
-                    options=options, defines=parse_defines(kw.get("defines") or ()))
+                    options=options, defines=parse_defines(kw.get("defines") or (), spec))
     return sweep.requests(spec, base, ax)

@@ -1,0 +1,86 @@
+"""``-D NAME=VALUE`` overrides: parsed, and refused before any GPU work when they could not run (pure).
+
+A value reaches the compiler as a ``#define`` prelude (:mod:`cudalab.build`), never a command line, so
+:func:`cudalab.build.validate_define` only lets plain C tokens through. Two more rules need the family:
+
+* a macro the family derives from the launch (``ROWS = "block_y"``, ``TILE = "block_x"``) is a tile
+  size or a loop stride: the tiled transposes loop ``for (j = 0; j < TILE; j += ROWS)``, so ``ROWS=0``
+  never ends on the GPU. Such an override must be an integer of at least 1;
+* a macro whose family value is a non-negative integer (``UNROLL = "4"``, ``IPAD = "1"``) is a count
+  or a padding: it may be 0 but not negative.
+
+Values are evaluated with :func:`cudalab.expr.evaluate` (safe: division by zero is one line, never a
+traceback). Values naming launch quantities (``block_y / 2``) are left to the planner, which
+evaluates them per launch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from cudalab.errors import CatalogError, UsageError
+from cudalab.expr import evaluate
+from cudalab.specs import FamilySpec
+
+#: The launch quantities a family.toml expression may name (:func:`cudalab.plan.names_for`).
+_LAUNCH = re.compile(r"\b(block_[xyz]|threads|tile_[xyz]|warps)\b")
+# C integer suffixes (8u, 16UL) mean nothing to the evaluator: the value is the same.
+_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
+
+
+def _rules(spec: FamilySpec | None) -> dict[str, tuple[int, str]]:
+    """Macro -> (the least value it may take, why), from every variant of the family."""
+    rules: dict[str, tuple[int, str]] = {}
+    for v in spec.variants if spec else ():
+        for name, expr in v.defines:
+            if _LAUNCH.search(expr):
+                rules[name] = (1, f"{v.name}'s {name} is {expr}, a tile size or loop stride")
+            elif expr.strip().isdigit() and name not in rules:
+                rules[name] = (0, f"{v.name}'s {name} is a count or padding ({expr} by default)")
+    return rules
+
+
+def _value(name: str, text: str) -> int | None:
+    """The integer a plain value stands for, None when it names something (``float``, ``block_y``).
+
+    Raises:
+        UsageError: it divides by zero, overflows or has a huge exponent.
+    """
+    try:
+        return evaluate(_SUFFIX.sub(r"\1", text), {})
+    except CatalogError as exc:
+        msg = str(exc)
+        if "division by zero" in msg or "exponent" in msg or "64 bits" in msg:
+            raise UsageError(f"-D {name}={text}: {msg.split(': ', 1)[-1]}") from None
+        return None  # a name or a C token the evaluator does not know: the compiler judges it
+
+
+def parse_defines(items: Iterable[str], spec: FamilySpec | None = None) -> tuple[tuple[str, str], ...]:
+    """Parse repeated ``NAME=VALUE`` options (``NAME=1,2,4``: a sweep, each value checked).
+
+    Args:
+        items: the option values as typed.
+        spec: the family, for its macros' rules (None: only the token rules).
+
+    Raises:
+        UsageError: one line: not NAME=VALUE, a value :func:`cudalab.build.validate_define` refuses,
+            division by zero, or a value below what the family's macro may take (with the rule).
+    """
+    from cudalab.build import validate_define  # noqa: PLC0415  (build is heavier; only parsing needs it)
+
+    rules = _rules(spec)
+    out = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--define {item!r} must be NAME=VALUE (example: -D UNROLL=8)")
+        for part in value.split(","):
+            part = part.strip()
+            validate_define(name, part)
+            n = _value(name, part)
+            if n is not None and name in rules and n < rules[name][0]:
+                least, why = rules[name]
+                raise UsageError(f"-D {name}={part}: {why}; it must be at least {least}")
+        out.append((name, value))
+    return tuple(out)
