@@ -13,6 +13,7 @@ import pytest
 
 from cudalab import build, catalog, ncu
 from cudalab import launch as L
+from cudalab.errors import SizeError
 from cudalab.families import load
 from cudalab.families import hgemm as hg
 from cudalab.families import matmul_sketch as sketch
@@ -21,7 +22,7 @@ from cudalab.runner import RunRequest, plan_launch, precheck
 LIMITS = L.DeviceLimits()
 NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
 needs_nvcc = pytest.mark.skipif(not NVCC, reason="nvcc not installed")
-KERNELS = ("wmma", "mma")
+KERNELS = ("wmma", "mma", "wgmma")
 
 
 def setup_problem(n=None, shape=None, dtype=None):
@@ -37,7 +38,7 @@ def plan(variant: str, n=None, shape=None, dtype=None):
 
 def test_the_ladder_is_listed_with_descriptions():
     spec = catalog.family("hgemm")
-    assert spec.names() == ["host", "wmma", "mma", "cublas"]
+    assert spec.names() == ["host", "wmma", "mma", "wgmma", "cublas"]
     assert spec.dtypes == ("bfloat16", "float16") and spec.default_dtype == "bfloat16"
     assert spec.metric == "flops"
     for v in spec.variants:
@@ -62,16 +63,26 @@ def test_work_counts_16_bit_inputs_and_fp32_output():
 
 
 @pytest.mark.parametrize("size,grids", [
-    ({"n": "4096"}, {"wmma": (32, 32, 1), "mma": (16, 32, 1)}),
+    ({"n": "4096"}, {"wmma": (32, 32, 1), "mma": (16, 32, 1), "wgmma": (16, 32, 1)}),
     ({"n": "257"}, {"wmma": (3, 3, 1), "mma": (2, 3, 1)}),
     ({"shape": "1x1x1"}, {"wmma": (1, 1, 1), "mma": (1, 1, 1)}),
     ({"shape": "129x7x131"}, {"wmma": (2, 2, 1), "mma": (1, 2, 1)}),
+    ({"shape": "136x72x200"}, {"wmma": (2, 2, 1), "mma": (1, 2, 1), "wgmma": (1, 2, 1)}),
 ])
 def test_every_size_plans_tiles_covering_c(size, grids):
     for variant, grid in grids.items():
         lau = plan(variant, **size)
-        assert lau.grid == grid and lau.block == (256, 1, 1)
+        assert lau.grid == grid and lau.block == ((384 if variant == "wgmma" else 256), 1, 1)
     assert plan("mma", n="256").shared == 4 * (128 * 32 + 32 * 256) * 2   # 96 KiB: opts in above 48 KiB
+    # 4 stages of 48 KiB, 1 KiB to align them to the 128-byte swizzle's 1024-byte atoms, 8 mbarriers
+    assert plan("wgmma", n="256").shared == 4 * 48 * 1024 + 1024 + 64
+
+
+@pytest.mark.parametrize("size", [{"n": "257"}, {"shape": "64x7x64"}, {"shape": "64x64x100"}])
+def test_wgmma_refuses_rows_tma_cannot_stride_naming_the_rule(size):
+    with pytest.raises(SizeError, match="K and N must be multiples of 8"):
+        plan("wgmma", **size)
+    plan("mma", **size)    # the rung below takes any size
 
 
 @pytest.mark.parametrize("dtype,flag", [("bfloat16", "1"), ("float16", "0")])
@@ -196,7 +207,9 @@ def test_tensor_metric_set():
 
 # --- nvcc ------------------------------------------------------------------------------------------
 
-SRC = catalog.family("hgemm").directory / "hgemm.cu"
+def source(variant: str) -> Path:
+    spec = catalog.family("hgemm")
+    return spec.directory / spec.variant(variant).source
 
 
 @needs_nvcc
@@ -205,17 +218,29 @@ SRC = catalog.family("hgemm").directory / "hgemm.cu"
 def test_kernels_compile_without_spills(arch, dtype):
     for variant in KERNELS:
         lau = plan(variant, n="4096", dtype=dtype)
-        res = build.build(SRC, dict(lau.defines), arch)
+        res = build.build(source(variant), dict(lau.defines), arch)
         kernel = catalog.family("hgemm").variant(variant).kernel
         r = res.kernel(kernel)
         assert r is not None and r.registers <= 255
         assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, (variant, r)
-        assert r.params == (8, 8, 8, 4, 4, 4)
+        tmaps = (8,) if variant == "wgmma" else ()
+        assert r.params == (8, 8, 8, 4, 4, 4) + tmaps
+
+
+@needs_nvcc
+def test_wgmma_is_real_only_in_the_sm90a_build():
+    lau = plan("wgmma", n="4096")
+    full = build.build(source("wgmma"), dict(lau.defines), "sm_90a").kernel("hgemm_wgmma")
+    stub = build.build(source("wgmma"), dict(lau.defines), "sm_90").kernel("hgemm_wgmma")
+    # 128 accumulators a consumer thread; the 384-thread block caps the kernel at 168 registers
+    assert 128 < full.registers <= 168 and full.barriers >= 1
+    assert stub.registers < 16      # __trap(): the plain sm_90 build has no wgmma
 
 
 @needs_nvcc
 def test_the_mutant_builds():
     for variant in KERNELS:
         lau = plan(variant, n="256")
-        res = build.build(SRC, {**dict(lau.defines), "HG_MUTATION": "1"}, "sm_90")
+        arch = "sm_90a" if variant == "wgmma" else "sm_90"
+        res = build.build(source(variant), {**dict(lau.defines), "HG_MUTATION": "1"}, arch)
         assert res.kernel(catalog.family("hgemm").variant(variant).kernel) is not None

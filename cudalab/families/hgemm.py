@@ -1,5 +1,6 @@
 """hgemm family: tensor-core C = A·B with bf16 or fp16 inputs and fp32 accumulation and output
-(row-major; A is M×K, B is K×N, C is M×N fp32), from wmma fragments to mma.sync pipelines.
+(row-major; A is M×K, B is K×N, C is M×N fp32), from wmma fragments through mma.sync pipelines to
+Hopper's TMA-fed warp-group MMA (wgmma, built for sm_90a by :func:`sm90a_kernel`).
 
 Inputs. A and B are drawn uniform in [-1, 1) in float32 and rounded to the run's dtype (``--dtype
 bfloat16`` or ``float16``, round to nearest even). NumPy has no bfloat16, so bf16 arrays are held as
@@ -19,6 +20,7 @@ columns, Freivalds projections) of the same rounded inputs.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +30,7 @@ import numpy as np
 from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
+from cudalab.errors import GpuError, SizeError, UsageError
 from cudalab.families import Case, Check, Launch, Problem, Work
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
@@ -80,8 +82,16 @@ def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Prob
 
 
 def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """C's columns along x, its rows along y (every kernel handles partial tiles)."""
-    m, _, n = problem.dims
+    """C's columns along x, its rows along y (every kernel handles partial tiles).
+
+    Raises:
+        SizeError: for the TMA kernels (``params.tma``), when K or N is not a multiple of 8: a tensor
+            map's row stride must be a multiple of 16 bytes.
+    """
+    m, k, n = problem.dims
+    if variant.param("tma") and (k % 8 or n % 8):
+        raise SizeError(f"{variant.name} loads its tiles with TMA, whose row strides must be multiples of 16 bytes: "
+                        f"K and N must be multiples of 8 (got K={k}, N={n}); use mma, which takes any size")
     return (n, m, 1)
 
 
@@ -181,13 +191,108 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
         except Exception:
             d_c.free()
             raise
-    kern = kernels(variant.kernel)
+    arch = variant.param("arch")
+    kern = sm90a_kernel(ctx, variant, launch) if arch == "sm_90a" else kernels(variant.kernel)
     args: tuple[Any, ...] = (d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k))
+    close = d_c.free
+    if variant.param("tma"):
+        try:
+            maps = tensor_map_2d(int(d_a.ptr), m, k, TMA_BOX_K, TMA_BOX_M) + tensor_map_2d(int(d_b.ptr), k, n, TMA_BOX_N, TMA_BOX_K)
+            d_maps = ctx.device.to_device(np.frombuffer(maps, np.uint8))
+        except Exception:
+            d_c.free()
+            raise
+        args += (d_maps,)
+
+        def close() -> None:
+            d_c.free()
+            d_maps.free()
     return Case(
         run=lambda: kern.launch(launch.grid, launch.block, args, launch.shared),
-        result=d_c.download, poison=d_c.poison, close=d_c.free,
-        notes={"registers": kern.num_regs, **check_note(problem)},
+        result=d_c.download, poison=d_c.poison, close=close,
+        notes={"registers": kern.num_regs, **({"arch": arch} if arch else {}), **check_note(problem)},
     )
+
+
+# --- sm_90a and TMA (the wgmma rung) -----------------------------------------------------------------
+
+#: TMA boxes of the wgmma kernel (hgemm_wgmma.cu): A in 128 x 64 boxes (rows x K), B in 64 x 64
+#: (K rows x 64 columns); 64 16-bit elements = the 128-byte swizzle span.
+TMA_BOX_M, TMA_BOX_K, TMA_BOX_N = 128, 64, 64
+#: cuda.h enum values for cuTensorMapEncodeTiled.
+CU_TENSOR_MAP_DATA_TYPE_UINT16 = 1
+CU_TENSOR_MAP_SWIZZLE_128B = 3
+CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2
+
+
+def tensor_map_2d(ptr: int, rows: int, cols: int, box_cols: int, box_rows: int) -> bytes:
+    """The 128-byte CUtensorMap of a row-major rows x cols matrix of 16-bit elements at device
+    address ``ptr``, read in box_rows x box_cols boxes with the 128-byte swizzle; outside the matrix
+    TMA reads zeros. Encoded by the driver (``cuTensorMapEncodeTiled``, through ctypes: PyCUDA has no
+    binding); the bits are the same whether the elements are bf16 or fp16.
+
+    Raises:
+        GpuError: the driver library is missing or refuses the map (its CUresult).
+    """
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuTensorMapEncodeTiled
+    except (OSError, AttributeError) as exc:
+        raise GpuError(f"cuTensorMapEncodeTiled is not available from the driver: {exc}") from None
+    c_p = ctypes.c_void_p
+    fn.argtypes = [c_p, ctypes.c_int, ctypes.c_uint32, c_p, c_p, c_p, c_p, c_p, ctypes.c_int, ctypes.c_int,
+                   ctypes.c_int, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    buf = ctypes.create_string_buffer(256)              # the map must be 64-byte aligned
+    addr = ctypes.addressof(buf)
+    addr += (-addr) % 64
+    dims = (ctypes.c_uint64 * 2)(cols, rows)            # innermost first
+    strides = (ctypes.c_uint64 * 1)(cols * 2)           # bytes between rows
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+    elem = (ctypes.c_uint32 * 2)(1, 1)
+    rc = fn(c_p(addr), CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, c_p(ptr), dims, strides, box, elem, 0,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, 0)
+    if rc != 0:
+        raise GpuError(f"cuTensorMapEncodeTiled refused a {rows}x{cols} map with {box_rows}x{box_cols} boxes (CUresult {rc})")
+    return ctypes.string_at(addr, 128)
+
+
+class _Loaded:
+    """A module and its kernel, kept together for the run (no ``free``: the run's release drops it)."""
+
+    def __init__(self, module: Any, kernel: Any) -> None:
+        self.module, self.kernel = module, kernel
+
+
+def sm90a_kernel(ctx, variant: VariantSpec, launch: Launch):
+    """The variant's kernel built for sm_90a (wgmma, setmaxnreg), loaded once per run.
+
+    The runner builds for the GPU's own architecture (sm_90), whose code cannot hold wgmma; this
+    builds the same source with the same defines for sm_90a (:func:`cudalab.build.build`, same flags
+    and disk cache) and loads it on the run's device.
+
+    Raises:
+        UsageError: the GPU is not an sm_90 (Hopper) one (the row is skipped, saying so).
+        CompileError: nvcc's log, or the driver refused the cubin.
+    """
+    from cudalab import build, catalog, gpu  # noqa: PLC0415  (gpu stays out of CPU-only imports)
+    from cudalab.errors import CompileError  # noqa: PLC0415
+
+    dev = ctx.device
+    arch = str(getattr(dev.info, "arch", ""))
+    if arch != "sm_90":
+        raise UsageError(f"{variant.name} is sm_90a code (wgmma, TMA): it runs on Hopper GPUs only, not {arch or 'this GPU'}")
+    source = catalog.family("hgemm").directory / variant.source
+
+    def load() -> _Loaded:
+        b = build.build(source, dict(launch.defines), "sm_90a")
+        try:
+            mod = dev.drv.module_from_buffer(b.cubin)
+        except dev.drv.Error as exc:
+            raise CompileError(f"the driver could not load the sm_90a cubin of {source}: {exc}") from None
+        return _Loaded(mod, gpu.Kernel(dev, mod.get_function(variant.kernel), variant.kernel, b.kernel(variant.kernel)))
+
+    return ctx.shared(f"hgemm-sm90a:{source}:{launch.defines}", load).kernel
 
 
 def cublas_module(variant: VariantSpec):
@@ -240,7 +345,8 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
             int M,                    // rows of A and C
             int N,                    // columns of B and C
             int K)                    // columns of A, rows of B
-// grid: tiles of block x per_thread (or tile=) over C, (N, M): blockIdx.x walks its columns"""
+// grid: tiles of block x per_thread (or tile=) over C, (N, M): blockIdx.x walks its columns
+// (the built-in wgmma kernel takes one more pointer: the TMA tensor maps of A and B)"""
 
 
 class Hgemm(Family):
