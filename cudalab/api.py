@@ -37,6 +37,7 @@ def run(family: str, variants: str | Sequence[str] | None = None, *, n: Any = No
         dtype: str | Sequence[str] | None = None, block: Any = None, grid: str | None = None,
         add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
         budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True, device: int = 0,
+        devices: Sequence[int] | str | None = None, timeout: float | None = None,
         progress: bool = False, show: bool = False, **options: Any) -> RunRecord:
     """Run variants of one family on the GPU and return the record.
 
@@ -53,6 +54,8 @@ def run(family: str, variants: str | Sequence[str] | None = None, *, n: Any = No
         seed: random seed of the inputs.
         budget, min_samples, hot, roofline: the timing protocol, as on the command line.
         device: GPU index.
+        devices: spread the points over these GPUs (``"all"`` or a list), one worker each.
+        timeout: seconds a kernel may run before its worker is killed and its row is ``timeout``.
         progress: show progress on stderr (a bar on a terminal, lines otherwise).
         show: print the tables as the command line does.
         **options: the family's own options (``tile=16``, ``alpha=1.5``; lists sweep).
@@ -76,8 +79,12 @@ def run(family: str, variants: str | Sequence[str] | None = None, *, n: Any = No
                              for k, v in (defines or {}).items()])
     reqs = sweep.requests(spec, base, ax)
     counts = sweep.precheck_points(reqs)
-    runs, incomplete, info = sweep.execute(reqs, P.for_stderr(quiet=not progress), sum(counts))
-    rec = sweep.record(spec, runs, incomplete, info, ["cudalab.run", family], None)
+    gpus = "all" if devices == "all" else [device] if devices is None else [int(d) for d in devices]
+    ex = sweep.execute(reqs, P.for_stderr(quiet=not progress), sum(counts), devices=gpus, timeout=timeout)
+    refused = ex.refusal()
+    if refused is not None:
+        raise refused
+    rec = sweep.record(spec, ex.runs, ex.incomplete, ex.info, ["cudalab.run", family], None)
     if show:
         con = report.console()
         for p in rec.points:

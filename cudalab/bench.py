@@ -15,6 +15,8 @@ from typing import Callable
 
 import numpy as np
 
+from cudalab import heartbeat
+
 #: Two-sided 95% normal quantile, for the order-statistic confidence interval of the median.
 Z95 = 1.959964
 
@@ -167,6 +169,7 @@ def measure_until(
     start = clock()
     while True:
         samples.append(sample())
+        heartbeat.beat()
         if len(samples) < min(protocol.min_samples, protocol.max_samples):
             continue  # the clock is read only once a stop is possible
         why = stop_reason(samples, protocol, clock() - start)

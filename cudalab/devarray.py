@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cudalab import heartbeat
 from cudalab.errors import OutOfMemoryError
 
 if TYPE_CHECKING:  # for annotations only
@@ -91,6 +92,7 @@ class DeviceArray:
             n = (r1 - r0) * row_elems
             out = staging[base: base + n * self.dtype.itemsize].view(self.dtype).reshape((r1 - r0,) + self.shape[1:])
             self.download_rows(r0, r1, out)
+            heartbeat.beat()  # a long check downloads for seconds: the worker is alive
             return out
 
         return RowChunks(shape=self.shape, dtype=self.dtype, rows_per_chunk=per, read=read, whole=self.download)

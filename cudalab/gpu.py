@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cudalab import build
+from cudalab import build, heartbeat
 from cudalab.errors import CompileError, GpuError, GpuUnavailableError
 from cudalab.devarray import DeviceArray
 from cudalab.launch import DeviceLimits, Dim3, fmt_dims
@@ -76,6 +76,16 @@ class DeviceInfo:
             "bus_width_bits": self.bus_width_bits, "driver_version": self.driver_version,
             "cuda_version": self.cuda_version, "driver_release": self.driver_release,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DeviceInfo":
+        """Read :meth:`to_dict`'s output (a worker's facts, in the parent)."""
+        cc = tuple(int(x) for x in str(d.get("compute_capability", "0.0")).split("."))
+        return cls(index=int(d["index"]), name=str(d["name"]), compute_capability=(cc[0], cc[-1]),
+                   sm_count=int(d["sm_count"]), total_memory=int(d["total_memory"]), l2_bytes=int(d["l2_bytes"]),
+                   sm_clock_mhz=int(d["sm_clock_mhz"]), mem_clock_mhz=int(d["mem_clock_mhz"]),
+                   bus_width_bits=int(d["bus_width_bits"]), driver_version=str(d["driver_version"]),
+                   cuda_version=str(d["cuda_version"]), driver_release=str(d.get("driver_release", "")))
 
 
 def _driver():
@@ -233,6 +243,10 @@ class Device:
             pass
         self._ctx = None
 
+    def device_count(self) -> int:
+        """How many GPUs this process sees (``--devices all`` asks the first worker)."""
+        return int(self.drv.Device.count())
+
     # --- memory -------------------------------------------------------------------------
     def mem_info(self) -> tuple[int, int]:
         """(free, total) device memory in bytes."""
@@ -290,6 +304,7 @@ class Device:
             self._ctx.synchronize()
         except self.drv.Error as exc:
             raise GpuError(f"the GPU reported an error: {exc}") from None
+        heartbeat.beat()
 
     # --- compile and time ---------------------------------------------------------------------
     def compile(self, source: Path, defines: dict[str, str], kernels: Sequence[str]) -> dict[str, Kernel]:
@@ -349,6 +364,7 @@ class Device:
             end.synchronize()
         except self.drv.Error as exc:
             raise GpuError(f"the GPU reported an error: {exc}") from None
+        heartbeat.beat()
         return EventTime(end.time_since(start), ahead)
 
 

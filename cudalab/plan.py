@@ -42,6 +42,7 @@ class RunRequest:
     add: tuple[user.UserKernel, ...] = ()  # --add kernels: rows after the selected variants
     exclusive: bool = False
     lock_clocks: int | None = None
+    done: tuple[str, ...] = ()  # variants an earlier worker finished (a point resumed after a fault)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (tuples become lists)."""
@@ -67,6 +68,7 @@ class RunRequest:
         d["defines"] = tuple((str(k), str(v)) for k, v in d.get("defines", ()))
         d["protocol"] = Protocol(**d.get("protocol", {}))
         d["add"] = tuple(user.UserKernel.from_dict(k) for k in d.get("add", ()))
+        d["done"] = tuple(str(x) for x in d.get("done", ()))
         return cls(**d)
 
 
@@ -191,6 +193,7 @@ def precheck(req: RunRequest, strict: bool = True) -> tuple[FamilySpec, Family, 
     # --variant none: only the --add kernels
     variants = [] if req.add and (req.variants or "").strip() == "none" else spec.select(req.variants)
     variants += user.variants(req.add, spec)
+    variants = [v for v in variants if v.name not in req.done]
     if req.profile:  # under ncu only cudalab's own kernels are of interest
         variants = [v for v in variants if v.kind == "kernel"]
     if req.block:

@@ -28,8 +28,9 @@ class Status(str, Enum):
 
     passed: verified (and, for a tool, the tool found nothing); incorrect: the result differs from
     the reference; findings: a tool (compute-sanitizer) reported errors; failed: an error while
-    compiling, launching or running a tool; skipped: a rule the variant cannot meet (reason given);
-    missing: a tool saw no launch of the variant.
+    compiling, launching or running a tool; timeout: its kernel did not finish within the run's limit
+    (the worker was killed); skipped: a rule the variant cannot meet (reason given); missing: a tool
+    saw no launch of the variant.
     """
 
     PASSED = "passed"
@@ -38,6 +39,7 @@ class Status(str, Enum):
     FAILED = "failed"
     SKIPPED = "skipped"
     MISSING = "missing"
+    TIMEOUT = "timeout"
 
     def __str__(self) -> str:
         return self.value
@@ -45,16 +47,21 @@ class Status(str, Enum):
     @property
     def bad(self) -> bool:
         """Whether this status fails a command (exit code 1)."""
-        return self in (Status.INCORRECT, Status.FINDINGS, Status.FAILED)
+        return self in (Status.INCORRECT, Status.FINDINGS, Status.FAILED, Status.TIMEOUT)
 
 
-PASSED, INCORRECT, FINDINGS, FAILED, SKIPPED, MISSING = (
-    Status.PASSED, Status.INCORRECT, Status.FINDINGS, Status.FAILED, Status.SKIPPED, Status.MISSING)
+PASSED, INCORRECT, FINDINGS, FAILED, SKIPPED, MISSING, TIMEOUT = (
+    Status.PASSED, Status.INCORRECT, Status.FINDINGS, Status.FAILED, Status.SKIPPED, Status.MISSING, Status.TIMEOUT)
 
 
 def _finite(x: Any) -> Any:
     """JSON has no inf/nan: write them as strings ("inf", "nan")."""
     return str(x) if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def _device(x: Any) -> int | None:
+    """A point's GPU index as saved (None when absent or not a whole number)."""
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
 def _float(x: Any) -> float | None:
@@ -150,6 +157,8 @@ class RunPoint:
         roofline: the copy roofline measured in the same run (bandwidth families).
         results: one row per variant, in run order.
         defines: ``-D`` overrides of this point.
+        device: the index of the GPU that ran the point (None in records older than ``--devices``).
+        roofline_note: why the point has no roofline although it wanted one ('' otherwise).
     """
 
     family: str
@@ -160,6 +169,8 @@ class RunPoint:
     roofline: Roofline | None = None
     results: tuple[Result, ...] = ()
     defines: tuple[tuple[str, str], ...] = ()
+    device: int | None = None
+    roofline_note: str = ""
 
     @property
     def label(self) -> str:
@@ -176,6 +187,7 @@ class RunPoint:
         return {"family": self.family, "metric": self.metric, "problem": self.problem, "block": self.block,
                 "defines": [list(d) for d in self.defines], "protocol": self.protocol,
                 "roofline": self.roofline.to_dict() if self.roofline else None,
+                "roofline_note": self.roofline_note, "device": self.device,
                 "results": [r.to_dict() for r in self.results]}
 
     @classmethod
@@ -187,6 +199,7 @@ class RunPoint:
             protocol=dict(d.get("protocol") or {}), roofline=Roofline.from_dict(d.get("roofline")),
             results=tuple(Result.from_dict(r) for r in _tables(d.get("results", ()), "results")),
             defines=tuple((str(k), str(v)) for k, v in d.get("defines") or ()),
+            device=_device(d.get("device")), roofline_note=str(d.get("roofline_note") or ""),
         )
 
 
@@ -284,10 +297,20 @@ class RunRecord:
         else:
             points = tuple(RunPoint.from_dict(p) for p in _tables(d.get("points", ()), "points"))
         command = d.get("command") or ()
+        if not isinstance(command, list) or not isinstance(d.get("device") or {}, dict):
+            raise UsageError("not a cudalab run record ('command' must be a list, 'device' an object)")
         return cls(cudalab=str(d.get("cudalab", "")), command=tuple(str(c) for c in command),
                    started=float(d.get("started") or 0.0), device=dict(d.get("device") or {}), points=points,
                    incomplete=bool(d.get("incomplete", False)), machine=dict(d.get("machine") or {}),
                    schema_version=version)
+
+
+def _tables(value: Any, key: str) -> list[dict[str, Any]]:
+    """``value`` as a list of JSON objects, or one line saying what ``key`` should have held."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(x, dict) for x in value):
+        raise UsageError(f"not a cudalab run record ('{key}' must be a list of objects, "
+                         f"got {type(value).__name__})")
+    return list(value)
 
 
 def _metric_of(family: str) -> str:
@@ -297,22 +320,12 @@ def _metric_of(family: str) -> str:
     try:
         return catalog.family(family).metric
     except Exception:  # a family this cudalab no longer has: rates are still read from the rows
-        if not isinstance(command, list) or not isinstance(d.get("device") or {}, dict):
-            raise UsageError("not a cudalab run record ('command' must be a list, 'device' an object)")
         return ""
 
 
 def save_record(path: str | os.PathLike, record: RunRecord) -> None:
     """Write a record as JSON, atomically."""
     atomic_write(path, json.dumps(record.to_dict(), indent=1, default=str) + "\n")
-def _tables(value: Any, key: str) -> list[dict[str, Any]]:
-    """``value`` as a list of JSON objects, or one line saying what ``key`` should have held."""
-    if not isinstance(value, (list, tuple)) or not all(isinstance(x, dict) for x in value):
-        raise UsageError(f"not a cudalab run record ('{key}' must be a list of objects, "
-                         f"got {type(value).__name__})")
-    return list(value)
-
-
 
 
 def load_record(path: str | os.PathLike) -> RunRecord:

@@ -102,53 +102,103 @@ class FamilyRun:
         self.roofline: Roofline | None = None
         self.outputs: dict[str, np.ndarray] = {}
         self.inputs: dict[str, np.ndarray] = inputs or {}
+        self.reference: np.ndarray | None = None
+        self.roofline_note = ""  # why no roofline was measured, when one was wanted
+        self.gpu: int | None = None  # the GPU index that ran this point (set by the session)
+        self.refused: tuple[str, int] | None = None  # (why, exit code): the point could not run at all
 
     def run(self, ctx: Context | None = None) -> list[Result]:
-        """Run every selected variant; rows arrive through ``on_result`` as they finish."""
+        """Run every selected variant, then the roofline; rows arrive through ``on_result`` as they finish.
+
+        A roofline that cannot be measured (memory, a fault) leaves the rows as they are and says why in
+        :attr:`roofline_note`.
+        """
+        own = ctx is None
+        ctx = ctx or Context(self.device, self.rng)
+        try:
+            self.run_variants(ctx)
+            if self.wants_roofline():
+                self.roofline, self.roofline_note = self.measure_roofline(ctx)
+            elif self.req.roofline:
+                self.roofline = self.own_roofline()
+            if self.roofline is not None:
+                self.results = [with_roofline(r, self.roofline) for r in self.results]
+        finally:
+            if own:
+                ctx.release()
+        return self.results
+
+    def check_memory(self) -> None:
+        """Refuse a point whose memory plan does not fit the device's free memory now.
+
+        Raises:
+            OutOfMemoryError: the plan does not fit (the line names the largest ``--n`` that does).
+        """
         free, _ = self.device.mem_info()
         p = memplan.plan(self.family, self.problem, free, memplan.host_available())
         if not (p.device_fits and p.host_fits):
             opts = dict(self.problem.options)
             memplan.check(p, memplan.largest_n(self.family, self.problem.dtype, opts, free, p.host_free),
                           self.req.force)
-        inputs = self.inputs = self.inputs or self.family.make_inputs(self.problem, self.rng)
-        ref = self.family.reference(self.problem, inputs)
-        own = ctx is None
-        ctx = ctx or Context(self.device, self.rng)
-        try:
-            for v in self.variants:
-                row = self.run_variant(ctx, v, inputs, ref)
-                self.results.append(row)
-                self.on_result(row)
-            work = self.family.work(self.problem)
-            plain = self.req.roofline and not (self.req.block or self.req.grid or self.req.defines)
-            measured = self.family.own_roofline(self.problem, self.results) if plain else None
-            if measured is not None:  # the copy family's own rows are the roofline: not measured twice
-                self.roofline = measured
-                self.results = [self._with_roofline(r) for r in self.results]
-            elif self.req.roofline and not self.req.profile and self.spec.metric == "bandwidth" and work.bytes:
-                # the same run's bytes: the copy reads the family's own first input (no new random
-                # data; a matrix input of copy's shape is even the same device buffer)
-                source = next(iter(inputs.values()), None)
-                nbytes = self.family.roofline_bytes(self.problem)
-                copied = roofline_matrix(nbytes, source, self.rng)
-                ctx.release(keep=copied)  # the variants' buffers go first: the peak stays one variant's
-                self.roofline = measure_roofline(self.device, nbytes, self.req.protocol, copied, ctx)
-                self.results = [self._with_roofline(r) for r in self.results]
-        finally:
-            if own:
-                ctx.release()
+
+    def prepare(self) -> None:
+        """Draw the inputs (unless given) and compute the reference, once per point."""
+        if not self.inputs:
+            self.inputs = self.family.make_inputs(self.problem, self.rng)
+        if self.reference is None:
+            self.reference = self.family.reference(self.problem, self.inputs)
+
+    def run_variants(self, ctx: Context) -> list[Result]:
+        """Run every selected variant (no roofline); each row goes to ``on_result`` as it finishes."""
+        if not self.variants:
+            return self.results
+        self.check_memory()
+        self.on_stage("inputs", "preparing")
+        self.prepare()
+        for v in self.variants:
+            row = self.run_variant(ctx, v, self.inputs, self.reference)
+            self.results.append(row)
+            self.on_result(row)
         return self.results
+
+    def plain(self) -> bool:
+        """Whether the variants run as the family defines them (no --block, --grid or -D)."""
+        return not (self.req.block or self.req.grid or self.req.defines)
+
+    def own_roofline(self, results: list[Result] | None = None) -> Roofline | None:
+        """The roofline this point's own rows measured (the copy family's), or None."""
+        if not (self.req.roofline and self.plain()):
+            return None
+        return self.family.own_roofline(self.problem, self.results if results is None else results)
+
+    def wants_roofline(self, results: list[Result] | None = None) -> bool:
+        """Whether this point needs a copy roofline measured (bandwidth families, unless its own rows are one)."""
+        if not self.req.roofline or self.req.profile or self.spec.metric != "bandwidth":
+            return False
+        return bool(self.family.work(self.problem).bytes) and self.own_roofline(results) is None
+
+    def measure_roofline(self, ctx: Context) -> tuple[Roofline | None, str]:
+        """The copy roofline on this point's bytes, or (None, why not): it never costs a row."""
+        self.on_stage("roofline", "running")
+        try:
+            if not self.inputs:  # a fresh worker continuing the point: the same seed draws the same inputs
+                self.inputs = self.family.make_inputs(self.problem, self.rng)
+            # the same run's bytes: the copy reads the family's own first input (no new random
+            # data; a matrix input of copy's shape is even the same device buffer)
+            source = next(iter(self.inputs.values()), None)
+            nbytes = self.family.roofline_bytes(self.problem)
+            copied = roofline_matrix(nbytes, source, self.rng)
+            ctx.release(keep=copied)  # the variants' buffers go first: the peak stays one variant's
+            return measure_roofline(self.device, nbytes, self.req.protocol, copied, ctx), ""
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # memory, a fault, a missing copy kernel: the rows stand without it
+            return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
     def _named(self, name: str) -> bool:
         """Whether ``--variant`` names this variant (not merely 'all')."""
         wanted = self.req.variants or ""
         return name in [w.strip() for w in wanted.split(",")]
-
-    def _with_roofline(self, r: Result) -> Result:
-        if r.gbs is None or self.roofline is None:
-            return r
-        return replace(r, pct_roofline=100.0 * r.gbs / self.roofline.gbs)
 
     def run_variant(self, ctx: Context, v: VariantSpec, inputs: dict, ref: np.ndarray) -> Result:
         """Plan, compile, set up, verify and time one variant; every failure becomes its row."""
@@ -281,6 +331,13 @@ class FamilyRun:
         )
 
 
+def with_roofline(r: Result, roofline: Roofline | None) -> Result:
+    """The row with its rate as % of ``roofline`` (unchanged without a rate or a roofline)."""
+    if r.gbs is None or roofline is None:
+        return r
+    return replace(r, pct_roofline=100.0 * r.gbs / roofline.gbs)
+
+
 def _arch(device: Any) -> str:
     """The device's nvcc architecture (``sm_90``); sm_90 where a fake device has none."""
     return str(getattr(getattr(device, "info", None), "arch", "") or "sm_90")
@@ -317,8 +374,11 @@ def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.nd
     ready = source is not None and source.dtype == np.float32 and source.ndim == 2
     a = source if ready else roofline_matrix(nbytes, source, np.random.default_rng())
     rows, cols = a.shape
+    # force: the copy's peak (its source, already on the device, and one destination) is within the
+    # plan of the run it serves, whose variants' buffers were released first; checking it again against
+    # the free memory left beside the kept source refused the largest transpose the plan allowed.
     req = RunRequest(family="copy", variants=f"memcpy_dtod,{best.name}", shape=f"{rows}x{cols}",
-                     roofline=False, protocol=protocol)
+                     roofline=False, protocol=protocol, force=True)
     rows_ = {r.variant: r for r in FamilyRun(req, device, inputs={"a": a}).run(ctx)}
     dtod = rows_["memcpy_dtod"]
     kern = rows_[best.name]

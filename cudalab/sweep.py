@@ -2,30 +2,28 @@
 
 Shared by the family command (:mod:`cudalab.cli.options`) and the Python API (:mod:`cudalab.api`):
 :func:`requests` builds the points, :func:`precheck_points` refuses what can be refused without a GPU,
-:func:`run_requests` runs them on one device and :func:`record` makes the saved
+:func:`execute` runs them on GPU workers and :func:`record` makes the saved
 :class:`~cudalab.results.RunRecord` (one :class:`~cudalab.results.RunPoint` per point). No click, no rich.
 """
 
 from __future__ import annotations
 
 import itertools
-import signal
 import sys
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from cudalab import __version__, runner
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec
-from cudalab.errors import LaunchConfigError, UsageError
+from cudalab.errors import CudalabError, LaunchConfigError, UsageError
 from cudalab.families import Family
 from cudalab.progress import Observer
-from cudalab.results import Roofline, RunPoint, RunRecord
+from cudalab.results import RunPoint, RunRecord
 from cudalab.user import UserKernel
 
-__all__ = ["Axes", "axes", "split", "base_request", "requests", "precheck_points", "run_requests", "execute", "record",
+__all__ = ["Axes", "axes", "split", "base_request", "requests", "precheck_points", "Executed", "execute", "record",
            "point_of"]
 
 
@@ -151,93 +149,90 @@ def precheck_points(reqs: Sequence[runner.RunRequest]) -> list[int]:
     return counts
 
 
-def run_requests(reqs: Sequence[runner.RunRequest], device: Any, observer: Observer | None = None,
-                 total: int | None = None, telemetry: Any | None = None) -> tuple[list[runner.FamilyRun], bool]:
-    """Run every point on one device; Ctrl-C keeps the rows measured so far.
+@dataclass(frozen=True)
+class Executed:
+    """What :func:`execute` returns.
 
-    Args:
-        reqs: the points (checked by :func:`precheck_points`).
-        device: the open GPU.
-        observer: progress callbacks (:func:`cudalab.progress.for_stderr`); closed at the end.
-        total: rows in all (the sum of :func:`precheck_points`), for the bar's ETA.
-        telemetry: NVML sampling for every row (:class:`cudalab.telemetry.Telemetry`), or None.
-
-    Returns:
-        (runs, incomplete): one FamilyRun per point started; incomplete after an interrupt.
+    Attributes:
+        runs: one planned-and-run :class:`~cudalab.runner.FamilyRun` per point started (rows, roofline, GPU).
+        incomplete: interrupted (Ctrl-C, SIGTERM) or cut short: what finished is kept.
+        info: the GPU's facts (every GPU's under ``devices``), with the telemetry summary.
+        exit_code: 130 after Ctrl-C, 143 after SIGTERM, 0 otherwise.
     """
-    obs = observer or Observer()
-    runs: list[runner.FamilyRun] = []
-    roofs: dict[int, Roofline] = {}  # by bytes copied: points of one size (a block sweep) share one roofline
-    obs.start(total or 0, reqs[0].family if reqs else "")
-    try:
-        for i, req in enumerate(reqs):
-            run = runner.FamilyRun(req, device, on_result=obs.result, strict=False, on_stage=obs.stage,
-                                   telemetry=telemetry)
-            obs.point(i, len(reqs), _label(run))
-            runs.append(run)
-            nbytes = run.family.roofline_bytes(run.problem) if run.spec.metric == "bandwidth" else 0
-            shared = roofs.get(nbytes) if req.roofline and nbytes else None
-            if shared is not None:
-                run.req = replace(req, roofline=False)
-            run.run()
-            if shared is not None:
-                run.roofline = shared
-                run.results = [replace(r, pct_roofline=100.0 * r.gbs / shared.gbs) if r.gbs else r for r in run.results]
-            elif run.roofline is not None:
-                roofs[nbytes] = run.roofline
-    except KeyboardInterrupt:
-        return runs, True
-    finally:
-        obs.close()
-    return runs, False
+
+    runs: list[runner.FamilyRun]
+    incomplete: bool
+    info: dict[str, Any]
+    exit_code: int = 0
+
+    def refusal(self) -> CudalabError | None:
+        """The error to report when every point was refused before any GPU work (its memory plan did not
+        fit the GPU's free memory): one line and its exit code, as any bad input."""
+        if not self.runs or not all(r.refused for r in self.runs):
+            return None
+        why, code = self.runs[0].refused  # type: ignore[misc]
+        err = CudalabError(why)
+        err.exit_code = code
+        return err
 
 
 def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None, total: int = 0,
-            on_open: Callable[[dict[str, Any]], None] | None = None) -> tuple[list[runner.FamilyRun], bool, dict[str, Any]]:
-    """Open the GPU, run every point, close it; Ctrl-C or SIGTERM keeps the rows measured so far.
+            on_open: Callable[[dict[str, Any]], None] | None = None, session: Any | None = None,
+            on_change: Callable[[list[runner.FamilyRun]], None] | None = None, devices: Sequence[int] | str | None = None,
+            timeout: float | None = None) -> Executed:
+    """Run every point on GPU workers (:mod:`cudalab.session`); Ctrl-C or SIGTERM keeps what finished.
 
-    ``on_open`` gets the device's facts as soon as it is open (the CLI prints its header then).
-
-    Returns:
-        (runs, incomplete, device facts).
+    Args:
+        reqs: the points (checked by :func:`precheck_points`).
+        observer: progress callbacks.
+        total: rows in all, for the bar's ETA.
+        on_open: gets a GPU's facts as its worker opens it (the CLI prints its header then).
+        session: a started :class:`cudalab.session.Session` (the CLI starts it before planning); None
+            starts one here on ``devices`` (default: the request's GPU).
+        on_change: called with the runs after every row and roofline (the CLI saves its files then).
+        devices: GPU indices for a session started here, or ``"all"``.
+        timeout: the watchdog's limit in seconds (None: derived from the rows).
 
     Raises:
-        GpuUnavailableError: no pycuda, driver or GPU.
+        WorkerError: no worker could open its GPU.
+        TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
-    from cudalab import gpu  # noqa: PLC0415  (pycuda only when a run starts)
+    from cudalab.session import Session, interrupts  # noqa: PLC0415
 
-    tele = open_telemetry(reqs[0])  # before the context: who else is on the GPU; --exclusive, --lock-clocks
+    first = reqs[0]
+    # --exclusive and --lock-clocks are the parent's (NVML, no CUDA context): a killed worker must not
+    # leave the clock locked. Asked before any worker computes, so none of ours counts as another.
+    tele = open_telemetry(first) if (first.exclusive or first.lock_clocks is not None) else None
+    if tele is not None and session is not None:
+        session.kill()
+        session = None
+    if session is None:
+        gpus = None if devices == "all" else list(devices) if devices else [first.device]
+        session = Session(gpus, energy=first.protocol.energy_s > 0, timeout=timeout).start()
+    session.observer = observer or Observer()
+    session.on_ready = on_open or (lambda info: None)
+    session.on_change = (lambda: on_change(session.started())) if on_change else (lambda: None)
+    code = 0
+    locked = tele.telemetry.locked_mhz if tele is not None and tele.telemetry is not None else None
     try:
-        dev = gpu.Device(reqs[0].device)
-    except BaseException:
-        if tele.telemetry is not None:
-            tele.telemetry.close()  # restores a locked clock
-        raise
-    if tele.telemetry is not None:
-        tele.telemetry.after_open()
-    if on_open is not None:
-        on_open(dev.info.to_dict())
-    # A batch system's SIGTERM is handled like Ctrl-C: the rows measured so far are kept.
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
-    try:
-        runs, incomplete = run_requests(reqs, dev, observer, total, tele.telemetry)
-        if incomplete:
+        with interrupts() as caught:
+            runs, incomplete = session.run(reqs, total)
+        if caught.signum is not None:
+            code = 128 + caught.signum
             print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        info = dev.info.to_dict()
-        if tele.telemetry is not None:
-            info["telemetry"] = tele.telemetry.summary()
-            tele.telemetry.close()  # restores a locked clock
+        if code:
+            session.kill()
         else:
-            info["telemetry"] = {"note": tele.note}
-        try:
-            dev.close()
-        except Exception:  # after a sticky GPU error closing can fail too; the rows matter more
-            pass
-    return runs, incomplete, info
+            session.close()
+        if tele is not None and tele.telemetry is not None:
+            tele.telemetry.close()  # restores a locked clock
+    info = session.info()
+    if "telemetry" not in info:
+        info["telemetry"] = {"note": tele.note if tele is not None else "telemetry off: no worker reported it"}
+    if locked is not None:  # the lock is the parent's; the workers' summaries do not know of it
+        info["telemetry"] = dict(info["telemetry"], locked_sm_mhz=locked)
+    return Executed(runs, incomplete or bool(code), info, code)
 
 
 def open_telemetry(req: runner.RunRequest) -> Any:
@@ -256,23 +251,14 @@ def open_telemetry(req: runner.RunRequest) -> Any:
                                     energy=req.protocol.energy_s > 0)
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def _label(run: runner.FamilyRun) -> str:
-    req = run.req
-    text = f"{run.problem.label} {run.problem.dtype}" + (f" block={req.block}" if req.block else "")
-    return text + "".join(f" {k}={v}" for k, v in req.defines)
-
-
 def point_of(run: runner.FamilyRun, spec: FamilySpec) -> RunPoint:
     """A finished run as a record point (rates as % of the roofline, or of the library row for FLOPs)."""
     from cudalab.report import pct_column  # noqa: PLC0415  (pure, but lives with the tables)
 
     return RunPoint(family=spec.name, metric=spec.metric, problem=run.problem.to_dict(), block=run.req.block or "",
                     protocol=dict(run.req.protocol.__dict__), roofline=run.roofline,
-                    results=tuple(pct_column(run.results, spec.metric)), defines=run.req.defines)
+                    results=tuple(pct_column(run.results, spec.metric)), defines=run.req.defines,
+                    device=getattr(run, "gpu", None), roofline_note=getattr(run, "roofline_note", ""))
 
 
 def record(spec: FamilySpec, runs: Sequence[runner.FamilyRun], incomplete: bool, device: dict[str, Any],

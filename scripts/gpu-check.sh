@@ -2,7 +2,8 @@
 # One call on the GPU machine: install cudalab and pycuda (wheels in .wheelhouse), run the GPU tests
 # and the benchmarks, keep logs and JSON under $OUT, print a short table last.
 #
-#   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench (default: all)
+#   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest
+#                                          (default: info tests ncu sanitizer bench)
 #
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
 # after $STAGE_TIMEOUT seconds (default 480) so one hang cannot eat the whole lease. Extra pytest
@@ -23,10 +24,19 @@ for stage in $stages; do
     case $stage in
         info) nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
               python3 -m cudalab info ;;
-        tests) timeout "$limit" python3 -m pytest -m "gpu" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
-        ncu) timeout "$limit" python3 -m pytest -m "ncu" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
-        sanitizer) timeout "$limit" python3 -m pytest -m "sanitizer" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
-        bench) timeout "$limit" python3 scripts/benchmark.py --out "$OUT/bench" ${BENCH_ARGS:-} ;;
+        tests) timeout -s KILL "$limit" python3 -m pytest -m "gpu" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
+        ncu) timeout -s KILL "$limit" python3 -m pytest -m "ncu" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
+        sanitizer) timeout -s KILL "$limit" python3 -m pytest -m "sanitizer" -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} ;;
+        bench) timeout -s KILL "$limit" python3 scripts/benchmark.py --out "$OUT/bench" ${BENCH_ARGS:-} ;;
+        # the README's run: every hostile kernel beside the ladder's bankopt and a correct kernel
+        hostile) timeout -s KILL "$limit" env COLUMNS=200 python3 -m cudalab transpose --n 4096 --variant bankopt \
+                     $(for k in hostile_oob hostile_trap hostile_hang hostile_misaligned; do
+                           echo --add docs/examples/hostile.cu:$k@block=32x8; done) \
+                     --add docs/examples/hostile.cu:hostile_smem@block=32x8,shared=1048576 \
+                     --add docs/examples/my_transpose.cu:my_transpose@block=32x8,tile=32x32 --timeout 5 \
+                     --json "$OUT/hostile.json" ;;
+        # the memory plan's largest transpose: runs with its roofline, or is refused before GPU work
+        largest) timeout -s KILL "$limit" python3 scripts/largest_transpose.py --json "$OUT/largest.json" ;;
         *) echo "unknown stage $stage"; false ;;
     esac > "$OUT/$stage.log" 2>&1
     rc=$?

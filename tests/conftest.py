@@ -19,6 +19,9 @@ from typing import Any, Callable
 
 import pytest
 
+#: Fake GPU workers (fixtures ``fake_workers`` and ``inline_worker``) for the parent's tests.
+pytest_plugins = ["fake_workers"]
+
 
 def test_cache_dir(tmp_path_factory: Any) -> Path:
     """Where this session's nvcc builds go: fresh unless ``CUDALAB_TEST_CACHE`` asks to keep them."""

@@ -209,12 +209,17 @@ def test_larger_than_gpu_memory_says_needed_and_free(invoke, one_line_exit_2, mo
 
 
 @pytest.mark.gpu
-def test_larger_than_gpu_memory_on_a_real_gpu(invoke, one_line_exit_2, monkeypatch, inline_worker):
-    """On a GPU: the same refusal with the real device (its free memory made small; the worker in-process
-    so the patch reaches it)."""
-    monkeypatch.setattr(gpu.Device, "mem_info", lambda self: (2**20, 80 * 2**30))
-    res = invoke(["transpose", "--variant", "naive", "--n", "1024", "--no-roofline"])
-    one_line_exit_2(res, "MiB, 1.0 MiB of GPU memory free")
+def test_larger_than_gpu_memory_on_a_real_gpu(device, monkeypatch):
+    """On a GPU: the same refusal from the run core with the real device (its free memory made small),
+    before any allocation. (The command's path from a worker's refusal to one line is the test above;
+    the worker is another process, which a patch here would not reach.)"""
+    from cudalab import runner
+    from cudalab.errors import OutOfMemoryError
+
+    monkeypatch.setattr(type(device), "mem_info", lambda self: (2**20, 80 * 2**30))
+    run = runner.FamilyRun(runner.RunRequest(family="transpose", variants="naive", n="1024", roofline=False), device)
+    with pytest.raises(OutOfMemoryError, match="MiB, 1.0 MiB of GPU memory free"):
+        run.run()
 
 
 def test_debug_shows_the_traceback_instead(invoke):

@@ -160,43 +160,19 @@ def test_atomic_write_on_interrupt(tmp_path):
 # --- interrupted runs keep what was measured ------------------------------------------------------
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
-def test_interrupted_run_keeps_rows_marks_incomplete_and_frees_the_gpu(monkeypatch, tmp_path, signal_name):
-    import os
+def test_interrupted_run_keeps_rows_marks_incomplete_and_frees_the_gpu(fake_workers, tmp_path, signal_name):
     import signal as sig
 
-    from cudalab import gpu, runner
-    from cudalab.bench import summarize
-    from cudalab.gpu import DeviceInfo
-
-    closed = []
     before = sig.getsignal(sig.SIGTERM)
-
-    class Device:
-        def __init__(self, index=0):
-            self.info = DeviceInfo(0, "Fake GPU", (9, 0), 132, 80 * 2**30, 50 * 2**20, 1980, 2619, 5120, "13.0", "13.0")
-
-        def close(self):
-            closed.append(True)
-
-    def fake_run(self):
-        row = runner.Result("naive", "kernel", runner.PASSED, block="32x32", grid="2x2",
-                            stats=summarize([1.0, 1.0]), gbs=1.0, max_error=0.0)
-        self.results.append(row)
-        if signal_name == "SIGTERM":
-            os.kill(os.getpid(), sig.SIGTERM)  # what a batch system sends
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(gpu, "Device", Device)
-    monkeypatch.setattr(runner.FamilyRun, "run", fake_run)
+    use = fake_workers({"shared": signal_name.lower()})  # the signal comes while the second row runs
     out = tmp_path / "partial.json"
-    res = CliRunner().invoke(cli, ["transpose", "--n", "64", "--json", str(out)])
-    assert res.exit_code == 130, res.output
+    res = CliRunner().invoke(cli, ["transpose", "--n", "64", "--variant", "naive,shared", "--json", str(out)])
+    assert res.exit_code == (130 if signal_name == "SIGINT" else 143), res.output
     assert "INCOMPLETE" in res.output and "naive" in res.output
-    data = json.loads(out.read_text())
     data = json.loads(out.read_text())
     assert data["schema_version"] == 2
     assert data["incomplete"] is True and [r["variant"] for r in data["points"][0]["results"]] == ["naive"]
-    assert closed == [True]
+    assert use.started[0].proc.poll() is not None  # the worker (and its GPU context) is gone
     assert sig.getsignal(sig.SIGTERM) is before  # the previous handler is back
 
 

@@ -8,35 +8,19 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from cudalab import files, gpu, report
-from cudalab.cli import cli
+from cudalab import files, report
 from cudalab.errors import UsageError
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def assert_one_line_exit_2(res, fragment: str) -> None:
-    """Exit 2, no traceback, exactly one 'cudalab: ' line, and it holds the fragment."""
-    assert res.exit_code == 2, f"exit {res.exit_code}: {res.output!r} {res.exception!r}"
-    assert isinstance(res.exception, SystemExit), repr(res.exception)
-    assert "Traceback" not in res.output and "No such command" not in res.output, res.output
-    lines = [ln for ln in res.output.splitlines() if ln.startswith("cudalab: ")]
-    assert len(lines) == 1, res.output
-    assert fragment in lines[0], res.output
-
-
 @pytest.fixture
-def no_gpu(monkeypatch):
-    """Opening the GPU fails the test: what it guards must be refused before."""
-
-    def opened(*_a, **_k):
-        raise AssertionError("the GPU was opened before the bad input was refused")
-
-    monkeypatch.setattr(gpu, "Device", opened)
+def no_gpu(fake_workers, tmp_path, monkeypatch):
+    """Fake workers that log what they are asked: a test reads ``ops()`` to see whether any GPU work
+    was sent (a worker is started early by design; it must be given nothing to run)."""
+    log = tmp_path / "ops.log"
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(log))
+    fake_workers({})
+    return lambda: log.read_text().split() if log.exists() else []
 
 
 # --- output paths ---------------------------------------------------------------------------------------
@@ -53,34 +37,36 @@ def _bad_paths(tmp_path: Path) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("option", ["--json", "--csv"])
-def test_family_output_paths_are_refused_before_the_gpu(option, tmp_path, no_gpu):
+def test_family_output_paths_are_refused_before_the_gpu(invoke, one_line_exit_2, option, tmp_path, no_gpu):
     for path, fragment in _bad_paths(tmp_path):
-        assert_one_line_exit_2(invoke("transpose", "--variant", "naive", "--n", "64", option, path),
+        one_line_exit_2(invoke("transpose", "--variant", "naive", "--n", "64", option, path),
                                f"{option} ")
         assert fragment in invoke("transpose", option, path).output
+    assert "point" not in no_gpu()
 
 
-def test_a_good_output_path_gets_to_the_gpu(tmp_path, no_gpu):
+def test_a_good_output_path_gets_to_the_gpu(invoke, tmp_path, no_gpu):
     res = invoke("transpose", "--variant", "naive", "--n", "64", "--json", str(tmp_path / "new.json"),
                  "--csv", str(tmp_path / "new.csv"))
-    assert "the GPU was opened" in repr(res.exception)
+    assert res.exit_code == 0, res.output
+    assert "point" in no_gpu()
 
 
-def test_ncu_export_is_refused_before_profiling(tmp_path, monkeypatch):
+def test_ncu_export_is_refused_before_profiling(invoke, one_line_exit_2, tmp_path, monkeypatch):
     from cudalab import ncu
 
     monkeypatch.setattr(ncu, "profile", lambda *a, **k: pytest.fail("profiled before checking --export"))
     for path, fragment in _bad_paths(tmp_path):
-        assert_one_line_exit_2(invoke("ncu", "transpose", "--export", path), fragment)
+        one_line_exit_2(invoke("ncu", "transpose", "--export", path), fragment)
 
 
-def test_sanitize_outputs_are_refused_before_running(tmp_path, monkeypatch):
+def test_sanitize_outputs_are_refused_before_running(invoke, one_line_exit_2, tmp_path, monkeypatch):
     from cudalab import sanitize
 
     monkeypatch.setattr(sanitize, "sanitize", lambda *a, **k: pytest.fail("ran before checking the outputs"))
     for path, fragment in _bad_paths(tmp_path):
-        assert_one_line_exit_2(invoke("sanitize", "transpose", "--json", path), fragment)
-    assert_one_line_exit_2(invoke("sanitize", "transpose", "--log", "/no/such/dir/logs"),
+        one_line_exit_2(invoke("sanitize", "transpose", "--json", path), fragment)
+    one_line_exit_2(invoke("sanitize", "transpose", "--log", "/no/such/dir/logs"),
                            "--log /no/such/dir/logs: folder /no/such/dir does not exist")
 
 

@@ -455,3 +455,35 @@ def test_plan_runs_add_kernels_alone_beside_the_built_ins():
     assert [j.variant for j in jobs] == ["naive", "+my_transpose"]
     assert jobs[1].request.variants == "none" and [a.name for a in jobs[1].request.add] == ["+my_transpose"]
     assert not jobs[0].request.add
+
+
+def test_sanitize_devices_spread_the_runs_one_per_gpu_at_a_time(tree):
+    """--devices: each run goes to a GPU not busy with another, every GPU is used, rows keep the plan's order."""
+    import threading
+    import time
+
+    busy: set[int] = set()
+    seen: list[int] = []
+    overlap: list[int] = []
+    lock = threading.Lock()
+    base = fake_run({})
+
+    def run(argv, **kw):
+        req = RunRequest.from_dict(json.loads(Path(argv[-2]).read_text()))
+        with lock:
+            if req.device in busy:
+                overlap.append(req.device)
+            busy.add(req.device)
+            seen.append(req.device)
+        time.sleep(0.05)
+        res = base(argv, **kw)
+        with lock:
+            busy.discard(req.device)
+        return res
+
+    rows = S.sanitize(RunRequest(family="transpose", variants="naive,block"), ("memcheck", "racecheck"), run=run,
+                      sanitizer="cs", devices=[0, 1])
+    assert not overlap and set(seen) == {0, 1} and len(seen) == 8
+    assert [(r.variant, r.tool, r.size) for r in rows] == [
+        (j.variant, j.tool, j.size) for j in S.plan(RunRequest(family="transpose", variants="naive,block"),
+                                                   ("memcheck", "racecheck"))]

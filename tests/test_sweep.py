@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 import cudalab
 from cudalab import progress, runner, sweep
-from cudalab.bench import summarize
 from cudalab.catalog import family
 from cudalab.cli import cli
 from cudalab.errors import GpuUnavailableError, UsageError
@@ -78,35 +77,14 @@ def test_point_where_nothing_fits_is_kept_when_another_can_run():
 # --- the command with a fake device -----------------------------------------------------------------
 
 @pytest.fixture
-def fake_device(monkeypatch):
-    from cudalab import gpu
-    from cudalab.gpu import DeviceInfo
-
-    closed = []
-
-    class Device:
-        def __init__(self, index=0):
-            self.info = DeviceInfo(0, "Fake GPU", (9, 0), 132, 80 * 2**30, 50 * 2**20, 1980, 2619, 5120, "13.0", "13.0")
-
-        def close(self):
-            closed.append(True)
-
-    def fake_run(self):
-        for v in self.variants:
-            self.on_stage(v.name, "running")
-            try:
-                lau = runner.plan_launch(v, self.family, self.problem, self.req.block, self.req.grid)
-                row = runner.Result(v.name, v.kind, runner.PASSED, block="x".join(map(str, lau.block)),
-                                    stats=summarize([1.0, 1.0]), gbs=1.0, max_error=0.0)
-            except (UsageError, runner.LaunchConfigError) as exc:
-                row = runner.Result(v.name, v.kind, runner.SKIPPED, reason=str(exc))
-            self.results.append(row)
-            self.on_result(row)
-        return self.results
-
-    monkeypatch.setattr(gpu, "Device", Device)
-    monkeypatch.setattr(runner.FamilyRun, "run", fake_run)
-    return closed
+def fake_device(fake_workers, tmp_path, monkeypatch):
+    """Fake GPU workers (every row passes at 1 ms, or is skipped by its launch rules); returns ``ops()``:
+    the operations the workers were sent."""
+    log = tmp_path / "ops.log"
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(log))
+    use = fake_workers({})
+    use.ops = lambda: log.read_text().split() if log.exists() else []
+    return use
 
 
 def test_sweep_one_table_per_point_and_json_holds_every_point(fake_device, tmp_path):
@@ -120,7 +98,7 @@ def test_sweep_one_table_per_point_and_json_holds_every_point(fake_device, tmp_p
         (64, "32x8"), (64, "24x16"), (96, "32x8"), (96, "24x16")]
     skipped = data["points"][1]["results"][1]
     assert skipped["variant"] == "tiled-32x8" and skipped["status"] == "skipped" and "block_x % block_y" in skipped["reason"]
-    assert fake_device == [True]
+    assert len(fake_device.started) == 1 and fake_device.started[0].proc.poll() is not None  # one worker, ended
 
 
 def test_layout_long_is_one_table_with_a_point_column(fake_device):
@@ -152,22 +130,14 @@ def test_quiet_prints_no_progress(fake_device):
     assert res.exit_code == 0 and res.stderr == "" and "naive" in res.stdout
 
 
-def test_interrupt_in_a_sweep_keeps_earlier_points(fake_device, monkeypatch, tmp_path):
-    real = runner.FamilyRun.run
-    calls = []
-
-    def run(self):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self)
-
-    monkeypatch.setattr(runner.FamilyRun, "run", run)
+def test_interrupt_in_a_sweep_keeps_earlier_points(fake_device, tmp_path):
+    fake_device({"naive@96": "sigint"})  # Ctrl-C while the second point runs
     out = tmp_path / "i.json"
     res = CliRunner().invoke(cli, ["transpose", "--n", "64,96", "--variant", "naive", "--json", str(out)])
     assert res.exit_code == 130
     data = json.loads(out.read_text())
     assert data["incomplete"] and len(data["points"]) == 2 and data["points"][0]["results"]
+    assert not data["points"][1]["results"]
 
 
 # --- progress ---------------------------------------------------------------------------------------
@@ -217,13 +187,8 @@ def test_import_cudalab_is_light_and_run_is_lazy():
     assert proc.stdout.split() == ["False", "False", "cudalab.api"], proc.stderr
 
 
-def test_api_without_gpu_raises_the_one_line_gpu_error(monkeypatch):
-    from cudalab import gpu
-
-    def no_gpu(index=0):
-        raise GpuUnavailableError("pycuda is not installed or cannot load (test)")
-
-    monkeypatch.setattr(gpu, "Device", no_gpu)
+def test_api_without_gpu_raises_the_one_line_gpu_error(fake_workers):
+    fake_workers({"_open": "error"})
     with pytest.raises(GpuUnavailableError) as exc:
         cudalab.run("transpose", n=64)
     assert "\n" not in str(exc.value)
@@ -264,21 +229,7 @@ def test_to_pandas_with_pandas(fake_device):
     assert isinstance(df, pd.DataFrame) and list(df["size"]) == ["64x64", "128x128"]
 
 
-def test_points_of_one_size_share_one_roofline(fake_device, monkeypatch):
-    from cudalab.results import Roofline
-
-    measured = []
-
-    def run(self):
-        row = runner.Result("naive", "kernel", runner.PASSED, stats=summarize([1.0]), gbs=50.0)
-        self.results = [row]
-        if self.req.roofline:
-            measured.append(self.problem.dims)
-            self.roofline = Roofline(gbs=100.0, source="memcpy_dtod", dtod_gbs=100.0)
-            self.results = [self._with_roofline(r) for r in self.results]
-        return self.results
-
-    monkeypatch.setattr(runner.FamilyRun, "run", run)
+def test_points_of_one_size_share_one_roofline(fake_device):
     rec = cudalab.run("transpose", variants="naive", n=[64, 96], block=["32x8", "16x16"])
-    assert measured == [(64, 64), (96, 96)]
-    assert all(p.roofline and p.roofline.gbs == 100.0 and p.results[0].pct_roofline == 50.0 for p in rec.points)
+    assert fake_device.ops().count("roofline") == 2  # one per size, not per point
+    assert all(p.roofline and p.roofline.gbs == 200.0 and p.results[0].pct_roofline == 50.0 for p in rec.points)

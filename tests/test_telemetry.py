@@ -257,7 +257,7 @@ class FakeGpu:
 
 
 @pytest.fixture
-def fake_cli(monkeypatch):
+def fake_cli(monkeypatch, inline_worker):
     nvml = FakeNVML()
     FakeGpu.opened = []
     FakeGpu.on_open = None
@@ -267,8 +267,9 @@ def fake_cli(monkeypatch):
     return nvml
 
 
-def drive_one_copy_row(self):
-    """Stand-in for FamilyRun.run: one copy kernel row through the real ``_drive``."""
+def drive_one_copy_row(self, ctx=None):
+    """Stand-in for FamilyRun.run_variants in the (inline) worker: one copy kernel row through the real
+    ``_drive``, so the telemetry around it is the real one."""
     v = next(x for x in self.variants if x.kind == "kernel")
     ref = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
     data = np.empty_like(ref)
@@ -284,6 +285,7 @@ def drive_one_copy_row(self):
     case = Case(run=run, result=data.copy, poison=poison)
     row = self._drive(Result(v.name, v.kind, runner.FAILED), v, case, ref)
     self.results.append(row)
+    self.on_result(row)
     return self.results
 
 
@@ -304,8 +306,8 @@ def test_lock_clocks_refused_exits_2_without_gpu_work(fake_cli):
 
 
 def test_lock_clocks_is_restored_after_the_run(fake_cli, monkeypatch):
-    monkeypatch.setattr(runner.FamilyRun, "run", drive_one_copy_row)
-    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--lock-clocks", "1500", "--budget", "0.01"])
+    monkeypatch.setattr(runner.FamilyRun, "run_variants", drive_one_copy_row)
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--variant", "naive", "--no-roofline", "--lock-clocks", "1500", "--budget", "0.01"])
     assert res.exit_code == 0, res.output
     assert ("lock", 1500, 1500) in fake_cli.calls and fake_cli.calls[-1] == ("reset",)
     assert "SM clock locked at 1500 MHz" in res.output
@@ -314,13 +316,13 @@ def test_lock_clocks_is_restored_after_the_run(fake_cli, monkeypatch):
 def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, monkeypatch, tmp_path):
     FakeGpu.on_open = lambda: setattr(fake_cli, "pids", [os.getpid()])
 
-    def run_with_neighbour(self):
+    def run_with_neighbour(self, ctx=None):
         fake_cli.pids = [os.getpid(), 4242]  # someone else starts computing during our samples
         return drive_one_copy_row(self)
 
-    monkeypatch.setattr(runner.FamilyRun, "run", run_with_neighbour)
+    monkeypatch.setattr(runner.FamilyRun, "run_variants", run_with_neighbour)
     out = tmp_path / "run.json"
-    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--budget", "0.01", "--json", str(out)])
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--variant", "naive", "--no-roofline", "--budget", "0.01", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "WARNING: another process (pid 4242) was computing on this GPU" in res.output
     assert "SM clock 1980 MHz, memory clock 2619 MHz (measured" in res.output
@@ -331,9 +333,9 @@ def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, 
 
 
 def test_energy_measures_sustained_power_per_row_and_needs_nvml(fake_cli, monkeypatch, tmp_path):
-    monkeypatch.setattr(runner.FamilyRun, "run", drive_one_copy_row)
+    monkeypatch.setattr(runner.FamilyRun, "run_variants", drive_one_copy_row)
     out = tmp_path / "run.json"
-    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--budget", "0.01", "--energy",
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--variant", "naive", "--no-roofline", "--budget", "0.01", "--energy",
                                    "--json", str(out)])
     assert res.exit_code == 0, res.output
     extra = json.loads(out.read_text())["points"][0]["results"][0]["extra"]
@@ -342,7 +344,7 @@ def test_energy_measures_sustained_power_per_row_and_needs_nvml(fake_cli, monkey
     assert extra["gb_per_j"] > 0
     assert "W busy" in res.output and "--energy: W busy" in res.output
     plain = tmp_path / "plain.json"
-    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--no-roofline", "--budget", "0.01", "--json", str(plain)])
+    res = CliRunner().invoke(cli, ["copy", "--n", "64", "--variant", "naive", "--no-roofline", "--budget", "0.01", "--json", str(plain)])
     assert "sustained_w" not in json.loads(plain.read_text())["points"][0]["results"][0]["extra"]
     monkeypatch.setattr(telemetry, "import_nvml", lambda: (None, "nvidia-ml-py is not installed"))
     res = CliRunner().invoke(cli, ["copy", "--n", "64", "--energy"])

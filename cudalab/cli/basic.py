@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from cudalab import catalog, gpu
-from cudalab.bench import Protocol
+from cudalab import catalog
 from cudalab.cli.app import cli
 from cudalab.cli.options import parse_defines
 from cudalab.errors import CudalabError
@@ -57,27 +56,31 @@ def list_cmd(family: str | None) -> None:
 def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
     """Show every GPU (name, compute capability, SMs, memory, L2, clocks, versions, roofline), host
     memory, and per family the largest --n whose memory plan fits."""
-    from cudalab import memplan, report, runner
+    from cudalab import memplan, report
+    from cudalab.gpu import DeviceInfo
+    from cudalab.results import Roofline
+    from cudalab.session import Session
 
-    count = gpu.device_count()
-    if count == 0:
-        raise CudalabError("no CUDA GPU found")
-    indices = [device_index] if device_index is not None else list(range(count))
-    rows = []
-    frees = {}
-    for i in indices:
-        dev = gpu.Device(i)
-        d = dev.info
-        frees[i] = dev.mem_info()[0]
-        bw = ""
-        if not no_bandwidth:
-            nbytes = min(mib * 2**20, dev.mem_info()[0] // 4)
-            roof = runner.measure_roofline(dev, nbytes, Protocol())
-            bw = f"{roof.dtod_gbs:,.0f}" + (f" (copy kernel {roof.kernel_gbs:,.0f})" if roof.kernel_gbs else "")
-        rows.append((i, d.name, d.arch, d.sm_count, f"{d.total_memory / 2**30:.1f} GiB",
-                     f"{d.l2_bytes / 2**20:.0f} MiB", f"{d.sm_clock_mhz} / {d.mem_clock_mhz} MHz",
-                     f"{d.peak_bandwidth_gbs:,.0f}", bw, d.driver_release or "–", d.driver_version, d.cuda_version))
-        dev.close()
+    # Each GPU is asked by a worker process, as a run would: this process never holds a CUDA context.
+    session = Session([device_index if device_index is not None else 0])
+    try:
+        count = session.count()
+        indices = [device_index] if device_index is not None else list(range(count))
+        rows = []
+        frees = {}
+        for i in indices:
+            ans = session.ask(i, op="info", mib=mib, bandwidth=not no_bandwidth)
+            d = DeviceInfo.from_dict(ans["device"])
+            frees[i] = int(ans["free"])
+            roof = Roofline.from_dict(ans.get("roofline"))
+            bw = "" if no_bandwidth else ans.get("reason") or "–"
+            if roof is not None:
+                bw = f"{roof.dtod_gbs:,.0f}" + (f" (copy kernel {roof.kernel_gbs:,.0f})" if roof.kernel_gbs else "")
+            rows.append((i, d.name, d.arch, d.sm_count, f"{d.total_memory / 2**30:.1f} GiB",
+                         f"{d.l2_bytes / 2**20:.0f} MiB", f"{d.sm_clock_mhz} / {d.mem_clock_mhz} MHz",
+                         f"{d.peak_bandwidth_gbs:,.0f}", bw, d.driver_release or "–", d.driver_version, d.cuda_version))
+    finally:
+        session.close()
     report.console().print(report.simple_table(
         ["#", "GPU", "arch", "SMs", "memory", "L2", "SM / mem clock", "peak GB/s", "memcpy_dtod GB/s",
          "driver", "driver API", "CUDA (pycuda)"], rows))

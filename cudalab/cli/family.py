@@ -23,7 +23,7 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
     def callback(**kw: Any) -> None:
         run_family(spec, fam, kw)
 
-    params = problem_options(spec, fam) + timing_options() + [
+    params = problem_options(spec, fam) + timing_options() + worker_options() + [
         click.Option(["--ncu", "ncu_"], is_flag=True,
                      help="Add Nsight Compute columns (wavefronts/request, bank conflicts, ncu ms) after timing."),
     ]
@@ -34,26 +34,98 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
                          short_help=spec.description)
 
 
-def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
-    """Precheck on the CPU, open the GPU, run every point, render, save; exit 1 on a bad row."""
-    for opt in ("json", "csv", "plot"):  # refused now, not after minutes of measuring
-        if kw[f"{opt}_path"] is not None:
-            files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
-    if kw["plot_path"]:
-        from cudalab import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
+def worker_options() -> list[click.Option]:
+    """``--devices`` and ``--timeout``: where the GPU workers run and how long a kernel may take."""
+    return [
+        click.Option(["--devices"], default=None, metavar="LIST",
+                     help="Spread the sweep's points over these GPUs, one worker each: 0,1 or all (default: --device)."),
+        click.Option(["--timeout"], type=float, default=None, metavar="SECONDS",
+                     help="A kernel that has not finished after this long is killed and its row is 'timeout' "
+                          "(default: the larger of 10 s and 100x the slowest passed row)."),
+    ]
 
-        plot.check(kw["plot_path"])
-    requests = requests_from(spec, fam, kw)
-    counts = sweep.precheck_points(requests)  # what can be refused without a GPU, before opening one
+
+def start_session(kw: dict[str, Any]) -> Any:
+    """Start the GPU workers now, so they open their GPUs while this process plans the run.
+
+    ``--exclusive`` and ``--lock-clocks`` first ask NVML about the GPU (the run starts the workers
+    after that), so no worker starts here then.
+
+    Raises:
+        UsageError: a bad ``--devices`` or ``--timeout``.
+    """
+    from cudalab.session import Session, parse_devices  # noqa: PLC0415
+
+    timeout = kw.get("timeout")
+    if timeout is not None and not (timeout > 0 and timeout < float("inf")):
+        raise UsageError(f"--timeout must be a positive number of seconds (got {timeout})")
+    devices = parse_devices(kw.get("devices"), kw.get("device", 0))
+    session = Session(devices, timeout=timeout, energy=bool(kw.get("energy")))
+    if not (kw.get("exclusive") or kw.get("lock_clocks") is not None):
+        session.start()
+    return session
+
+
+class Saver:
+    """Writes ``--json`` and ``--csv`` as rows arrive (atomic replace each time): a run killed later
+    keeps what it measured."""
+
+    def __init__(self, spec: catalog.FamilySpec, kw: dict[str, Any], started: float, info: dict[str, Any]):
+        self.spec, self.kw, self.started, self.info = spec, kw, started, info
+
+    def save(self, runs: list[runner.FamilyRun], incomplete: bool = True, info: dict[str, Any] | None = None) -> None:
+        """Write both files for ``runs`` as they stand."""
+        if not (self.kw["json_path"] or self.kw["csv_path"]):
+            return
+        record = sweep.record(self.spec, runs, incomplete, info or self.info, sys.argv, self.started)
+        self.write(record)
+
+    def write(self, record: RunRecord) -> None:
+        """Write ``record`` to ``--json`` and its rows to ``--csv``."""
+        if self.kw["json_path"]:
+            save_record(self.kw["json_path"], record)
+        if self.kw["csv_path"]:
+            report.write_csv(self.kw["csv_path"], [r for p in record.points for r in p.results])
+
+
+def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
+    """Start the workers, precheck on the CPU meanwhile, run every point, render, save; exit 1 on a bad row."""
+    session = start_session(kw)
+    try:
+        for opt in ("json", "csv", "plot"):  # refused now, not after minutes of measuring
+            if kw[f"{opt}_path"] is not None:
+                files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
+        if kw["plot_path"]:
+            from cudalab import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
+
+            plot.check(kw["plot_path"])
+        requests = requests_from(spec, fam, kw)
+        counts = sweep.precheck_points(requests)  # what can be refused without a GPU, before using one
+    except BaseException:
+        session.kill()
+        raise
     started = time.time()
-    runs, incomplete, info = sweep.execute(requests, progress.for_stderr(kw.get("quiet", False)), sum(counts),
-                                           on_open=lambda device: print_header(device, requests[0]))
+    opened: dict[str, Any] = {}
+
+    def on_open(device: dict[str, Any]) -> None:
+        if not opened:
+            opened.update(device)
+        print_header(device, requests[0])
+
+    saver = Saver(spec, kw, started, opened)
+    ex = sweep.execute(requests, progress.for_stderr(kw.get("quiet", False)), sum(counts), on_open=on_open,
+                       session=session, on_change=saver.save)
+    runs, incomplete, info = ex.runs, ex.incomplete, ex.info
+    refused = ex.refusal()
+    if refused is not None and not incomplete:  # nothing ran: a bad size for this GPU is bad input
+        raise refused
     points = [sweep.point_of(run, spec) for run in runs]
     if kw["ncu_"] and not incomplete:
         from cudalab import ncu  # noqa: PLC0415
 
         points = [ncu.add_ncu(p, req) for p, req in zip(points, requests)]
     record = sweep.record(spec, runs, incomplete, info, sys.argv, started, points)
+    saver.write(record)  # the final record first: a broken terminal cannot cost it
     con = report.console()
     if kw.get("layout") == "long" and len(record.points) > 1:
         report.print_long(con, record, fam.EXTRA_COLUMNS)
@@ -63,17 +135,13 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
             if p.results and fam.SHOW:
                 show(con, fam, runs[record.points.index(p)])
     print_logs(record)
-    if kw["json_path"]:
-        save_record(kw["json_path"], record)
     if kw["plot_path"]:
         from cudalab import plot  # noqa: PLC0415
 
         plot.plot_record(record, kw["plot_path"])
     rows = [r for p in record.points for r in p.results]
-    if kw["csv_path"]:
-        report.write_csv(kw["csv_path"], rows)
     if incomplete:
-        sys.exit(130)
+        sys.exit(ex.exit_code or 130)
     if any(r.status.bad for r in rows):
         sys.exit(1)
     if rows and all(r.status == Status.SKIPPED for r in rows):

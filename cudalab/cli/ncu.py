@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -28,16 +29,23 @@ def ncu_options() -> list[click.Parameter]:
         click.Option(["--strict"], is_flag=True, help="Exit 1 when a measured wavefronts/request misses its expectation."),
         click.Option(["--timeout", "timeout_s"], type=click.FloatRange(min=0, min_open=True), default=600.0,
                      show_default=True, help="Seconds the profiled run may take."),
+        click.Option(["--devices"], default=None, metavar="N",
+                     help="The GPU to profile on (ncu profiles one point on one GPU; default: --device)."),
     ]
 
 
 def run_ncu(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Parse -> profile (or import) -> render; exit 1 on a bad row, a cut file or (--strict) a missed expectation."""
     from cudalab import files, ncu, report  # noqa: PLC0415
+    from cudalab.session import parse_devices  # noqa: PLC0415
 
     requests = requests_from(spec, fam, kw)
     if len(requests) > 1:
         raise UsageError("cudalab ncu takes one --block (run it once per block)")
+    devices = parse_devices(kw.get("devices"), kw.get("device", 0))
+    if devices is None or len(devices) != 1:
+        raise UsageError("cudalab ncu profiles one point on one GPU: give --devices N (or --device N)")
+    requests = [replace(requests[0], device=devices[0])]
     if kw["import_path"] and kw["export_path"]:
         raise UsageError("give --import or --export, not both")
     if kw["export_path"] is not None:  # refused now, not after the profile

@@ -27,6 +27,8 @@ def sanitize_options() -> list[click.Parameter]:
                      help="Reports the sanitizer prints per run."),
         click.Option(["--timeout", "timeout_s"], type=click.FloatRange(min=0, min_open=True), default=600.0,
                      show_default=True, help="Seconds one run may take."),
+        click.Option(["--devices"], default=None, metavar="LIST",
+                     help="Spread the runs over these GPUs, one run per GPU at a time: 0,1 or all (default: --device)."),
     ]
 
 
@@ -51,13 +53,16 @@ def run_sanitize(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     interrupted = False
     rows: list = []
     from cudalab import runner  # noqa: PLC0415
+    from cudalab.session import device_list  # noqa: PLC0415
 
     requests = requests_from(spec, fam, kw)
     for req in requests:  # every size is a valid problem (bad ones refused before any run)
         runner.make_problem(spec, fam, req)
+    devices = device_list(kw.get("devices"), kw.get("device", 0))
     try:
         for req in requests:
-            rows += S.sanitize(req, tools, kw["log_dir"], kw["print_limit"], kw["timeout_s"], on_row=progress)
+            rows += S.sanitize(req, tools, kw["log_dir"], kw["print_limit"], kw["timeout_s"], on_row=progress,
+                               devices=devices)
     except KeyboardInterrupt:  # subprocess.run has killed the child; keep the rows judged so far
         interrupted, rows = True, done
         err.print("interrupted: showing the runs finished so far", markup=False)

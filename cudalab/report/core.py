@@ -12,9 +12,9 @@ from rich.text import Text
 
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import console  # noqa: F401  (re-exported)
-from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
+from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, TIMEOUT, Result, Roofline
 
-_STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", SKIPPED: "yellow"}
+_STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", TIMEOUT: "red", SKIPPED: "yellow"}
 
 
 def _fmt(x: float | None, digits: int = 1) -> str:
@@ -118,6 +118,10 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     """
     title, line = _point_title(record, point)
     lines = header_lines(record.device, title, line, _protocol(point.protocol), point.roofline, point.results)
+    if point.roofline is None and point.roofline_note:  # the rows stand; the % column stays empty
+        lines.append(f"roofline unavailable: {point.roofline_note}")
+    if point.device is not None and record.device.get("devices"):
+        lines[0] += f"  [GPU {point.device}]"
     if not header:  # a live run printed the GPU and protocol as it started: what the run itself found
         keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING")
         if (record.device.get("telemetry") or {}).get("sm_mhz"):

@@ -15,8 +15,11 @@ text). A variant whose rules refuse a size is *skipped*, found by the same prech
 
 from __future__ import annotations
 
+import concurrent.futures
+import queue
 import re
 import subprocess
+import threading
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -231,8 +234,10 @@ def run_job(job: Job, sanitizer: str, print_limit: int = DEFAULT_PRINT_LIMIT, ti
 def sanitize(req: runner.RunRequest, tools: Iterable[str] = TOOLS, log_dir: str | Path | None = None,
              print_limit: int = DEFAULT_PRINT_LIMIT, timeout_s: float = DEFAULT_TIMEOUT_S,
              on_row: Callable[[Row], None] | None = None, run: Runner = subprocess.run,
-             sanitizer: str | None = None) -> list[Row]:
+             sanitizer: str | None = None, devices: Sequence[int] | None = None) -> list[Row]:
     """Run every selected kernel variant of ``req`` under each tool at each size; one row per job.
+
+    With several ``devices`` the jobs are spread over those GPUs, one job per GPU at a time.
 
     Raises:
         ToolMissingError: compute-sanitizer is not installed.
@@ -242,15 +247,32 @@ def sanitize(req: runner.RunRequest, tools: Iterable[str] = TOOLS, log_dir: str 
     """
     jobs = plan(req, tools)
     sanitizer = sanitizer or find_sanitizer()
-    rows: list[Row] = []
-    for job in jobs:
+    gpus = list(devices) if devices else [req.device]
+    free = queue.Queue()  # the GPUs not running a job now: each job runs alone on its GPU
+    for d in gpus:
+        free.put(d)
+    lock = threading.Lock()
+
+    def one(job: Job) -> Row:
         if job.skip:
             row = Row(job.variant, job.legacy, job.tool, job.size, SKIPPED, reason=job.skip)
         else:
-            row = run_job(job, sanitizer, print_limit, timeout_s, Path(log_dir) if log_dir else None, run)
-        rows.append(row)
+            d = free.get()
+            try:
+                job_on = replace(job, request=replace(job.request, device=d))
+                row = run_job(job_on, sanitizer, print_limit, timeout_s, Path(log_dir) if log_dir else None, run)
+            finally:
+                free.put(d)
         if on_row:
-            on_row(row)
+            with lock:
+                on_row(row)
+        return row
+
+    if len(gpus) == 1:
+        rows = [one(job) for job in jobs]
+    else:  # the jobs are separate processes: one per GPU at a time, rows kept in the plan's order
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(gpus)) as pool:
+            rows = list(pool.map(one, jobs))
     ran = [r for r in rows if r.status != SKIPPED]
     refused = [r for r in ran if r.status == FAILED and r.returncode is not None]
     if ran and len(refused) == len(ran) and len({r.reason for r in ran}) == 1:

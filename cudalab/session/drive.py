@@ -1,0 +1,460 @@
+"""Running points on GPU workers: one worker per GPU, a watchdog, a fresh worker after a fault.
+
+The parent process holds no CUDA context. It plans each point on the CPU (a
+:class:`~cudalab.runner.FamilyRun` with no device: the variants, the problem, the roofline rule), sends
+it to a worker (:mod:`cudalab.worker`) and gathers the rows as they arrive. When a worker dies (a
+sticky CUDA error, a crash), or the watchdog kills it (a kernel that does not finish within the
+run's limit), the variant it was running becomes one ``failed`` or ``timeout`` row, a fresh worker
+continues with the variants left, and the roofline follows as if nothing had happened. A roofline
+that cannot be measured leaves the rows standing and says why.
+
+With several GPUs (``--devices``) each has its worker and a thread that drives it; points go to
+whichever GPU is free next, each point timed alone on its GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+from cudalab import runner
+from cudalab.errors import CudalabError, GpuUnavailableError
+from cudalab.progress import Observer
+from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
+from cudalab.session import workers as W
+from cudalab.worker.protocol import unpack_array
+
+#: The watchdog's least limit (seconds) for one kernel launch to finish.
+MIN_TIMEOUT_S = 10.0
+#: ... and its multiple of the slowest row that passed so far.
+SLOWEST_FACTOR = 100.0
+#: How often the parent wakes while it waits for a worker (seconds): signals and the watchdog.
+TICK_S = 0.05
+#: Fresh workers one point may use before its remaining rows are given up.
+MAX_RESTARTS = 8
+
+
+class WorkerError(GpuUnavailableError):
+    """A worker could not open its GPU (no driver, no GPU, NVML missing for --energy): one line, exit 2."""
+
+
+class Slot:
+    """One GPU of the run: its worker (started on demand, replaced after a fault) and its facts."""
+
+    def __init__(self, device: int, spawn: W.Spawn, energy: bool):
+        self.device = device
+        self._spawn = spawn
+        self.energy = energy
+        self.worker: Any | None = None
+        self.info: dict[str, Any] | None = None
+        self.bye: dict[str, Any] | None = None
+        self.ready = False
+        self.announced = False  # its facts were passed to ``on_ready`` (at its first real work)
+        self.count = 1  # GPUs the worker's process sees (``--devices all``)
+
+    def start(self) -> None:
+        """Start a worker now (it opens its GPU while the parent plans)."""
+        if self.worker is None:
+            self.worker = self._spawn(self.device, self.energy)
+            self.ready = False
+
+    def start_now(self) -> "Slot":
+        """:meth:`start`, returning the slot."""
+        self.start()
+        return self
+
+    def drop(self) -> None:
+        """Kill the worker (it faulted, hung or died): the next point starts a fresh one."""
+        w, self.worker = self.worker, None
+        if w is not None:
+            w.kill()
+
+    def close(self) -> None:
+        """End the worker politely, keeping its telemetry summary."""
+        if self.worker is not None:
+            bye = self.worker.close()
+            self.bye = bye or self.bye
+            self.worker = None
+
+
+class Session:
+    """The GPU side of one run, as the parent sees it.
+
+    Args:
+        devices: GPU indices, one worker each; None: every GPU the first worker sees (``--devices all``).
+        observer: progress (points, stages, rows).
+        timeout: the watchdog's limit in seconds (None: the larger of :data:`MIN_TIMEOUT_S` and
+            :data:`SLOWEST_FACTOR` times the slowest passed row).
+        energy: ``--energy`` (workers need NVML).
+        on_change: called (under the session's lock) after every row and roofline: the CLI saves then.
+        on_ready: called with a GPU's facts as its first worker opens it.
+        spawn: starts a worker (tests pass fakes).
+    """
+
+    def __init__(self, devices: Sequence[int] | None = (0,), observer: Observer | None = None, timeout: float | None = None,
+                 energy: bool = False, on_change: Callable[[], None] | None = None,
+                 on_ready: Callable[[dict[str, Any]], None] | None = None, spawn: W.Spawn | None = None):
+        self._spawn, self._energy = spawn or W.spawn, energy
+        self.all_devices = devices is None
+        self.slots = [Slot(d, self._spawn, energy) for d in (devices or [0])]
+        self.observer = observer or Observer()
+        self.timeout = timeout
+        self.on_change = on_change or (lambda: None)
+        self.on_ready = on_ready or (lambda info: None)
+        self.lock = threading.RLock()
+        self.stopping = threading.Event()
+        self.fatal: CudalabError | None = None
+        self.runs: list[runner.FamilyRun] = []
+        self._slowest_ms = 0.0
+        self._queue: list[runner.FamilyRun] = []
+        self._roofs: dict[tuple[int, int], Roofline] = {}
+
+    # --- life ----------------------------------------------------------------------------------
+    def start(self) -> "Session":
+        """Start every worker (call early: they open their GPUs while the parent plans)."""
+        for s in self.slots:
+            s.start()
+        return self
+
+    def close(self) -> None:
+        """End every worker (politely: their telemetry comes back)."""
+        for s in self.slots:
+            s.close()
+
+    def kill(self) -> None:
+        """End every worker now (an interrupt: a hung kernel must not hold the run)."""
+        self.stopping.set()
+        for s in self.slots:
+            s.drop()
+
+    def limit_s(self) -> float:
+        """The watchdog's limit now."""
+        if self.timeout is not None:
+            return self.timeout
+        return max(MIN_TIMEOUT_S, SLOWEST_FACTOR * self._slowest_ms / 1e3)
+
+    def info(self) -> dict[str, Any]:
+        """The facts of the GPU(s) that ran (the first one's, with every GPU's under ``devices``)."""
+        infos = [s.info for s in self.slots if s.info]
+        out = dict(infos[0]) if infos else {}
+        if len(infos) > 1:
+            out["devices"] = infos
+        bye = next((s.bye for s in self.slots if s.bye), None)
+        if bye and bye.get("telemetry") is not None:
+            out["telemetry"] = bye["telemetry"]
+        return out
+
+    def ask(self, device: int, **op: Any) -> dict[str, Any]:
+        """One question to GPU ``device``'s worker (``info``), its answer (an event of the same name).
+
+        Raises:
+            WorkerError: the worker could not open the GPU, or died before answering.
+        """
+        slot = next((s for s in self.slots if s.device == device), None)
+        if slot is None:
+            slot = Slot(device, self._spawn, self._energy)
+            self.slots.append(slot)
+        try:
+            w = self._ready(slot)
+        except GpuUnavailableError as exc:
+            raise WorkerError(str(exc)) from None
+        w.send(**op)
+        while True:
+            ev = w.next(None)
+            if ev is not None and ev["ev"] == op["op"]:
+                return ev
+            if ev is not None and ev["ev"] in ("eof", "lost"):
+                how = w.exit_text()
+                slot.drop()
+                raise WorkerError(f"the GPU worker of GPU {device} died answering {op['op']} ({how})")
+
+    def count(self) -> int:
+        """How many GPUs the workers see (asks the first one).
+
+        Raises:
+            WorkerError: it could not open its GPU.
+        """
+        try:
+            self._ready(self.slots[0])
+        except GpuUnavailableError as exc:
+            raise WorkerError(str(exc)) from None
+        return self.slots[0].count
+
+    # --- running -------------------------------------------------------------------------------
+    def run(self, reqs: Sequence[runner.RunRequest], total: int = 0) -> tuple[list[runner.FamilyRun], bool]:
+        """Run every point; returns (the points' runs, incomplete). An interrupt (KeyboardInterrupt in
+        the calling thread) kills the workers and returns what finished, marked incomplete.
+
+        Raises:
+            WorkerError: no worker could open its GPU.
+        """
+        self.runs = [runner.FamilyRun(req, None, strict=False) for req in reqs]
+        for run in self.runs:  # a fixed seed: a fresh worker continuing a point draws the same inputs
+            if run.req.seed is None:
+                run.req = replace(run.req, seed=int(run.rng.integers(0, 2**31 - 1)))
+        self._queue = list(self.runs)
+        if self.all_devices:  # the first worker says how many GPUs there are
+            try:
+                self._ready(self.slots[0])
+            except GpuUnavailableError as exc:
+                raise WorkerError(str(exc)) from None
+            self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(1, self.slots[0].count)]
+            self.all_devices = False
+        self.observer.start(total, reqs[0].family if reqs else "")
+        threads = [threading.Thread(target=self._drive, args=(s,), daemon=True) for s in self.slots]
+        try:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(TICK_S)
+        except KeyboardInterrupt:
+            self.kill()
+            for t in threads:
+                t.join(1.0)
+            return self.runs[: self._started()], True
+        finally:
+            self.observer.close()
+        if self.fatal is not None and not any(s.info for s in self.slots):
+            raise self.fatal
+        return self.runs[: self._started()], bool(self.fatal)
+
+    def _started(self) -> int:
+        return len(self.runs) - len(self._queue)
+
+    def started(self) -> list[runner.FamilyRun]:
+        """The points handed to a worker so far, in order (what a saved record holds)."""
+        with self.lock:
+            return self.runs[: self._started()]
+
+    def _next(self) -> tuple[int, runner.FamilyRun] | None:
+        with self.lock:
+            if not self._queue or self.stopping.is_set():
+                return None
+            run = self._queue.pop(0)
+            i = self.runs.index(run)
+            self.observer.point(i, len(self.runs), _label(run))
+            return i, run
+
+    def _drive(self, slot: Slot) -> None:
+        try:
+            while not self.stopping.is_set():
+                nxt = self._next()
+                if nxt is None:
+                    break
+                self._point(slot, *nxt)
+        except WorkerError as exc:
+            with self.lock:
+                self.fatal = self.fatal or exc
+                if not any(s.info for s in self.slots):
+                    self.stopping.set()
+        finally:
+            if not self.stopping.is_set():
+                slot.close()
+
+    def _ready(self, slot: Slot) -> Any:
+        """The slot's worker, started and ready (its GPU open).
+
+        Raises:
+            WorkerError: it could not open its GPU, or died before saying so.
+        """
+        slot.start()
+        w = slot.worker
+        while not slot.ready:
+            ev = w.next(TICK_S)
+            if self.stopping.is_set():
+                raise WorkerError("stopped")
+            if ev is None:
+                continue
+            if ev["ev"] == "ready":
+                slot.ready = True
+                slot.count = int(ev.get("count") or 1)
+                with self.lock:
+                    if slot.info is None:
+                        slot.info = dict(ev.get("device") or {})
+            elif ev["ev"] == "error":
+                slot.drop()
+                raise WorkerError(str(ev.get("message") or "the GPU worker could not start"))
+            elif ev["ev"] == "eof":
+                words = w.last_words()
+                why = w.exit_text()
+                slot.drop()
+                raise GpuUnavailableError(f"the GPU worker ended before opening GPU {slot.device} ({why})"
+                                          + (f": {words}" if words else ""))
+        return w
+
+    def _point(self, slot: Slot, index: int, run: runner.FamilyRun) -> None:
+        run.gpu = slot.device
+        restarts = 0
+        names = [v.name for v in run.variants]
+        while True:
+            remaining = [n for n in names if n not in {r.variant for r in run.results}]
+            if not remaining and run.variants:
+                break
+            if restarts > MAX_RESTARTS:
+                self._give_up(run, remaining, "the GPU worker kept dying; the rows left were not run")
+                break
+            try:
+                w = self._ready(slot)
+            except GpuUnavailableError as exc:
+                raise WorkerError(str(exc)) from None
+            req = replace(run.req, device=slot.device, done=tuple(r.variant for r in run.results))
+            w.send(op="point", id=index, request=req.to_dict())
+            outcome = self._follow(slot, run, index)
+            if outcome in ("done", "refused", "stopped"):
+                if outcome == "stopped":
+                    return
+                break
+            restarts += 1
+        if self.stopping.is_set():
+            return
+        self._roofline(slot, run, index)
+
+    def _follow(self, slot: Slot, run: runner.FamilyRun, index: int) -> str:
+        """Gather one point's events until it is done, or its worker is gone; returns how it ended."""
+        w = slot.worker
+        current: dict[str, Any] | None = None
+        last = time.monotonic()
+        while True:
+            ev = w.next(TICK_S)
+            if self.stopping.is_set():
+                self._drain(run, w, ev)
+                return "stopped"
+            now = time.monotonic()
+            if ev is None:
+                if current and current.get("watch") and now - last > self.limit_s():
+                    self._lost(slot, run, current, TIMEOUT,
+                               f"no result within {self.limit_s():.0f} s: the kernel did not finish; its worker "
+                               f"was killed (--timeout SECONDS sets the limit)")
+                    return "timeout"
+                continue
+            last = now
+            kind = ev["ev"]
+            if kind == "stage":
+                current = ev
+                if not slot.announced:  # the header comes with the first work, not for a refused point
+                    slot.announced = True
+                    with self.lock:
+                        self.on_ready(dict(slot.info or {}))
+                self.observer.stage(str(ev.get("variant", "")), str(ev.get("stage", "")))
+            elif kind == "row":
+                self._row(run, Result.from_dict(ev["row"]), ev.get("output"))
+                current = None
+            elif kind == "done":
+                missing = [v.name for v in run.variants if v.name not in {r.variant for r in run.results}]
+                if missing:  # every variant ends as a row, whatever became of it
+                    self._give_up(run, missing, "the GPU worker returned no row for it")
+                if ev.get("inputs"):
+                    run.inputs = {k: unpack_array(v) for k, v in ev["inputs"].items()}
+                return "done"
+            elif kind == "refused":
+                run.refused = (str(ev.get("message", "")), int(ev.get("exit_code") or 2))
+                self._give_up(run, [v.name for v in run.variants if v.name not in {r.variant for r in run.results}],
+                              str(ev.get("message", "")), SKIPPED, quiet=True)
+                return "refused"
+            elif kind == "lost":
+                slot.drop()
+                return "lost"
+            elif kind == "eof":
+                how = w.exit_text() or "its pipe closed"
+                words = w.last_words()
+                self._lost(slot, run, current, FAILED, f"the GPU worker died ({how})" + (f": {words}" if words else ""))
+                return "died"
+
+    def _drain(self, run: runner.FamilyRun, w: Any, ev: dict[str, Any] | None) -> None:
+        """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row)."""
+        while ev is not None and ev["ev"] != "eof":
+            if ev["ev"] == "row":
+                self._row(run, Result.from_dict(ev["row"]), ev.get("output"))
+            ev = w.next(0)
+
+    def _lost(self, slot: Slot, run: runner.FamilyRun, current: dict[str, Any] | None, status: Any, why: str) -> None:
+        """The worker is gone mid-point: the variant it was on becomes a row with ``status``."""
+        slot.drop()
+        names = {v.name: v for v in run.variants}
+        done = {r.variant for r in run.results}
+        name = str(current.get("variant", "")) if current else ""
+        if name in names and name not in done:
+            v = names[name]
+            self._row(run, Result(variant=name, kind=v.kind, status=status, reason=why, legacy=v.legacy))
+        elif name in ("", "inputs"):  # died before any variant: the rows left cannot run either
+            self._give_up(run, [n for n in names if n not in done], why)
+
+    def _give_up(self, run: runner.FamilyRun, names: Sequence[str], why: str, status: Any = FAILED,
+                 quiet: bool = False) -> None:
+        """Rows for variants that will not run (``quiet``: kept from the progress, a refusal says it once)."""
+        by = {v.name: v for v in run.variants}
+        for n in names:
+            v = by[n]
+            self._row(run, Result(variant=n, kind=v.kind, status=status, reason=why, legacy=v.legacy), quiet=quiet)
+
+    def _row(self, run: runner.FamilyRun, row: Result, output: str | None = None, quiet: bool = False) -> None:
+        with self.lock:
+            run.results.append(row)
+            if output:
+                run.outputs[row.variant] = unpack_array(output)
+            if row.status == PASSED and row.median_ms:
+                self._slowest_ms = max(self._slowest_ms, row.median_ms)
+            if not quiet:
+                self.observer.result(row)
+            self.on_change()
+
+    def _roofline(self, slot: Slot, run: runner.FamilyRun, index: int) -> None:
+        """The point's roofline: its own rows (copy), one already measured on these bytes, or a new one."""
+        own = run.own_roofline()
+        if own is not None:
+            self._set_roofline(run, own, "")
+            return
+        if not run.wants_roofline() or not any(r.status == PASSED and r.gbs for r in run.results):
+            return
+        key = (slot.device, run.family.roofline_bytes(run.problem))
+        if key in self._roofs:
+            self._set_roofline(run, self._roofs[key], "")
+            return
+        try:
+            w = self._ready(slot)
+        except (WorkerError, GpuUnavailableError) as exc:
+            self._set_roofline(run, None, str(exc))
+            return
+        w.send(op="roofline", id=index, request=replace(run.req, device=slot.device).to_dict())
+        last = time.monotonic()
+        while not self.stopping.is_set():
+            ev = w.next(TICK_S)
+            now = time.monotonic()
+            if ev is None:
+                if now - last > self.limit_s():
+                    slot.drop()
+                    self._set_roofline(run, None, f"the roofline copy did not finish within {self.limit_s():.0f} s")
+                    return
+                continue
+            last = now
+            if ev["ev"] == "roofline":
+                roof = Roofline.from_dict(ev.get("roofline"))
+                if roof is not None:
+                    self._roofs[key] = roof
+                self._set_roofline(run, roof, str(ev.get("reason") or ""))
+                return
+            if ev["ev"] == "lost":
+                slot.drop()
+                return
+            if ev["ev"] == "eof":
+                how = w.exit_text() or "its pipe closed"
+                slot.drop()
+                self._set_roofline(run, None, f"the GPU worker died measuring it ({how})")
+                return
+
+    def _set_roofline(self, run: runner.FamilyRun, roof: Roofline | None, why: str) -> None:
+        with self.lock:
+            run.roofline = roof
+            run.roofline_note = "" if roof is not None else (why or "not measured")
+            if roof is not None:
+                run.results = [runner.with_roofline(r, roof) for r in run.results]
+            self.on_change()
+
+
+def _label(run: runner.FamilyRun) -> str:
+    req = run.req
+    text = f"{run.problem.label} {run.problem.dtype}" + (f" block={req.block}" if req.block else "")
+    return text + "".join(f" {k}={v}" for k, v in req.defines)

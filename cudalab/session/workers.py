@@ -1,0 +1,198 @@
+"""The parent's side of a worker: start it, send it operations, read its events, end it.
+
+A :class:`WorkerProcess` is a ``python -m cudalab.worker`` child in a process group of its own (the
+terminal's Ctrl-C reaches the parent, which decides), with its events read by a thread into a queue,
+so the parent can wait with a timeout (its watchdog) and stay responsive to signals. What the worker
+prints (a kernel's ``printf``, a library's warning) is passed on to stderr, and its last lines are
+kept to say why a worker died.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any, Callable, Sequence
+
+from cudalab.worker.protocol import MAX_LINE, decode, encode
+
+#: The event a worker's queue gets when its pipe closes (it exited or was killed).
+EOF_EVENT = {"ev": "eof"}
+#: Lines of a worker's output kept for the message when it dies.
+TAIL_LINES = 20
+#: Output a worker prints that is the machinery's, not the user's (pycuda's clean-up after a fault).
+NOISE = ("PyCUDA WARNING: a clean-up operation failed", "cuMemFree failed", "cuModuleUnload failed",
+         "cuCtxPop failed", "cuMemFreeHost failed")
+
+
+def worker_argv(device: int, fd: int, energy: bool = False) -> list[str]:
+    """``python -m cudalab.worker`` for GPU ``device``, its events on ``fd``."""
+    argv = [sys.executable, "-m", "cudalab.worker", "--device", str(device), "--fd", str(fd)]
+    return argv + (["--energy"] if energy else [])
+
+
+def worker_env() -> dict[str, str]:
+    """A worker's environment: this cudalab first on its path (also when not installed), unbuffered."""
+    from cudalab.child import child_env  # noqa: PLC0415
+
+    env = child_env()
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class WorkerProcess:
+    """One worker process: operations in, events out (:mod:`cudalab.worker.protocol`).
+
+    Args:
+        device: the GPU it serves.
+        argv: its command given the event pipe's file descriptor (default :func:`worker_argv`).
+        energy: ``--energy`` (the worker then needs NVML).
+        echo: where the worker's own output goes (default: stderr; None drops it).
+    """
+
+    def __init__(self, device: int, argv: Callable[[int], Sequence[str]] | None = None, energy: bool = False,
+                 echo: Any = "stderr"):
+        self.device = device
+        self.events: queue.Queue = queue.Queue()
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._echo = sys.stderr if echo == "stderr" else echo
+        r, w = os.pipe()
+        cmd = list(argv(w) if argv else worker_argv(device, w, energy))
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, pass_fds=(w,), env=worker_env(),
+                                         start_new_session=True)
+        finally:
+            os.close(w)
+        self.pid = self.proc.pid
+        self._events = os.fdopen(r, "rb")
+        self._threads = [threading.Thread(target=self._read_events, daemon=True),
+                         threading.Thread(target=self._read_output, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    # --- reading ---------------------------------------------------------------------------------
+    def _read_events(self) -> None:
+        try:
+            while True:
+                line = self._events.readline(MAX_LINE)
+                if not line:
+                    break
+                msg = decode(line)
+                if msg is not None:  # half a line from a worker that died writing it is no message
+                    self.events.put(msg)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.events.put(dict(EOF_EVENT))
+
+    def _read_output(self) -> None:
+        out = self.proc.stdout
+        if out is None:
+            return
+        for raw in iter(out.readline, b""):
+            text = raw.decode("utf-8", errors="replace").rstrip("\n")
+            if any(n in text for n in NOISE):
+                continue
+            self.tail.append(text)
+            if self._echo is not None:
+                try:
+                    print(text, file=self._echo, flush=True)
+                except (OSError, ValueError):
+                    pass
+
+    def next(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next event, or None when none came within ``timeout`` seconds."""
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    # --- writing and ending ------------------------------------------------------------------------
+    def send(self, **msg: Any) -> bool:
+        """Send one operation; False when the worker can no longer read (its end is an ``eof`` event)."""
+        stdin = self.proc.stdin
+        if stdin is None:
+            return False
+        try:
+            stdin.write(encode(msg))
+            stdin.flush()
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def kill(self) -> None:
+        """End the worker now (SIGKILL to its process group: a hung kernel cannot hold it)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    self.proc.kill()
+                except ProcessLookupError:
+                    pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # a process in the kernel's uninterruptible sleep: leave it
+            pass
+        self._close_pipes()
+
+    def close(self, wait_s: float = 5.0) -> dict[str, Any] | None:
+        """Ask the worker to finish and return its ``bye`` (telemetry), killing it if it does not answer."""
+        bye = None
+        if self.proc.poll() is None and self.send(op="exit"):
+            try:
+                stdin = self.proc.stdin
+                if stdin is not None:
+                    stdin.close()
+            except OSError:
+                pass
+            while True:
+                ev = self.next(wait_s)
+                if ev is None or ev["ev"] == "eof":
+                    break
+                if ev["ev"] == "bye":
+                    bye = ev
+        self.kill()
+        return bye
+
+    def _close_pipes(self) -> None:
+        for t in self._threads:
+            t.join(timeout=1)
+        for f in (self.proc.stdin, self.proc.stdout, self._events):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+    def exit_text(self) -> str:
+        """How the process ended (``exit code 1``, ``killed by SIGSEGV``), or '' while it runs."""
+        rc = self.proc.poll()
+        if rc is None:
+            return ""
+        if rc < 0:
+            try:
+                return f"killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exit code {rc}"
+
+    def last_words(self) -> str:
+        """The worker's last line of output that says something ('' when it said nothing)."""
+        for line in reversed(self.tail):
+            if line.strip():
+                return line.strip()
+        return ""
+
+
+Spawn = Callable[[int, bool], Any]
+
+
+def spawn(device: int, energy: bool = False) -> WorkerProcess:
+    """Start a worker for GPU ``device`` (tests replace this with fake workers)."""
+    return WorkerProcess(device, energy=energy)

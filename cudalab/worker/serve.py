@@ -1,0 +1,274 @@
+"""The GPU worker: the only process of a run that holds a CUDA context.
+
+``python -m cudalab.worker --device N --fd K`` opens GPU ``N`` (NVML telemetry first, then the
+context), says ``ready`` on file descriptor ``K`` and serves the operations its parent writes to its
+standard input (:mod:`cudalab.worker.protocol`). Every finished row is sent at once, so nothing a
+worker measured is lost when a later kernel kills it.
+
+A kernel that breaks the CUDA context (an illegal address, ``__trap()``, a misaligned access: any
+sticky error) ends its row as ``failed`` with the error named and the next step suggested; the
+worker then says ``lost`` and exits at once, without the clean-up that would fail call after call
+on a dead context. Its parent starts a fresh one for the rows that remain. A kernel that never
+finishes is the parent's to end: it kills the worker when no beat came for too long
+(:mod:`cudalab.heartbeat`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any, BinaryIO, Callable, TextIO
+
+from cudalab import heartbeat
+from cudalab.errors import CudalabError
+from cudalab.results import FAILED, PASSED, SKIPPED, Result
+from cudalab.worker.protocol import decode, encode, pack_array
+
+
+class ContextLost(Exception):
+    """The CUDA context of this worker is broken: no further GPU work can run in it."""
+
+
+class Channel:
+    """The worker's event pipe: whole lines, one writer at a time."""
+
+    def __init__(self, out: BinaryIO):
+        self.out = out
+        self.lock = threading.Lock()
+
+    def send(self, **msg: Any) -> None:
+        """Write one event."""
+        data = encode(msg)
+        with self.lock:
+            self.out.write(data)
+            self.out.flush()
+
+
+def open_gpu(index: int, energy: bool = False) -> tuple[Any, Any, str]:
+    """NVML for GPU ``index`` (before the context: who else computes there), then the GPU itself.
+
+    Returns:
+        (device, telemetry or None, the note why telemetry is off).
+    """
+    from cudalab import gpu, telemetry  # noqa: PLC0415  (only a worker imports pycuda)
+
+    try:
+        bus = gpu.pci_bus_id(index)
+    except Exception:  # the device is opened next and says what is wrong in its own words
+        bus = None
+    opened = telemetry.open_telemetry(index, bus, energy=energy)
+    try:
+        dev = gpu.Device(index)
+    except BaseException:
+        if opened.telemetry is not None:
+            opened.telemetry.close()
+        raise
+    if opened.telemetry is not None:
+        opened.telemetry.after_open()
+    return dev, opened.telemetry, opened.note
+
+
+def context_error(dev: Any) -> str:
+    """Why the device's context can run nothing more ('' when it is healthy): after a sticky error
+    every call into the context fails, a synchronize included."""
+    try:
+        dev.synchronize()
+    except CudalabError as exc:  # GpuError: the driver's error, named
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ""
+
+
+def suggestion(req: Any, variant: str) -> str:
+    """The command that finds where a kernel faulted."""
+    user = next((k for k in req.add if k.name == variant), None)
+    sel = f"--variant none --add {user.text}" if user is not None else f"--variant {variant}"
+    return f"cudalab sanitize {req.family} {sel} --tool memcheck"
+
+
+class Worker:
+    """Serves one parent: runs points and rooflines on one open GPU."""
+
+    def __init__(self, chan: Channel, dev: Any, tele: Any | None, note: str = ""):
+        self.chan = chan
+        self.dev = dev
+        self.tele = tele
+        self.note = note
+        self.current: tuple[int, Any, Any] | None = None  # (point id, FamilyRun, Context) kept for its roofline
+
+    def serve(self, inp: TextIO) -> None:
+        """Answer operations until ``exit``, the end of input, or a lost context."""
+        for line in inp:
+            msg = decode(line)
+            if msg is None:
+                continue
+            op = msg.get("op")
+            if op == "exit":
+                break
+            try:
+                if op == "point":
+                    self.point(int(msg["id"]), msg["request"])
+                elif op == "roofline":
+                    self.roofline(int(msg["id"]), msg["request"])
+                elif op == "info":
+                    self.info(int(msg.get("mib") or 1024), bool(msg.get("bandwidth", True)))
+            except ContextLost as exc:
+                self.chan.send(ev="lost", reason=str(exc))
+                return
+        summary = self.tele.summary() if self.tele is not None else {"note": self.note}
+        self.chan.send(ev="bye", telemetry=summary)
+
+    def _run(self, pid: int, request: dict) -> tuple[Any, Any]:
+        from cudalab import runner  # noqa: PLC0415
+
+        if self.current is not None and self.current[0] == pid:
+            return self.current[1], self.current[2]
+        self.release()
+        req = runner.RunRequest.from_dict(request)
+        kinds: dict[str, str] = {}
+
+        def stage(variant: str, what: str) -> None:
+            watch = what == "running" and kinds.get(variant, "kernel") != "host"
+            self.chan.send(ev="stage", variant=variant, stage=what, watch=watch)
+
+        run = runner.FamilyRun(req, self.dev, strict=False, on_stage=stage, telemetry=self.tele)
+        kinds.update({v.name: v.kind for v in run.variants})
+        ctx = runner.Context(self.dev, run.rng)
+        self.current = (pid, run, ctx)
+        return run, ctx
+
+    def point(self, pid: int, request: dict) -> None:
+        """Run a point's variants, one ``row`` event each, then ``done`` (or ``refused``)."""
+        try:
+            run, ctx = self._run(pid, request)
+        except CudalabError as exc:
+            self.chan.send(ev="refused", id=pid, message=str(exc), exit_code=exc.exit_code)
+            return
+
+        def on_result(row: Result) -> None:
+            lost = context_error(self.dev) if row.status not in (PASSED, SKIPPED) else ""
+            if lost:
+                row = _lost_row(row, run.req)
+            out = run.outputs.get(row.variant)
+            self.chan.send(ev="row", row=row.to_dict(), output=None if out is None else pack_array(out))
+            if lost:
+                raise ContextLost(lost)
+
+        run.on_result = on_result
+        try:
+            run.run_variants(ctx)
+        except ContextLost:
+            raise
+        except CudalabError as exc:  # the memory plan does not fit now: the point, not a row
+            self.chan.send(ev="refused", id=pid, message=str(exc), exit_code=exc.exit_code)
+            return
+        lost = context_error(self.dev)
+        if lost:  # an error no row caught (a family's clean-up, say): a fresh worker goes on
+            raise ContextLost(lost)
+        inputs = {k: pack_array(v) for k, v in run.inputs.items()} if run.req.keep_outputs else None
+        self.chan.send(ev="done", id=pid, inputs=inputs)
+
+    def roofline(self, pid: int, request: dict) -> None:
+        """Measure the copy roofline of a point; a failure is the roofline's reason, never a row."""
+        try:
+            run, ctx = self._run(pid, request)
+        except CudalabError as exc:
+            self.chan.send(ev="roofline", id=pid, roofline=None, reason=str(exc))
+            return
+        roof, why = run.measure_roofline(ctx)
+        self.release()
+        lost = context_error(self.dev)
+        self.chan.send(ev="roofline", id=pid, roofline=roof.to_dict() if roof else None, reason=lost or why)
+        if lost:
+            raise ContextLost(lost)
+
+    def info(self, mib: int, bandwidth: bool) -> None:
+        """``cudalab info``: the GPU's facts, its free memory, and its copy roofline on ``mib`` MiB."""
+        from cudalab import runner  # noqa: PLC0415
+        from cudalab.bench import Protocol  # noqa: PLC0415
+
+        free = int(self.dev.mem_info()[0])
+        roof, why = None, ""
+        if bandwidth:
+            try:
+                roof = runner.measure_roofline(self.dev, min(mib * 2**20, free // 4), Protocol())
+            except CudalabError as exc:
+                why = str(exc)
+        self.chan.send(ev="info", device=self.dev.info.to_dict(), free=free,
+                       roofline=roof.to_dict() if roof else None, reason=why)
+
+    def release(self) -> None:
+        """Free the buffers of the point kept for its roofline."""
+        if self.current is not None:
+            try:
+                self.current[2].release()
+            except Exception:  # a broken context frees nothing; the process ends soon after
+                pass
+            self.current = None
+
+
+def _lost_row(row: Result, req: Any) -> Result:
+    """A row whose kernel broke the context: failed, the CUDA error named, the next step given."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    reason = row.reason or "the CUDA context was lost"
+    return replace(row, status=FAILED, reason=f"{reason} (find where: {suggestion(req, row.variant)})")
+
+
+def serve(inp: TextIO, out: BinaryIO, index: int, energy: bool = False,
+          open_device: Callable[[int, bool], tuple[Any, Any, str]] = open_gpu) -> None:
+    """Open the GPU, say ``ready`` (or ``error``) and serve until told to stop.
+
+    Args:
+        inp: the operations, one JSON line each.
+        out: where events go.
+        index: the GPU.
+        energy: ``--energy`` was asked for (NVML must be there).
+        open_device: opens the GPU (tests pass a fake).
+    """
+    chan = Channel(out)
+    heartbeat.install(lambda: chan.send(ev="beat"))
+    try:
+        dev, tele, note = open_device(index, energy)
+    except CudalabError as exc:
+        chan.send(ev="error", message=str(exc), exit_code=exc.exit_code)
+        return
+    except Exception as exc:  # the driver's own words, one line
+        chan.send(ev="error", message=f"GPU {index} could not be opened: {exc}", exit_code=2)
+        return
+    count = getattr(dev, "device_count", None)
+    chan.send(ev="ready", device=dev.info.to_dict(), pid=os.getpid(), count=count() if callable(count) else 1)
+    Worker(chan, dev, tele, note).serve(inp)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when its parent dies (a killed cudalab leaves no GPU process behind)."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux: the parent's kill and the closed pipe still end it
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point (the parent starts it; not a command for people)."""
+    parser = argparse.ArgumentParser(prog="python -m cudalab.worker")
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--energy", action="store_true")
+    args = parser.parse_args(argv)
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and ends this process itself
+    out = os.fdopen(args.fd, "wb", buffering=0)
+    try:
+        serve(sys.stdin, out, args.device, args.energy)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # No interpreter clean-up: after a sticky error every pycuda free fails and says so, and a
+        # healthy context is released by the driver when the process ends anyway.
+        os._exit(0)

@@ -1,0 +1,118 @@
+"""A stand-in GPU worker for the parent's tests: speaks cudalab's worker protocol without a GPU.
+
+Run as ``python fake_worker_main.py --fd K --device N``. What it does per variant comes from the
+environment variable ``FAKE_WORKER`` (JSON: variant name -> behaviour; ``_open`` for the start,
+``roofline`` for the roofline operation):
+
+- ``pass`` (default): a passed row (1 ms, 100 GB/s), or skipped where the launch rules refuse it.
+- ``hang``: says it is running the variant, then never answers again.
+- ``die``: says it is running the variant, then kills itself with SIGSEGV.
+- ``half``: writes half of the row's line, then exits.
+- ``lost``: a failed row naming a sticky CUDA error, then ``lost``, then exits (as a real worker does).
+- ``slow``: runs for 1.5 s, beating every 0.1 s, then passes (beats keep a long kernel alive).
+- ``sigint`` / ``sigterm``: sends that signal to the parent (a user's Ctrl-C, a batch system), then hangs.
+- ``error`` (``_open`` only): cannot open its GPU.
+
+A key ``VARIANT@N`` (``naive@96``) applies to that variant at ``--n N`` only, before the plain name.
+
+With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from cudalab import runner
+from cudalab.bench import summarize
+from cudalab.errors import LaunchConfigError, UsageError
+from cudalab.results import FAILED, PASSED, SKIPPED, Result
+from cudalab.worker.protocol import decode, encode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--device", type=int, default=0)
+    args = parser.parse_args()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = os.fdopen(args.fd, "wb", buffering=0)
+    how = json.loads(os.environ.get("FAKE_WORKER", "{}"))
+
+    def send(**msg):
+        out.write(encode(msg))
+
+    if how.get("_open") == "error":
+        send(ev="error", message="no CUDA GPU found (fake)", exit_code=2)
+        return
+    info = {"index": args.device, "name": f"Fake GPU {args.device}", "compute_capability": "9.0", "sm_count": 132,
+            "total_memory": 80 << 30, "l2_bytes": 50 << 20, "sm_clock_mhz": 1980, "mem_clock_mhz": 2619,
+            "bus_width_bits": 5120, "driver_version": "13.0", "cuda_version": "13.0"}
+    send(ev="ready", device=info, pid=os.getpid(), count=int(how.get("_count", 1)))
+    for line in sys.stdin:
+        msg = decode(line)
+        if msg is None:
+            continue
+        if os.environ.get("FAKE_WORKER_LOG"):  # what the parent asked of its worker, for tests to read
+            with open(os.environ["FAKE_WORKER_LOG"], "a") as log:
+                log.write(msg["op"] + "\n")
+        if msg["op"] == "exit":
+            break
+        if msg["op"] == "info":
+            send(ev="info", device=info, free=60 << 30, roofline={"gbs": 200.0, "source": "memcpy_dtod",
+                                                                 "dtod_gbs": 200.0}, reason="")
+            continue
+        req = runner.RunRequest.from_dict(msg["request"])
+        if msg["op"] == "roofline":
+            if how.get("roofline") == "die":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            send(ev="stage", variant="roofline", stage="running", watch=True)
+            send(ev="roofline", id=msg["id"], roofline={"gbs": 200.0, "source": "memcpy_dtod", "dtod_gbs": 200.0},
+                 reason="")
+            continue
+        run = runner.FamilyRun(req, None, strict=False)
+        send(ev="stage", variant="inputs", stage="preparing", watch=False)
+        for v in run.variants:
+            b = how.get(f"{v.name}@{req.n}", how.get(v.name, "pass"))
+            send(ev="stage", variant=v.name, stage="compiling", watch=False)
+            send(ev="stage", variant=v.name, stage="running", watch=True)
+            if b == "hang":
+                time.sleep(3600)
+            if b == "die":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if b == "half":
+                out.write(b'{"ev":"row","row":{"variant":"' + v.name.encode())
+                os._exit(1)
+            if b == "lost":
+                row = Result(v.name, v.kind, FAILED, reason="the GPU reported an error: an illegal memory access "
+                             "was encountered (find where: cudalab sanitize ...)")
+                send(ev="row", row=row.to_dict(), output=None)
+                send(ev="lost", reason="an illegal memory access was encountered")
+                os._exit(0)
+            if b in ("sigint", "sigterm"):
+                os.kill(os.getppid(), signal.SIGINT if b == "sigint" else signal.SIGTERM)
+                time.sleep(3600)
+            if b == "slow":
+                for _ in range(15):
+                    time.sleep(0.1)
+                    send(ev="beat")
+            try:
+                lau = runner.plan_launch(v, run.family, run.problem, req.block, req.grid) if v.kind == "kernel" else None
+            except (UsageError, LaunchConfigError) as exc:
+                send(ev="row", row=Result(v.name, v.kind, SKIPPED, reason=str(exc)).to_dict(), output=None)
+                continue
+            block = "x".join(map(str, lau.block)) if lau else ""
+            row = Result(v.name, v.kind, PASSED, block=block, grid="1x1", stats=summarize([1.0, 1.0, 1.0]),
+                         gbs=100.0, max_error=0.0)
+            send(ev="row", row=row.to_dict(), output=None)
+        send(ev="done", id=msg["id"], inputs=None)
+    send(ev="bye", telemetry={"note": "fake worker: no telemetry"})
+
+
+if __name__ == "__main__":
+    main()
+    os._exit(0)

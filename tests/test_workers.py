@@ -1,0 +1,219 @@
+"""The parent's side of the GPU workers, driven by fake workers on the CPU: a worker that dies, hangs,
+sends half a row or loses its context costs one row; the rest, the roofline and the saved files stay."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from cudalab.cli import cli
+from cudalab.results import load_record
+from cudalab.session import Session
+from cudalab.worker.protocol import decode, encode, pack_array, unpack_array
+
+VARIANTS = "naive,shared,block,bankopt"
+
+
+def run_cli(args, tmp_path):
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(cli, ["transpose", "--n", "256", "--variant", VARIANTS, "--json", str(out), *args])
+    return res, out
+
+
+def rows_of(path):
+    rec = load_record(path)
+    return {r.variant: r for _, r in rec.rows()}, rec
+
+
+@pytest.mark.parametrize("behaviour,status,words", [
+    ("die", "failed", "killed by SIGSEGV"),
+    ("half", "failed", "exit code 1"),
+    ("lost", "failed", "illegal memory access"),
+])
+def test_a_worker_that_dies_costs_one_row_and_a_fresh_worker_goes_on(fake_workers, tmp_path, behaviour, status, words):
+    use = fake_workers({"shared": behaviour})
+    res, out = run_cli([], tmp_path)
+    assert res.exit_code == 1, res.output
+    rows, rec = rows_of(out)
+    assert list(rows) == VARIANTS.split(",")  # every row, in order
+    assert rows["shared"].status.value == status and words in rows["shared"].reason
+    assert all(rows[v].status.value == "passed" for v in ("naive", "block", "bankopt"))
+    assert len(use.started) == 2  # one fresh worker after the fault
+    assert rec.points[0].roofline is not None and rows["bankopt"].pct_roofline == pytest.approx(50.0)
+    assert rec.incomplete is False
+    assert "Traceback" not in res.output
+
+
+def test_a_hung_kernel_is_a_timeout_row_and_the_run_goes_on(fake_workers, tmp_path):
+    use = fake_workers({"block": "hang"})
+    t0 = time.monotonic()
+    res, out = run_cli(["--timeout", "0.5"], tmp_path)
+    assert time.monotonic() - t0 < 20
+    assert res.exit_code == 1, res.output
+    rows, rec = rows_of(out)
+    assert rows["block"].status.value == "timeout" and "did not finish" in rows["block"].reason
+    assert rows["bankopt"].status.value == "passed" and rec.points[0].roofline is not None
+    assert len(use.started) == 2
+    assert use.started[0].proc.poll() is not None  # the hung worker was killed
+
+
+def test_beats_keep_a_long_kernel_alive(fake_workers, tmp_path):
+    fake_workers({"block": "slow"})  # 1.5 s of beats every 0.1 s under a 0.5 s limit
+    res, out = run_cli(["--timeout", "0.5"], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert rows_of(out)[0]["block"].status.value == "passed"
+
+
+def test_the_default_limit_grows_with_the_slowest_passed_row():
+    s = Session([0], spawn=lambda d, e: None)
+    assert s.limit_s() == 10.0
+    s._slowest_ms = 500.0
+    assert s.limit_s() == 50.0
+    assert Session([0], timeout=3.0, spawn=lambda d, e: None).limit_s() == 3.0
+
+
+def test_a_roofline_that_dies_keeps_the_rows(fake_workers, tmp_path):
+    fake_workers({"roofline": "die"})
+    res, out = run_cli([], tmp_path)
+    assert res.exit_code == 0, res.output
+    rows, rec = rows_of(out)
+    assert all(r.status.value == "passed" for r in rows.values())
+    assert rec.points[0].roofline is None and "died" in rec.points[0].roofline_note
+    assert "roofline unavailable" in res.output
+
+
+def test_a_worker_that_cannot_open_its_gpu_is_one_line_exit_2(fake_workers, tmp_path):
+    fake_workers({"_open": "error"})
+    res, out = run_cli([], tmp_path)
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == ["cudalab: no CUDA GPU found (fake)"]
+    assert not out.exists()
+
+
+def test_bad_input_kills_the_early_worker(fake_workers, tmp_path):
+    use = fake_workers({})
+    res = CliRunner().invoke(cli, ["transpose", "--n", "-5"])
+    assert res.exit_code == 2
+    assert use.started and all(w.proc.wait(timeout=5) is not None for w in use.started)
+
+
+def test_json_is_written_as_rows_arrive(fake_workers, tmp_path):
+    fake_workers({"bankopt": "hang"})
+    out = tmp_path / "run.json"
+    seen = []
+
+    def watch():
+        while not seen:
+            if out.exists():
+                data = json.loads(out.read_text())
+                names = [r["variant"] for p in data["points"] for r in p["results"]]
+                if "block" in names:
+                    seen.append((data["incomplete"], names))
+            time.sleep(0.05)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    CliRunner().invoke(cli, ["transpose", "--n", "256", "--variant", VARIANTS, "--json", str(out), "--timeout", "1"])
+    t.join(5)
+    assert seen and seen[0][0] is True  # saved while the run still went on, marked incomplete
+    assert seen[0][1][:3] == ["naive", "shared", "block"]
+    assert json.loads(out.read_text())["incomplete"] is False  # the final record
+
+
+def test_devices_spread_points_over_workers_and_a_fault_stays_on_its_gpu(fake_workers, tmp_path):
+    use = fake_workers({"_count": 2, "block": "die"})
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(cli, ["transpose", "--n", "256,512,1k,2k", "--variant", "naive,block",
+                                   "--devices", "all", "--json", str(out)])
+    assert res.exit_code == 1, res.output
+    rec = load_record(out)
+    assert len(rec.points) == 4 and {p.device for p in rec.points} == {0, 1}
+    for p in rec.points:
+        got = {r.variant: r.status.value for r in p.results}
+        assert got == {"naive": "passed", "block": "failed"}
+    assert len(rec.device["devices"]) == 2
+    assert {w.device for w in use.started} == {0, 1}
+
+
+@pytest.mark.parametrize("text", ["0,0", "-1", "x", ""])
+def test_bad_devices_are_one_line(fake_workers, text):
+    fake_workers({})
+    res = CliRunner().invoke(cli, ["transpose", "--n", "256", "--devices", text])
+    assert res.exit_code == 2 and res.output.startswith("cudalab: --devices")
+    assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_bad_timeout_is_one_line(fake_workers, value):
+    fake_workers({})
+    res = CliRunner().invoke(cli, ["transpose", "--n", "256", "--timeout", value])
+    assert res.exit_code == 2 and "--timeout" in res.output
+
+
+def test_messages_survive_only_whole():
+    assert decode(encode({"ev": "row", "row": {"variant": "x"}})) == {"ev": "row", "row": {"variant": "x"}}
+    assert decode(b'{"ev":"row","row":{"variant":"x"') is None  # half a line
+    assert decode(b'{"ev":"row","row":{"variant":"x"\n') is None  # a cut line, newline or not
+    assert decode(b"[1,2]\n") is None and decode(b"garbage\n") is None
+    import numpy as np
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert (unpack_array(pack_array(a)) == a).all()
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_a_hung_kernel_ends_the_run_in_2_s_keeping_the_json(tmp_path, signum, code):
+    """A real ``cudalab`` process, its worker a fake that hangs on the second variant."""
+    out = tmp_path / "run.json"
+    script = (
+        "import sys, json, os\n"
+        "sys.path.insert(0, %r)\n"
+        "from cudalab.session import workers as W\n"
+        "import fake_workers as F\n"
+        "W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, '--fd', str(fd)])\n"
+        "from cudalab.cli import main\n"
+        "sys.argv = ['cudalab', 'transpose', '--n', '256', '--variant', 'naive,shared,block', '--json', %r]\n"
+        "main()\n" % (os.path.dirname(__file__), str(out)))
+    env = dict(os.environ, FAKE_WORKER=json.dumps({"shared": "hang"}))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until the first row is saved and the second hangs
+        if out.exists() and "naive" in out.read_text():
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=10)
+    assert time.monotonic() - t0 < 2.0
+    assert proc.returncode == code, stderr
+    data = json.loads(out.read_text())
+    assert data["incomplete"] is True
+    assert [r["variant"] for p in data["points"] for r in p["results"]] == ["naive"]
+    assert "INCOMPLETE" in stdout and "Traceback" not in stderr
+    pids = subprocess.run(["pgrep", "-f", "fake_worker_main.py --fd"], capture_output=True, text=True).stdout
+    assert not pids.strip()  # the hung worker was killed, not left behind
+
+
+def test_info_asks_a_worker_and_holds_no_context_itself(fake_workers):
+    use = fake_workers({"_count": 2})
+    res = CliRunner().invoke(cli, ["info"])
+    assert res.exit_code == 0, res.output
+    assert "Fake GPU 0" in res.output and "Fake GPU 1" in res.output and "200" in res.output
+    assert "largest --n, GPU 1" in res.output
+    assert all(w.proc.poll() is not None for w in use.started)
+
+
+def test_info_without_a_gpu_is_one_line(fake_workers):
+    fake_workers({"_open": "error"})
+    res = CliRunner().invoke(cli, ["info"])
+    assert res.exit_code == 2 and res.output.strip().splitlines() == ["cudalab: no CUDA GPU found (fake)"]
