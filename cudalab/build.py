@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from cudalab.errors import CompileError, UsageError
+from cudalab.errors import CompileError, CudalabError, UsageError
+from cudalab.files import load_json, read_bytes
 from cudalab.tools import find_cuda_tool
 
 # Every flag but -arch and -I (both in the cache key on their own). Part of the cache key.
@@ -274,18 +275,40 @@ def cache_dir() -> Path:
     return root / "build"
 
 
+def check_cache() -> None:
+    """Refuse a ``CUDALAB_CACHE`` the user set that cannot hold builds (a file, a read-only folder), in
+    one line: silently building without a cache would make every run pay nvcc again, unexplained.
+
+    The default folder is not refused: a read-only home still runs, just without a cache.
+
+    Raises:
+        UsageError: naming the variable, its value and why.
+    """
+    raw = os.environ.get("CUDALAB_CACHE")
+    if not raw:
+        return
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"CUDALAB_CACHE={raw} cannot hold the build cache ({exc.strerror or exc}); point it at "
+                         "a writable folder or unset it") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"CUDALAB_CACHE={raw}: cannot write in {folder}; point it at a writable folder or unset it")
+
+
 def _load(key: str, source: Path) -> Build | None:
     """The cached build for ``key``, or None when it is absent, unreadable or does not match."""
     folder = cache_dir()
     try:
-        meta = json.loads((folder / f"{key}.json").read_text())
-        cubin = (folder / f"{key}.cubin").read_bytes()
+        meta = load_json(folder / f"{key}.json")
+        cubin = read_bytes(folder / f"{key}.cubin")
         if meta["format"] != CACHE_FORMAT or meta["key"] != key or hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
             return None
         return Build(source=source, arch=meta["arch"], defines=tuple((k, v) for k, v in meta["defines"]),
                      cubin=cubin, kernels=tuple(KernelInfo(**{**k, "params": tuple(k["params"])}) for k in meta["kernels"]),
                      log=meta["log"], cached=True, nvcc_version=meta["nvcc_version"], key=key)
-    except (OSError, ValueError, KeyError, TypeError):  # missing or corrupt: build again
+    except (CudalabError, OSError, ValueError, KeyError, TypeError):  # missing or corrupt: build again
         return None
 
 
@@ -344,10 +367,11 @@ def build(source: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Buil
         validate_define(name, value)
     _check_arch(arch)
     _check_path(source)
+    check_cache()
     try:
-        text = source.read_bytes()
-    except OSError as exc:
-        raise CompileError(f"cannot read {source}: {exc.strerror or exc}") from None
+        text = read_bytes(source, limit=16 * 2**20)  # a source, not /dev/zero
+    except UsageError as exc:
+        raise CompileError(f"cannot read {source}: {exc}") from None
     version = nvcc_version()
     key = cache_key(source, text, defines, arch, version)
     hit = _load(key, source)

@@ -44,6 +44,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GRID = re.compile(r"^(tiles|sm:\d+|\d+(x\d+){0,2})$")
 _FAMILIES_PACKAGE = "cudalab.families"
+#: Modules of the families package that are not families (cudalab.families.NOT_FAMILIES; not imported
+#: from there: that package imports NumPy, and the catalog stays light).
+_NOT_FAMILIES = frozenset({"base", "model"})
 
 
 def src_root() -> Path:
@@ -290,6 +293,9 @@ def load_catalog(root: Path | None = None) -> Catalog:
             spec = load_family(d)
             # Checked here, not in load_family: a family.toml is valid on its own (and tested so),
             # but a command needs the family's code too.
+            if spec.module in _NOT_FAMILIES:
+                raise CatalogError(f"{d / 'family.toml'}: module {spec.module!r} is cudalab's family contract "
+                                   "(cudalab/families/base.py), not a family module; name the family's own module")
             if not module_exists(spec.module):
                 raise CatalogError(f"{d / 'family.toml'}: no module {_FAMILIES_PACKAGE}.{spec.module} (a family "
                                    f"needs cudalab/families/{spec.module}.py; 'module' in [family] names another)")
@@ -313,4 +319,7 @@ def family(name: str, root: Path | None = None) -> FamilySpec:
     reason = cat.broken_reason(name)
     if reason is not None:
         raise CatalogError(f"broken family {name}: {reason}")
+    if not len(cat):  # every family folder is broken: say so, not "valid: " and nothing
+        broken = "; ".join(f"{b.name}: {b.reason}" for b in cat.broken)
+        raise CatalogError(f"no family {name!r}, and no family under {cat.root} works ({broken})")
     raise UsageError(f"no family {name!r}; valid: {', '.join(cat)}")

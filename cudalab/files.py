@@ -30,7 +30,7 @@ from cudalab.errors import CudalabError, UsageError
 if TYPE_CHECKING:  # results imports this module (atomic_write)
     from cudalab.results import Result
 
-__all__ = ["MAX_DEPTH", "MAX_READ", "WriteError", "atomic_write", "check_output_dir", "check_output_path",
+__all__ = ["MAX_DEPTH", "MAX_READ", "WriteError", "atomic_write", "check_input", "check_output_dir", "check_output_path",
            "load_json", "read_bytes", "read_text", "write_bytes", "write_csv", "write_json"]
 
 #: The largest file cudalab reads (bytes): a saved sweep of 1,000 points with raw samples is a few MB.
@@ -195,6 +195,29 @@ def atomic_write(path: str | os.PathLike, text: str, what: str = "") -> None:
 
 # --- reading --------------------------------------------------------------------------------------------
 
+def check_input(path: str | os.PathLike, what: str = "") -> int:
+    """Refuse, in one line, what cannot be read as a file: missing, a folder, a device or a pipe.
+
+    Returns:
+        The file's size in bytes.
+
+    Raises:
+        UsageError: naming the path (after ``what``) and what it is instead.
+    """
+    shown = f"{what} {path}" if what else str(path)
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{shown}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{shown} is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{shown} is not a regular file (a device, a pipe or a socket)")
+    return st.st_size
+
+
 def read_bytes(path: str | os.PathLike, what: str = "", limit: int = MAX_READ) -> bytes:
     """Read a whole regular file of at most ``limit`` bytes.
 
@@ -208,14 +231,10 @@ def read_bytes(path: str | os.PathLike, what: str = "", limit: int = MAX_READ) -
             larger than ``limit``, or unreadable.
     """
     shown = f"{what} {path}" if what else str(path)
+    size = check_input(path, what)
+    if size > limit:
+        raise UsageError(f"{shown} is {_mib(size)}; cudalab reads files up to {_mib(limit)}")
     try:
-        st = os.stat(path)
-        if stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"{shown} is a folder, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{shown} is not a regular file (a device, a pipe or a socket)")
-        if st.st_size > limit:
-            raise UsageError(f"{shown} is {_mib(st.st_size)}; cudalab reads files up to {_mib(limit)}")
         with open(path, "rb") as f:
             data = f.read(limit + 1)  # the file may have grown since the stat
     except FileNotFoundError:

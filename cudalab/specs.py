@@ -128,6 +128,9 @@ class FamilySpec:
             raise UsageError(f"--variant {names!r} names no variant; valid: {valid}")
         if not all(wanted):
             raise UsageError(f"--variant {names!r} has an empty entry; valid: {valid}")
+        if "none" in wanted and "none" not in self.names():  # callers with --add never get here
+            raise UsageError("--variant none runs only your own kernels: give them with --add FILE.cu:KERNEL "
+                             f"(cudalab list {self.name} shows the signature)")
         seen: set[str] = set()
         for n in wanted:
             if n in seen:

@@ -34,6 +34,7 @@ from typing import Any
 
 from cudalab.catalog import VariantSpec
 from cudalab.errors import CompileError, UsageError
+from cudalab.files import check_input
 
 __all__ = ["UserKernel", "SignatureError", "parse_add", "prototype_sizes", "check_signature",
            "compile_source", "is_user", "compact_signature"]
@@ -135,6 +136,8 @@ def parse_add(text: str, cwd: str | os.PathLike | None = None) -> UserKernel:
         path = Path(cwd or os.getcwd()) / path
     path = Path(os.path.normpath(path))
     if not path.is_file():
+        if path.exists():  # a folder or /dev/zero is named as what it is
+            check_input(path, f"--add {text!r}:")
         raise UsageError(f"--add {text!r}: no such file {path}")
     fields: dict[str, Any] = {"kernel": m.group("kernel"), "name": "+" + m.group("kernel")}
     defines: list[tuple[str, str]] = []

@@ -113,10 +113,21 @@ def test_a_corrupt_cache_entry_is_rebuilt(cache, damage):
     assert build.build(TRANSPOSE, {"TILE": "32"}, "sm_90").cached  # and the entry is whole again
 
 
-def test_an_unwritable_cache_folder_means_no_caching(tmp_path, monkeypatch):
+def test_an_unusable_cache_the_user_named_is_refused_in_one_line(tmp_path, monkeypatch, invoke, one_line_exit_2):
     blocker = tmp_path / "a-file"
     blocker.write_text("")  # a file where the folder should be: mkdir fails even for root
-    monkeypatch.setenv("CUDALAB_CACHE", str(blocker / "cache"))
+    for value in (blocker, blocker / "cache"):
+        monkeypatch.setenv("CUDALAB_CACHE", str(value))
+        with pytest.raises(UsageError, match=f"CUDALAB_CACHE={value} cannot hold the build cache"):
+            build.build(TRANSPOSE, {"TILE": "32"}, "sm_90")
+    one_line_exit_2(invoke("compile", "transpose", "--variant", "naive"), "point it at a writable folder or unset it")
+
+
+def test_an_unwritable_default_cache_means_no_caching(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDALAB_CACHE")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # the default place cannot be made: runs go on
     assert not build.build(TRANSPOSE, {"TILE": "32"}, "sm_90").cached
     assert not build.build(TRANSPOSE, {"TILE": "32"}, "sm_90").cached
 

@@ -32,7 +32,10 @@ def family_subcommand(name: str, make: Callable[[catalog.FamilySpec], click.Comm
     except CudalabError as exc:  # 'cudalab transpose' with a bad CUDALAB_SRC says what is wrong with it
         return _unusable(name, exc)
     if name in cat:
-        return make(cat[name])
+        try:
+            return make(cat[name])
+        except CudalabError as exc:  # its module is broken (no FAMILY): the command says so, help still works
+            return _unusable(name, exc)
     reason = cat.broken_reason(name)
     return _unusable(name, CatalogError(f"broken family {name}: {reason}")) if reason else None
 

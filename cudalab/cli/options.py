@@ -36,6 +36,19 @@ class _PositiveSeconds(click.ParamType):
 POSITIVE_SECONDS = _PositiveSeconds()
 
 
+def shape_option(fam: Family) -> click.Option:
+    """``--shape`` with the form this family takes (``ROWSxCOLS``, ``MxKxN``), read off its size help;
+    hidden for families that take a length only (they refuse it in one line)."""
+    import re  # noqa: PLC0415
+
+    form = re.search(r"--shape (\S+)", fam.SIZE_HELP)
+    if form is None:
+        return click.Option(["--shape"], default=None, hidden=True, help="Not taken by this family: use --n.")
+    example = {"ROWSxCOLS": "4096x1024", "MxN": "4096x1024", "MxKxN": "4096x1024x2048"}.get(form.group(1).rstrip(";,"), "")
+    return click.Option(["--shape"], default=None, metavar=form.group(1).rstrip(";,"),
+                        help=f"The problem's shape{f', e.g. {example}' if example else ''} (a comma list is a sweep).")
+
+
 def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
     """What selects variants and sets the problem and launch: every command that runs a family has these."""
     params: list[click.Parameter] = [
@@ -43,7 +56,7 @@ def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
                      help=f"Comma list of variants (default: all). One of: {', '.join(spec.names())}."),
         click.Option(["--all", "all_"], is_flag=True, help="Run every variant (the default)."),
         click.Option(["--n"], default=None, help=fam.SIZE_HELP + "; a comma list is a sweep (--n 1k,4k,16k)."),
-        click.Option(["--shape"], default=None, help="Rectangular shape, e.g. 4096x1024 (comma list: a sweep)."),
+        shape_option(fam),
         click.Option(["--dtype"], default=None, metavar="|".join(spec.dtypes),
                      help=f"Element type (default {spec.default_dtype}); a comma list is a sweep."),
         click.Option(["--block"], default=None,

@@ -15,7 +15,23 @@ from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, W
 __all__ = ["Case", "Check", "Family", "FamilyOption", "Launch", "Problem", "Work", "compare", "load"]
 
 
+#: Modules of this package that hold the contract, not a family: a family.toml naming one is broken.
+NOT_FAMILIES = frozenset({"base", "model"})
+
+
 def load(module_name: str) -> Family:
-    """Import ``cudalab.families.<module_name>`` and return its ``FAMILY``."""
+    """Import ``cudalab.families.<module_name>`` and return its ``FAMILY``.
+
+    Raises:
+        CatalogError: the module defines no ``FAMILY`` that is a :class:`Family` (a family.toml whose
+            ``module`` names ``base``, say).
+    """
+    from cudalab.errors import CatalogError  # noqa: PLC0415
+
+    if module_name in NOT_FAMILIES:
+        raise CatalogError(f"module {module_name!r} is cudalab's family contract, not a family module")
     module = importlib.import_module(f"cudalab.families.{module_name}")
-    return module.FAMILY
+    fam = getattr(module, "FAMILY", None)
+    if not isinstance(fam, Family):
+        raise CatalogError(f"cudalab.families.{module_name} defines no FAMILY (an instance of a Family subclass)")
+    return fam

@@ -15,10 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cudalab import catalog, runner
+from cudalab import catalog, files, runner
 from cudalab import launch as L
 from cudalab.catalog import FamilySpec, VariantSpec
-from cudalab.errors import CudalabError, ForeignProfileError, KernelNotProfiledError, UsageError
+from cudalab.errors import CudalabError, ForeignProfileError, KernelNotProfiledError
 from cudalab.families import Family, Problem
 from cudalab.ncu.match import Key
 from cudalab.ncu.metrics import infer_metric_set, resolve_metrics
@@ -44,16 +44,15 @@ def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | 
         NcuParseError, KernelNotProfiledError: nothing usable in it.
     """
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"--import {path}: no such file")
+    files.check_input(path, "--import")  # /dev/null, a folder: said as such, not "no such file"
     spec = catalog.family(req.family)
     if path.name.endswith(".ncu-rep"):
         text = read_report(ncu or find_ncu(), path, run)
         side = Path(str(path) + SIDECAR)
         if side.is_file():  # the launch log --export wrote beside the report
-            text = side.read_text(encoding="utf-8") + text
-    else:
-        text = path.read_text(encoding="utf-8", errors="replace")
+            text = files.read_text(side, "--import") + text
+    else:  # bounded, and binary bytes are refused by offset, never echoed to the terminal
+        text = files.read_text(path, "--import")
     parsed = parse_csv(text, str(path))
     request = next((p for k, p in parsed.markers if k == "request" and isinstance(p, dict)), None)
     if request is not None:

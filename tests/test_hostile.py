@@ -1,0 +1,266 @@
+"""Hostile invocations, table-driven: each gets exactly one line, exit 2, no traceback, and changes no
+file (CPU only). ``{ws}`` is a workspace holding saved runs, files a user keeps, and hostile inputs;
+every test runs inside it and checks that nothing in it changed.
+
+The fragment names the rule that refused the input: a case must fail for the right reason, not for
+a missing GPU (``pycuda is not installed`` matches no fragment here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cudalab import catalog
+
+RUNS = Path(__file__).parent / "data" / "runs"
+NCU_CSV = Path(__file__).parent / "data" / "ncu_import_copy_memory_h200.csv"
+
+CASES: list[tuple[str, str]] = []
+
+
+def case(args: str, fragment: str) -> None:
+    CASES.append((args, fragment))
+
+
+# --- sizes, blocks, grids, dtypes across families ---------------------------------------------------------
+for fam in ("transpose", "copy", "gemv"):
+    case(f"{fam} --n 0", "--n must be positive (got 0)")
+    case(f"{fam} --n -3", "--n must be positive")
+    case(f"{fam} --n abc", "is not a size")
+    case(f"{fam} --n 1.5", "is not a size")
+    case(f"{fam} --n 1k,,4k", "has an empty entry")
+    case(f"{fam} --n 2^40", "2^31")
+    case(f"{fam} --shape 0x16", "must be positive")
+    case(f"{fam} --shape 4x4x4", "must have 2 sizes")
+    case(f"{fam} --n 16 --shape 4x4", "not both")
+    case(f"{fam} --dtype float16", "has no dtype 'float16'")
+    case(f"{fam} --block 0x8", "every dimension must be at least 1")
+    case(f"{fam} --block 32x", "is not of the form X, XxY or XxYxZ")
+    case(f"{fam} --block 8x8x4x1", "is not of the form")
+    case(f"{fam} --grid 0", "every dimension must be at least 1")
+    case(f"{fam} --variant nosuch", "has no variant 'nosuch'")
+    case(f"{fam} --variant none", "--variant none runs only your own kernels")
+    case(f"{fam} --variant ,", "names no variant")
+for fam in ("matmul", "gemm"):
+    case(f"{fam} --n 0", "--n must be positive")
+    case(f"{fam} --shape 4x4", "must have 3 sizes")
+    case(f"{fam} --n 50000", "2^31")
+    case(f"{fam} --dtype float64", "has no dtype")
+    case(f"{fam} --variant nosuch", "has no variant 'nosuch'")
+for fam in ("reduce", "search"):
+    case(f"{fam} --n 0", "--n must be positive")
+    case(f"{fam} --shape 4x4", "takes a length: use --n")
+    case(f"{fam} --n 2^40", "2^3")
+    case(f"{fam} --dtype int8", "has no dtype 'int8'")
+for fam in ("smem-square", "smem-rect"):
+    case(f"{fam} --shape 4x4", "takes no --shape")
+    case(f"{fam} --blocks 0", "--blocks must be at least 1")
+    case(f"{fam} --n 0", "must be")
+case("smem-rect --ipad -1", "--ipad must be between 0 and 32")
+case("smem-rect --ipad 33", "--ipad must be between 0 and 32")
+case("matmul --tile 0", "--tile must be between 1 and 32")
+case("matmul --tile 33", "--tile must be between 1 and 32")
+case("gemm --alpha nan", "--alpha must be a finite number")
+case("gemm --beta inf", "--beta must be a finite number")
+case("search --key bogus", "--key 'bogus' must be one of")
+case("reduce --block 128,,256", "empty entry")
+case("reduce --block 2000,3000", "power-of-two block size")
+case("transpose --variant naive --block 64x32", "the device allows 1024 per block")
+case("transpose --variant naive --block 1x1x128", "exceeds the device limit 64")
+case("transpose --variant shared --block 16x16", "is compiled for block 32x32 only")
+case("transpose --variant tiled-32x8 --block 32x7", "needs block_x % block_y == 0")
+case("transpose --variant tiled-32x8 --block 128x8", "needs block_x <= 64")
+case("transpose --variant naive --n 1024 --grid 1x1", "use at least 32 blocks there")
+case("transpose --variant naive --shape 3000000x2", "exceeds the device limit 65535")
+case("transpose --all --variant naive", "give --all or --variant, not both")
+case("transpose --variant naive,naive", "names 'naive' twice")
+
+# --- timing options, seeds, defines -------------------------------------------------------------------
+for value in ("nan", "inf", "-inf", "0", "-1", "1e9", "abc", ""):
+    case(f"transpose --budget={value}", "Invalid value for '--budget'")
+for value in ("-1", "x", "1.5", "18446744073709551616"):
+    case(f"transpose --seed={value}", "Invalid value for '--seed'")
+case("transpose --min-samples 0", "Invalid value for '--min-samples'")
+case("transpose --lock-clocks 0", "Invalid value for '--lock-clocks'")
+case("transpose --device -1", "Invalid value for '--device'")
+case("transpose --layout wide", "Invalid value for '--layout'")
+for define, fragment in (
+        ("ROWS=0", "ROWS is block_y, a tile size or loop stride; it must be at least 1"),
+        ("ROWS=-1", "it must be at least 1"), ("ROWS=0u", "it must be at least 1"), ("TILE=0", "at least 1"),
+        ("TILE=1-1", "at least 1"), ("ROWS=8,0", "at least 1"), ("X=1/0", "-D X=1/0: division by zero"),
+        ("TILE=1%0", "division by zero"), ("X=2**99", "exponent 99"), ("X=99999999999999999999", "64 bits"),
+        ("X", "must be NAME=VALUE"), ("1X=2", "is not a C identifier"), ("__X=1", "reserved"),
+        ("X=", "empty value"), ("X=a;b", "is not allowed"), ("X=\"s\"", "is not allowed"), ("X=(1", "unbalanced"),
+        ("X=$(id)", "is not allowed"), ("X=1\n#include", "is not allowed")):
+    CASES.append((["transpose", "-D", define], fragment))
+    CASES.append((["compile", "transpose", "-D", define], fragment))
+case("smem-square -D IPAD=-1", "a count or padding (1 by default); it must be at least 0")
+
+# --- names, usage -------------------------------------------------------------------------------------
+case("nosuch", "No such command 'nosuch'")
+case("transpose --bogus", "No such option '--bogus'")
+case("transpose --n", "Option '--n' requires an argument")
+case("transpose extra", "unexpected extra argument")
+case("list nosuch", "no family 'nosuch'; valid: ")
+case("compile nosuch", "no family 'nosuch'")
+case("compile transpose --variant nosuch", "has no variant 'nosuch'")
+case("compile transpose --arch sm_xx", "is not a GPU architecture")
+case("compile transpose --arch 'sm_90; rm -rf /'", "is not a GPU architecture")
+case("compile transpose --block 0", "every dimension must be at least 1")
+case("compile transpose --dtype float64", "has no dtype")
+case("compile transpose --variant none", "--variant none runs only your own kernels")
+case("report", "Missing argument 'RUN.json'")
+case("compare {ws}/run.json", "at least two run files")
+case("info --mib x", "Invalid value for '--mib'")
+
+# --- --add ---------------------------------------------------------------------------------------------
+case("transpose --add {ws}/mine.cu", "must be FILE.cu:KERNEL")
+case("transpose --add nosuch.cu:k", "no such file")
+case("transpose --add /dev/zero:k", "/dev/zero is not a regular file")
+case("transpose --add {ws}/folder:k", "is a folder, not a file")
+case("transpose --add {ws}/mine.cu:k@", "nothing after '@'")
+case("transpose --add {ws}/mine.cu:k@bogus=1", "bogus")
+case("transpose --add {ws}/mine.cu:k@block=0", "must be positive dims")
+case("transpose --add '{ws}/mine.cu:k;rm'", "--add")
+
+# --- outputs: checked before any work, nothing replaced ---------------------------------------------------
+for option in ("--json", "--csv", "--plot"):
+    suffix = ".png" if option == "--plot" else ".json"
+    case(f"transpose {option} {{ws}}/folder", "is a folder")
+    case(f"transpose {option} {{ws}}/missing/x{suffix}", "does not exist")
+    case(f"transpose {option} {{ws}}/keep.txt/x{suffix}", "is not a folder")
+    case(f"transpose {option} {{ws}}/null{suffix}", "not a regular file")
+    case(f"transpose {option} ''", "needs a file name")
+case("transpose --plot {ws}/x.gif", "give a .png, .svg or .pdf file")
+for command in ("report {ws}/run.json", "compare {ws}/run.json {ws}/other.json"):
+    case(f"{command} --plot {{ws}}/missing/x.png", "does not exist")
+    case(f"{command} --plot {{ws}}/null.png", "not a regular file")
+    case(f"{command} --plot {{ws}}/keep.txt/x.png", "is not a folder")
+    case(f"{command} --plot {{ws}}/x.bmp", "give a .png, .svg or .pdf file")
+    case(f"{command} --plot {{ws}}/folder.png", "is a folder")
+case("ncu transpose --export {ws}/folder", "is a folder")
+case("ncu transpose --export {ws}/null.csv", "not a regular file")
+case("ncu transpose --export {ws}/missing/x.csv", "does not exist")
+case("sanitize transpose --json {ws}/null.json", "not a regular file")
+case("sanitize transpose --log {ws}/keep.txt", "is a file, not a folder")
+
+# --- saved runs: hostile files ---------------------------------------------------------------------------
+for name, fragment in (
+        ("nosuch.json", "no such file"), ("folder", "is a folder, not a file"), ("oops.json", "'points' must be a list"),
+        ("oops1.json", "no results"), ("deep.json", "levels deep"), ("bin.json", "binary"), ("latin.json", "not UTF-8"),
+        ("v2str.json", "schema_version '2' is not a version number"), ("v99.json", "newer than this cudalab reads"),
+        ("list.json", "expected a JSON object"), ("notjson.json", "not JSON"), ("results5.json", "'results' must be"),
+        ("command.json", "'command' must be a list"), ("status.json", "not a cudalab run record"),
+        ("stats.json", "not a cudalab run record"), ("empty.json", "not JSON")):
+    case(f"report {{ws}}/{name}", fragment)
+    case(f"compare {{ws}}/run.json {{ws}}/{name}", fragment)
+case("report /dev/zero", "not a regular file")
+case("report /dev/null", "not a regular file")
+case("compare /dev/zero {ws}/run.json", "not a regular file")
+case("compare {ws}/run.json {ws}/other.json --fail-on faster:5%", "slower:PERCENT")
+case("compare {ws}/run.json {ws}/other.json --fail-on slower:x", "must be a percentage")
+case("compare {ws}/run.json {ws}/other.json --min-effect two", "must be a percentage")
+case("compare {ws}/run.json {ws}/other.json --allow-missing", "give --fail-on too")
+case("compare {ws}/run.json {ws}/reduce.json --fail-on slower:5%", "nothing was compared")
+
+# --- ncu --import ------------------------------------------------------------------------------------------
+for name, fragment in (("nosuch.csv", "no such file"), ("folder", "is a folder"), ("bin.csv", "binary"),
+                       ("latin.json", "not UTF-8")):
+    case(f"ncu transpose --import {{ws}}/{name}", fragment)
+case("ncu transpose --import /dev/null", "not a regular file")
+case("ncu transpose --import /dev/zero", "not a regular file")
+case("ncu transpose --import a.csv --export b.csv", "not both")
+case("ncu transpose --metrics 'not a metric'", "--metrics takes")
+case("ncu smem-square --import {ncu_csv}", "holds no launch of smem-square")
+case("sanitize transpose --tool bogus", "unknown sanitizer tool bogus")
+case("sanitize transpose --variant host", "no kernel variant selected")
+
+ENV_CASES: list[tuple[str, dict[str, str], str]] = [
+    ("transpose", {"CUDALAB_SRC": ""}, "CUDALAB_SRC is set but empty"),
+    ("transpose", {"CUDALAB_SRC": "{ws}/nosuch"}, "no such folder"),
+    ("transpose", {"CUDALAB_SRC": "{ws}/keep.txt"}, "is a file, not a folder of families"),
+    ("list", {"CUDALAB_SRC": "{ws}/folder"}, "holds no family"),
+    ("tr", {"CUDALAB_SRC": "{ws}/broken-src"}, "module 'base' is cudalab's family contract"),
+    ("compile nosuch", {"CUDALAB_SRC": "{ws}/broken-src"}, "no family under"),
+    ("compile transpose --variant naive", {"CUDALAB_CACHE": "{ws}/keep.txt"}, "cannot hold the build cache"),
+]
+
+
+def _tree(ws: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(ws.rglob("*")):
+        if p.is_symlink():
+            out[str(p)] = "-> " + os.readlink(p)
+        elif p.is_file():
+            st = p.stat()
+            out[str(p)] = f"{hashlib.sha256(p.read_bytes()).hexdigest()} {st.st_mode:o} {st.st_mtime_ns}"
+        elif p.is_dir():
+            out[str(p)] = "dir"
+    return out
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch) -> Path:
+    """The workspace: saved runs, files a user keeps, hostile inputs; the tests run inside it."""
+    shutil.copy(RUNS / "nvidia-h200-transpose.json", tmp_path / "run.json")
+    shutil.copy(RUNS / "nvidia-h100-80gb-hbm3-transpose.json", tmp_path / "other.json")
+    shutil.copy(RUNS / "nvidia-h200-reduce.json", tmp_path / "reduce.json")
+    for name, text in {"keep.json": "{}", "keep.csv": "a,b\n", "keep.png": "png", "keep.txt": "keep",
+                       "mine.cu": 'extern "C" __global__ void k() {}\n', "oops.json": '{"schema_version": 2, "points": "oops"}',
+                       "oops1.json": '{"points": "oops"}', "deep.json": "[" * 10000 + "]" * 10000,
+                       "v2str.json": '{"schema_version": "2"}', "v99.json": '{"schema_version": 99}', "list.json": "[1]",
+                       "notjson.json": "{not json", "results5.json": '{"schema_version": 2, "points": [{"results": 5}]}',
+                       "command.json": '{"schema_version": 2, "points": [], "command": 7}', "empty.json": "",
+                       "status.json": json.dumps({"schema_version": 2, "points": [{"results": [{"variant": "a", "status": "?"}]}]}),
+                       "stats.json": json.dumps({"schema_version": 2, "points": [{"results": [
+                           {"variant": "a", "status": "passed", "stats": "x"}]}]})}.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "bin.json").write_bytes(b"\x00\x01\x02\xff")
+    (tmp_path / "bin.csv").write_bytes(b'"ID","Process ID"\n\x00\x1b[2J\xff\xfe')
+    (tmp_path / "latin.json").write_bytes(b'{"caf\xe9": 1}')
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder.png").mkdir()
+    for name in ("null.json", "null.png", "null.csv"):
+        (tmp_path / name).symlink_to("/dev/null")
+    broken = tmp_path / "broken-src" / "tr"
+    shutil.copytree(catalog.src_root() / "transpose", broken)
+    toml = broken / "family.toml"
+    toml.write_text(toml.read_text().replace('name = "transpose"', 'name = "tr"\nmodule = "base"', 1))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _argv(args: str | list[str], ws: Path) -> list[str]:
+    import shlex
+
+    parts = args if isinstance(args, list) else shlex.split(args)
+    return [p.replace("{ws}", str(ws)).replace("{ncu_csv}", str(NCU_CSV)) for p in parts]
+
+
+def test_there_are_at_least_150_hostile_invocations():
+    assert len(CASES) + len(ENV_CASES) >= 150
+
+
+@pytest.mark.parametrize("args, fragment", CASES, ids=[a if isinstance(a, str) else " ".join(a) for a, _ in CASES])
+def test_hostile_invocation_is_one_line_exit_2_and_changes_nothing(ws, invoke, one_line_exit_2, args, fragment):
+    before = _tree(ws)
+    res = invoke(_argv(args, ws))
+    one_line_exit_2(res, fragment)
+    assert "pycuda is not installed" not in res.output  # refused for its own reason, before any GPU
+    assert _tree(ws) == before
+
+
+@pytest.mark.parametrize("args, env, fragment", ENV_CASES, ids=[f"{k}={v} {a}" for a, e, _ in ENV_CASES for k, v in e.items()])
+def test_hostile_environment_is_one_line_exit_2_and_changes_nothing(ws, invoke, one_line_exit_2, monkeypatch, args, env,
+                                                                      fragment):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v.replace("{ws}", str(ws)))
+    before = _tree(ws)
+    one_line_exit_2(invoke(_argv(args, ws)), fragment)
+    assert _tree(ws) == before
