@@ -1,5 +1,5 @@
 """``python -m cudalab``."""
 
-from cudalab.cli import main
+from cudalab.main import main
 
 main()

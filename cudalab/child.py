@@ -1,11 +1,12 @@
-"""The one child-run protocol: tools (ncu, compute-sanitizer) run cudalab under themselves this way.
+"""The child run under a tool (ncu, compute-sanitizer): one GPU worker's point, answered in a file.
 
 The parent writes the typed :class:`~cudalab.runner.RunRequest` it holds to a JSON file and starts::
 
     [TOOL ARGV...] python -m cudalab.child REQUEST.json RESULT.json
 
 The child runs the family in profile mode (each selected variant: one poisoned, verified launch;
-nothing timed, no roofline) and writes a :class:`ChildResult` back: one row per variant, each with
+nothing timed, no roofline) with the worker's own code (:class:`cudalab.worker.serve.Worker`), and
+writes a :class:`ChildResult` back: one row per variant, each with
 the kernels it launched (``extra["launches"]``: kernel, grid, block, in order) so a tool's output
 is matched to variants by kernel name and launch shape. A tool only adds its argv prefix and parses
 its own output; the child's verdict comes from the result file, never from its printed text.
@@ -119,8 +120,26 @@ def run_child(req: RunRequest, prefix: Sequence[str], timeout: float, workdir: s
     return ChildRun(proc.returncode, output, result, seconds)
 
 
+class _Rows:
+    """A worker channel that keeps the rows (a child run answers once, in its result file)."""
+
+    def __init__(self) -> None:
+        self.rows: list[Result] = []
+        self.refused = ""
+
+    def send(self, **msg: object) -> None:
+        if msg.get("ev") == "row":
+            self.rows.append(Result.from_dict(msg["row"]))  # type: ignore[arg-type]
+        elif msg.get("ev") == "refused":
+            self.refused = str(msg.get("message", ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Child entry point: read the request, run it in profile mode, write the result."""
+    """Child entry point: read the request, run it in profile mode, write the result.
+
+    The rows are run by the GPU worker's own code (:class:`cudalab.worker.serve.Worker`), one protocol
+    for every run: under a tool the worker's events are kept and written as one result file.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
         print("usage: python -m cudalab.child REQUEST.json RESULT.json", file=sys.stderr)
@@ -130,16 +149,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         req = RunRequest.from_dict(json.loads(Path(req_path).read_text(encoding="utf-8")))
         req = replace(req, profile=True, roofline=False)
         from cudalab import gpu, runner  # noqa: PLC0415  (after the request parses: errors stay cheap)
+        from cudalab.worker.serve import ContextLost, Worker  # noqa: PLC0415
 
-        run = runner.FamilyRun(req, None)  # precheck before opening the GPU
+        runner.FamilyRun(req, None)  # precheck before opening the GPU
         dev = gpu.Device(req.device)
         dev.launch_log = []
-        run.device = dev
+        chan = _Rows()
         try:
-            rows = run.run()
+            Worker(chan, dev, None).point(0, req.to_dict())  # type: ignore[arg-type]
+        except ContextLost:
+            pass  # the row that broke the context is in; the tool's own report says the rest
         finally:
             dev.close()
-        atomic_write(res_path, json.dumps(ChildResult(tuple(rows)).to_dict()))
+        if chan.refused:
+            raise CudalabError(chan.refused)
+        atomic_write(res_path, json.dumps(ChildResult(tuple(chan.rows)).to_dict()))
         return 0
     except CudalabError as exc:
         atomic_write(res_path, json.dumps(ChildResult(error=str(exc)).to_dict()))

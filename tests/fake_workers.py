@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from cudalab.session import workers as W
+from cudalab.worker import process as W
 from cudalab.worker.protocol import decode, encode
 
 FAKE_MAIN = str(Path(__file__).with_name("fake_worker_main.py"))
 
 
 class ThreadWorker:
-    """:class:`cudalab.session.workers.WorkerProcess`'s interface over a thread running the real worker loop."""
+    """:class:`cudalab.worker.process.WorkerProcess`'s interface over a thread running the real worker loop."""
 
     def __init__(self, device: int, energy: bool = False):
         from cudalab.worker import serve as S

@@ -110,3 +110,14 @@ def test_the_users_process_holds_no_cuda_context(tmp_path):
     assert proc.returncode == 0
     assert seen & children, (seen, children)  # the worker (a child) computed: NVML's pids are ours to compare
     assert proc.pid not in seen  # ... and the user's process never did
+
+
+def test_devices_all_on_one_gpu_runs_every_point_there(tmp_path):
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(cli, ["transpose", "--n", "1k,2k", "--block", "32x8,16x16", "--variant", "naive,bankopt",
+                                   "--devices", "all", "--budget", "0.05", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rec = load_record(out)
+    assert len(rec.points) == 4 and {p.device for p in rec.points} == {0}
+    assert all(r.status.value in ("passed", "skipped") for _, r in rec.rows())
+    assert all(p.roofline is not None for p in rec.points)

@@ -176,7 +176,7 @@ def test_a_signal_during_a_hung_kernel_ends_the_run_in_2_s_keeping_the_json(tmp_
     script = (
         "import sys, json, os\n"
         "sys.path.insert(0, %r)\n"
-        "from cudalab.session import workers as W\n"
+        "from cudalab.worker import process as W\n"
         "import fake_workers as F\n"
         "W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, '--fd', str(fd)])\n"
         "from cudalab.cli import main\n"
@@ -217,3 +217,43 @@ def test_info_without_a_gpu_is_one_line(fake_workers):
     fake_workers({"_open": "error"})
     res = CliRunner().invoke(cli, ["info"])
     assert res.exit_code == 2 and res.output.strip().splitlines() == ["cudalab: no CUDA GPU found (fake)"]
+
+
+@pytest.mark.parametrize("argv,plan", [
+    (["transpose", "--n", "4k"], (0, False)),
+    (["--debug", "reduce", "--all", "--device", "1"], (1, False)),
+    (["copy", "--device=2", "--energy"], (2, True)),
+    (["info"], (0, False)),
+    (["list"], None), (["compile", "transpose"], None), (["report", "x.json"], None), (["ncu", "smem-square"], None),
+    (["transpose", "--help"], None), (["transpose", "--devices", "0,1"], None), (["transpose", "--exclusive"], None),
+    (["transpose", "--lock-clocks", "1500"], None), (["transpose", "--device", "x"], None), ([], None), (["--version"], None),
+])
+def test_which_command_lines_start_a_worker_before_parsing(argv, plan):
+    from cudalab.worker import process as P
+
+    assert P.early_plan(argv) == plan
+
+
+def test_a_prestarted_worker_is_the_one_the_run_uses_and_an_unused_one_is_killed(monkeypatch):
+    from cudalab.worker import process as P
+
+    made = []
+
+    class Fake:
+        def __init__(self, device, energy=False):
+            self.device, self.energy, self.killed = device, energy, False
+            self.proc = type("P", (), {"poll": staticmethod(lambda: None)})()
+            made.append(self)
+
+        def kill(self):
+            self.killed = True
+
+    monkeypatch.setattr(P, "WorkerProcess", Fake)
+    monkeypatch.setattr(P, "_EARLY", {})
+    P.prestart(["transpose", "--device", "1"])
+    assert [(w.device, w.energy) for w in made] == [(1, False)]
+    assert P.spawn(1, False) is made[0] and len(made) == 1  # taken, not started again
+    assert P.spawn(1, False) is not made[0] and len(made) == 2  # a fresh one after that
+    P.prestart(["reduce"])
+    P._kill_unused()
+    assert made[2].killed and not made[0].killed

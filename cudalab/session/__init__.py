@@ -1,4 +1,4 @@
-"""The parent's side of a run: GPU workers (:mod:`cudalab.session.workers`), the points they run and the
+"""The parent's side of a run: GPU workers (:mod:`cudalab.worker.process`), the points they run and the
 watchdog (:mod:`cudalab.session.drive`), and the signals the parent owns (:func:`interrupts`)."""
 
 from __future__ import annotations

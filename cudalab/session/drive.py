@@ -23,7 +23,7 @@ from cudalab import runner
 from cudalab.errors import CudalabError, GpuUnavailableError
 from cudalab.progress import Observer
 from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-from cudalab.session import workers as W
+from cudalab.worker import process as W
 from cudalab.worker.protocol import unpack_array
 
 #: The watchdog's least limit (seconds) for one kernel launch to finish.

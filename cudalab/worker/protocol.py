@@ -37,8 +37,6 @@ import io
 import json
 from typing import Any
 
-import numpy as np
-
 #: The largest message line read (bytes): a row with its raw samples is a few hundred kB at most.
 MAX_LINE = 64 << 20
 
@@ -65,13 +63,17 @@ def decode(line: bytes | str) -> dict[str, Any] | None:
     return msg
 
 
-def pack_array(a: np.ndarray) -> str:
+def pack_array(a: Any) -> str:
     """An array as text for a message (``np.save`` bytes in base64: dtype and shape travel with it)."""
+    import numpy as np  # noqa: PLC0415  (the parent starts workers before it imports NumPy)
+
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def unpack_array(text: str) -> np.ndarray:
+def unpack_array(text: str) -> Any:
     """Read :func:`pack_array`'s output."""
+    import numpy as np  # noqa: PLC0415
+
     return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)

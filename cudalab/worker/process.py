@@ -1,4 +1,4 @@
-"""The parent's side of a worker: start it, send it operations, read its events, end it.
+"""The parent's handle on a worker process: start it, send it operations, read its events, end it.
 
 A :class:`WorkerProcess` is a ``python -m cudalab.worker`` child in a process group of its own (the
 terminal's Ctrl-C reaches the parent, which decides), with its events read by a thread into a queue,
@@ -9,6 +9,7 @@ kept to say why a worker died.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import os
 import queue
@@ -36,10 +37,11 @@ def worker_argv(device: int, fd: int, energy: bool = False) -> list[str]:
 
 
 def worker_env() -> dict[str, str]:
-    """A worker's environment: this cudalab first on its path (also when not installed), unbuffered."""
-    from cudalab.child import child_env  # noqa: PLC0415
-
-    env = child_env()
+    """A worker's environment: this one, with this cudalab first on its path (also when not installed) and
+    its output unbuffered. (Light on purpose: a worker is started before the parent imports much.)"""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -192,7 +194,56 @@ class WorkerProcess:
 
 Spawn = Callable[[int, bool], Any]
 
+#: Workers started by :func:`prestart` before the command was parsed, by (device, energy).
+_EARLY: dict[tuple[int, bool], WorkerProcess] = {}
+
+#: Commands that run no family on a GPU in this process's own workers (a tool starts its own children).
+NO_WORKER = {"list", "compile", "report", "compare", "ncu", "sanitize"}
+
 
 def spawn(device: int, energy: bool = False) -> WorkerProcess:
-    """Start a worker for GPU ``device`` (tests replace this with fake workers)."""
+    """A worker for GPU ``device``: the one :func:`prestart` started for it, else a new one (tests replace
+    this with fake workers)."""
+    early = _EARLY.pop((device, energy), None)
+    if early is not None and early.proc.poll() is None:
+        return early
     return WorkerProcess(device, energy=energy)
+
+
+def early_plan(argv: Sequence[str]) -> tuple[int, bool] | None:
+    """Whether a command line will want a worker, and for which (GPU, --energy); None when it will not or
+    when only parsing can tell (``--devices``, ``--exclusive`` and ``--lock-clocks`` ask NVML first)."""
+    args = list(argv)
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command is None or command in NO_WORKER:
+        return None
+    if any(a in ("-h", "--help", "--version", "--exclusive") or a.startswith(("--devices", "--lock-clocks"))
+           for a in args):
+        return None
+    device = 0
+    for i, a in enumerate(args):
+        value = a.split("=", 1)[1] if a.startswith("--device=") else args[i + 1] if a == "--device" and i + 1 < len(args) else None
+        if value is not None:
+            if not value.isdigit():
+                return None  # the parser will say what is wrong with it
+            device = int(value)
+    return device, "--energy" in args
+
+
+def prestart(argv: Sequence[str]) -> None:
+    """Start the worker a command line will want now, before the parent imports and parses: its Python,
+    pycuda and CUDA context come up while the parent does its own work. Unused, it is killed at exit."""
+    plan = early_plan(argv)
+    if plan is None or plan in _EARLY:
+        return
+    try:
+        _EARLY[plan] = WorkerProcess(plan[0], energy=plan[1])
+    except OSError:  # the command will start one itself and say what is wrong
+        return
+    atexit.register(_kill_unused)
+
+
+def _kill_unused() -> None:
+    for w in list(_EARLY.values()):
+        w.kill()
+    _EARLY.clear()
