@@ -1,12 +1,54 @@
-"""cudalab: a command-line lab for CUDA kernel variants."""
+"""cudalab: a command-line lab for CUDA kernel variants.
+
+The public Python surface, imported on first use so ``import cudalab`` stays light (no pycuda, no
+rich, no NumPy until a name needs them)::
+
+    import cudalab
+    rec = cudalab.run("transpose", variants=["naive", "bankopt"], n=4096)   # a RunRecord
+    old = cudalab.load_record("base.json")
+    cmp = cudalab.compare_runs(old, rec)                                  # verdicts per row
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
+#: name -> (module, attribute): what ``cudalab.<name>`` is, imported when first used.
+_LAZY = {
+    "run": ("cudalab.api", "run"),
+    "load_record": ("cudalab.results", "load_record"),
+    "save_record": ("cudalab.results", "save_record"),
+    "RunRecord": ("cudalab.results", "RunRecord"),
+    "RunPoint": ("cudalab.results", "RunPoint"),
+    "Result": ("cudalab.results", "Result"),
+    "Status": ("cudalab.results", "Status"),
+    "compare_runs": ("cudalab.compare", "compare"),
+    "Comparison": ("cudalab.compare", "Comparison"),
+    "Family": ("cudalab.families", "Family"),
+    "family": ("cudalab.catalog", "family"),
+    "load_catalog": ("cudalab.catalog", "load_catalog"),
+    "CudalabError": ("cudalab.errors", "CudalabError"),
+    "UsageError": ("cudalab.errors", "UsageError"),
+}
 
-def __getattr__(name: str):
-    """``cudalab.run`` (:func:`cudalab.api.run`), imported on first use so ``import cudalab`` stays light."""
-    if name == "run":
-        from cudalab.api import run
+__all__ = ["__version__", *_LAZY]
 
-        return run
+
+def __getattr__(name: str) -> Any:
+    """``cudalab.run`` and the other public names, each imported on first use."""
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value  # later lookups skip this hook
+        return value
     raise AttributeError(f"module 'cudalab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """What ``dir(cudalab)`` and completion show: the public names (before any is imported), the
+    subpackages already imported, and the module's dunders; not the helpers this file imports."""
+    helpers = {"annotations", "importlib", "Any"}
+    return sorted((set(globals()) - helpers) | set(_LAZY))

@@ -5,6 +5,8 @@ Family commands (``cudalab transpose``...) are made from the catalog by :mod:`cu
 
 from __future__ import annotations
 
+import sys
+
 from cudalab.cli import basic, compare, ncu, report, sanitize  # noqa: F401  (each module registers its commands)
 from cudalab.cli.app import cli
 
@@ -12,5 +14,8 @@ __all__ = ["cli", "main"]
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (and ``python -m cudalab``'s)."""
+    # Saved runs record sys.argv as the command: the name the user typed, not the path of the
+    # console script or of cudalab/__main__.py that Python puts there.
+    sys.argv[0] = "cudalab"
     cli(prog_name="cudalab")

@@ -49,6 +49,22 @@ def shape_option(fam: Family) -> click.Option:
                         help=f"The problem's shape{f', e.g. {example}' if example else ''} (a comma list is a sweep).")
 
 
+def wide_option() -> click.Option:
+    """``--wide``: every table column (sample count, step, the family's columns, telemetry); the default
+    view fits 100-120 columns. Set for the whole command (:data:`cudalab.report.console.WIDE`), so every
+    table the command prints follows it."""
+
+    def set_wide(_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        from cudalab.report.console import WIDE  # noqa: PLC0415
+
+        WIDE.set(bool(value))
+        return value
+
+    return click.Option(["--wide"], is_flag=True, callback=set_wide, expose_value=False, is_eager=True,
+                        help="Show every column (samples, step, the family's own columns, telemetry); "
+                             "the default view fits 100-120 columns and JSON has everything.")
+
+
 def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
     """What selects variants and sets the problem and launch: every command that runs a family has these."""
     params: list[click.Parameter] = [
@@ -109,6 +125,7 @@ def timing_options() -> list[click.Parameter]:
                      help="Run even when the memory plan says the GPU's free memory is too small (host memory is never overridden)."),
         click.Option(["--layout"], type=click.Choice(["points", "long"]), default="points", show_default=True,
                      help="A sweep as one table per point, or as one long table with a point column."),
+        wide_option(),
         click.Option(["--quiet", "-q"], is_flag=True,
                      help="No progress on stderr (a bar on a terminal, one line per variant otherwise)."),
     ]

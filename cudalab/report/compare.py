@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
-from rich.table import Table
-from rich.text import Text
-
-from cudalab.report.core import _fmt, _ms
+from cudalab.report.grid import Column, Grid
+from cudalab.report.runtable import _fmt, _ms
 
 
 _VERDICT_STYLE = {"slower": "bold red", "faster": "green", "same": "", "unsure": "yellow"}
@@ -59,25 +56,24 @@ def _cmp_cells(c: Any, row: Any) -> list[str]:
 
 
 _LEFT = ("family", "problem", "variant", "verdict", "note")
+#: Hidden first on a terminal too narrow for the wrapped table (1 first).
+_DROP = {"n A/B": 1, "p": 2, "A % roof": 3, "B % roof": 4}
 
 
-def comparison_table(c: Any) -> Table:
+def comparison_table(c: Any) -> Grid:
     """One row per matched (family, problem, variant); verdicts coloured. One problem: its columns are left
-    out (the title names it)."""
+    out (the title names it). Numbers never fold; the note wraps as text on a narrow terminal."""
     single = len({(r.family, r.problem) for r in c.rows}) == 1
     skip = 2 if single else 0
     title = f"{c.rows[0].family} {c.rows[0].problem}" if single else None
-    t = Table(box=box.SIMPLE_HEAVY, pad_edge=False, title=title, title_justify="left")
     cols = _columns(c)
-    for col in cols[skip:]:
-        # Numbers and names never fold mid-token; only the note wraps, as text.
-        t.add_column(col, justify="left" if col in _LEFT else "right", no_wrap=col != "note",
-                     overflow="fold" if col == "note" else "ellipsis")
+    t = Grid([Column(col, right=col not in _LEFT, wrap=col == "note", drop=_DROP.get(col, 0)) for col in cols[skip:]],
+             title=title)
     verdict_at = cols.index("verdict")
     for row in c.rows:
         cells = _cmp_cells(c, row)
         style = _VERDICT_STYLE.get(row.verdict.verdict, "dim")
-        t.add_row(*[Text(x, style=style if i == verdict_at else "") for i, x in enumerate(cells)][skip:])
+        t.add_row(*[(x, style if i == verdict_at else "") for i, x in enumerate(cells)][skip:])
     return t
 
 

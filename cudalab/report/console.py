@@ -1,14 +1,22 @@
-"""The rich console every table is printed on: terminal width on a terminal; piped, wide and without
-line-end padding."""
+"""The rich console every table is printed on: the terminal's width on a terminal (tables fit it:
+:mod:`cudalab.report.grid`); piped, wide and without line-end padding.
+
+:data:`WIDE` is the command's ``--wide``: every column, and on a terminal a console as wide as a pipe's
+(the terminal folds long lines; nothing is cropped).
+"""
 
 from __future__ import annotations
 
 import re
 import shutil
 import sys
+from contextvars import ContextVar
 from typing import Any
 
 from rich.console import Console
+
+#: Set by the command line's ``--wide`` (per invocation): every table column, nothing cropped.
+WIDE: ContextVar[bool] = ContextVar("cudalab_wide", default=False)
 
 
 class _NoTrailingSpace:
@@ -30,8 +38,10 @@ class _NoTrailingSpace:
 def console(stderr: bool = False) -> Console:
     """A console wide enough for the tables even when output is piped or captured."""
     stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty():
-        return Console(file=stream, width=max(shutil.get_terminal_size((200, 24)).columns, 100), soft_wrap=False,
+    if stream.isatty() and not WIDE.get():
+        return Console(file=stream, width=max(shutil.get_terminal_size((200, 24)).columns, 40), soft_wrap=False,
                        highlight=False)
+    if stream.isatty():
+        return Console(file=stream, width=400, soft_wrap=False, highlight=False)
     # Piped or captured (logs, CI, tests): wide enough that no column folds, however many a run adds
     return Console(file=_NoTrailingSpace(stream), width=400, soft_wrap=False, highlight=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import shlex
 from typing import Any, Iterable, Sequence
 
 from rich import box
@@ -11,22 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
-from cudalab.report.console import console  # noqa: F401  (re-exported)
-from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-
-_STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", TIMEOUT: "red", SKIPPED: "yellow"}
-
-
-def _fmt(x: float | None, digits: int = 1) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    return f"{x:,.{digits}f}"
+from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
+from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
+    RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns,
+)
+from cudalab.results import PASSED, Result, Roofline
 
 
-def _ms(x: float) -> str:
-    if 0 < x < 0.01:  # batched kernels of a few µs: keep 10 ns steps
-        return f"{x:.5f}"
-    return f"{x:.4f}" if x < 1 else f"{x:.3f}" if x < 100 else f"{x:,.1f}"
 
 
 def header_lines(device: dict[str, Any] | None, title: str, problem: str, protocol: Any,
@@ -106,7 +97,7 @@ NCU_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = (),
-                header: bool = True) -> None:
+                header: bool = True, wide: bool | None = None) -> None:
     """Print one point of a run record: header lines, the table, its legend and notes.
 
     Args:
@@ -115,6 +106,7 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         point: the :class:`cudalab.results.RunPoint`.
         extra_columns: the family's ``EXTRA_COLUMNS``.
         header: print the GPU and protocol lines too (a live run printed them before it started).
+        wide: every column (``--wide``); None: what the command's ``--wide`` set (:data:`WIDE`).
     """
     title, line = _point_title(record, point)
     lines = header_lines(record.device, title, line, _protocol(point.protocol), point.roofline, point.results)
@@ -127,33 +119,34 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         if (record.device.get("telemetry") or {}).get("sm_mhz"):
             keep += ("GPU ",)  # it now names the clocks measured during the samples
         lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(keep)]
-    for text in lines:
-        con.print(text, markup=False, highlight=False)
+    # Prose is printed in one call before the table and one after: rich costs ~0.2 ms a print, which a
+    # saved sweep of 1,000 points would pay ten times a point.
+    con.print("\n".join(lines), markup=False, highlight=False)
     rows = point.results
     ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
-    con.print(results_table(rows, point.metric, extra_columns, ncu_cols))
+    con.print(results_table(rows, point.metric, extra_columns, ncu_cols, wide=WIDE.get() if wide is None else wide))
+    notes = []
     if any("telemetry_polls" in r.extra for r in rows):
-        con.print("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
-                  "W median (the board's instantaneous draw, updated every 100 ms; 'avg': the driver has only its "
-                  "one-second average), °C max.", markup=False)
+        notes.append("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
+                     "W median (the board's instantaneous draw, updated every 100 ms; 'avg': the driver has only its "
+                     "one-second average), °C max.")
     if any("sustained_w" in r.extra for r in rows):
-        con.print("--energy: W busy = board power with the row's launches back to back for a second or more (NVML's "
-                  "energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.", markup=False)
-    con.print(LEGEND.get(point.metric, LEGEND["none"]), markup=False)
+        notes.append("--energy: W busy = board power with the row's launches back to back for a second or more "
+                     "(NVML's energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.")
+    notes.append(LEGEND.get(point.metric, LEGEND["none"]))
     if ncu_cols:
         from cudalab.report.tools import ncu_legend  # noqa: PLC0415  (tools imports this module)
 
         smem = any(k.endswith("_wpr") for k, _ in ncu_cols)
-        for text in ncu_legend("smem" if smem else "memory"):
-            con.print(text, markup=False)
-        con.print("ncu ms is from a second process under ncu, where some kernels run at another speed (README, Nsight "
-                  "Compute): it can differ from the median by more than the timing error.", markup=False)
-    for r in rows:
-        if r.extra.get("ncu_status"):
-            con.print(f"ncu: {r.variant} {r.extra['ncu_status']}: {r.extra.get('ncu_note', '')}", markup=False)
+        notes += ncu_legend("smem" if smem else "memory")
+        notes.append("ncu ms is from a second process under ncu, where some kernels run at another speed (README, "
+                     "Nsight Compute): it can differ from the median by more than the timing error.")
+    notes += [f"ncu: {r.variant} {r.extra['ncu_status']}: {r.extra.get('ncu_note', '')}"
+              for r in rows if r.extra.get("ncu_status")]
     if any(r.legacy for r in rows):
-        con.print("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
-                  f"{point.family}`); its correct twin runs beside it.", markup=False)
+        notes.append("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
+                     f"{point.family}`); its correct twin runs beside it.")
+    con.print("\n".join(notes), markup=False, highlight=False)
 
 
 def _point_title(record: Any, point: Any) -> tuple[str, str]:
@@ -186,7 +179,7 @@ def saved_lines(record: Any, source: str) -> list[str]:
     host = ", ".join(f"{k} {m[k]}" for k in ("hostname", "python", "numpy", "pycuda", "cupy", "kernel_revision")
                      if m.get(k))
     return [f"saved run {source} (schema {record.schema_version}, cudalab {record.cudalab or '?'}, {when})",
-            "command: " + (" ".join(record.command) or "?")] + ([f"machine: {host}"] if host else [])
+            "command: " + (shlex.join(record.command) or "?")] + ([f"machine: {host}"] if host else [])
 
 
 def markdown_record(record: Any, source: str) -> str:
@@ -201,7 +194,7 @@ def markdown_record(record: Any, source: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str]] = ()) -> None:
+def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str]] = (), wide: bool | None = None) -> None:
     """Print a sweep as one long table (``--layout long``): a point column, then each point's rows."""
     from cudalab.bench import Protocol
 
@@ -218,7 +211,8 @@ def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str
     rows = [r for p in record.points for r in p.results]
     labels = [p.label for p in record.points for _ in p.results]
     ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
-    con.print(results_table(rows, first.metric, extra_columns, ncu_cols, points=labels))
+    con.print(results_table(rows, first.metric, extra_columns, ncu_cols, points=labels,
+                            wide=WIDE.get() if wide is None else wide))
     con.print(LEGEND.get(first.metric, LEGEND["none"]) + " Speedups restart at each point.", markup=False)
 
 
@@ -231,109 +225,6 @@ LEGEND = {
             "queries answered or elements searched per second (1e9); % of ref = over the library (CuPy) row.",
     "none": "speedup = over the first GPU row that passed, step = over the previous one.",
 }
-
-
-def results_table(results: Sequence[Result], metric: str, extra_columns: Iterable[tuple[str, str]] = (),
-                  ncu_columns: Iterable[tuple[str, str]] = (), points: Sequence[str] | None = None) -> Table:
-    """The comparison table: one row per variant, in the order they ran.
-
-    Speedup is over the first GPU variant that passed; 'step' over the previous GPU row that passed.
-    ``points`` (one label per row, ``--layout long``) adds a point column; speedups restart at each point.
-    """
-    t = Table(box=box.SIMPLE_HEAVY, show_lines=False, pad_edge=False)
-    cols = (["point"] if points else []) + ["#", "variant", "block", "grid", "median ms", "± IQR", "n"]
-    rate = RATE_HEADER.get(metric)
-    if rate:
-        cols.append(rate)
-        cols.append("% roofline" if metric == "bandwidth" else "% of ref")
-    cols += ["speedup", "step"]
-    extra_columns = list(extra_columns)
-    ncu_columns = list(ncu_columns)
-    tele_columns = telemetry_columns(results)
-    cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + [h for _, h in tele_columns]
-    cols += ["check", "status"]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("point", "variant", "block", "grid", "status", "check") else "right",
-                     overflow="fold")
-    first = prev = None
-    for i, r in enumerate(results, 1):
-        if points and i > 1 and points[i - 1] != points[i - 2]:
-            first = prev = None
-            t.add_section()
-        med = r.median_ms
-        speed = step = None
-        if r.kind != "host" and r.status == PASSED and med:
-            if first is None:
-                first = med
-            speed = first / med
-            step = prev / med if prev else None
-            prev = med
-        batch = f" ×{r.extra['batch']}" if r.extra.get("batch") else ""
-        row = ([points[i - 1]] if points else []) + [str(i), r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else "")
-               + (" !" if r.extra.get("other_process") else ""),
-               r.block, r.grid, _ms(med) + batch if med is not None else "–",
-               _ms(r.stats.iqr) if r.stats else "–", str(r.stats.n) if r.stats else "–"]
-        if rate:
-            row.append(_fmt(rate_of(r, metric), 2 if metric == "rate" else 0))
-            row.append(_fmt(r.pct_roofline, 1))
-        row += [_fmt(speed, 2) + "×" if speed else "–", _fmt(step, 2) + "×" if step else "–"]
-        for key, _ in extra_columns + ncu_columns:
-            v = r.extra.get(key)
-            text = _fmt(v, 6 if key == "ncu_ms" else 4 if key.endswith("_ms") else 2) if isinstance(v, float) \
-                else "–" if v is None else str(v)
-            ok = r.extra.get(key.replace("_wpr", "_ok")) if key.endswith("_wpr") else None
-            row.append(text + (" ✓" if ok is True else " ✗" if ok is False else ""))
-        row += [telemetry_cell(key, r.extra) for key, _ in tele_columns]
-        if r.max_error is None:
-            row.append("–")
-        elif r.status == INCORRECT:
-            row.append(Text(f"✗ {r.max_error:.2g}", style="bold red"))
-        else:
-            row.append(Text(f"✓ {r.max_error:.1g}" if r.max_error else "✓", style="green"))
-        status = r.status if not r.reason else f"{r.status}: {r.reason}"
-        row.append(Text(status, style=_STATUS_STYLE.get(r.status, "")))
-        t.add_row(*[c if isinstance(c, Text) else Text(c) for c in row])  # plain text: "[legacy]" is no markup
-    return t
-
-
-#: (key in Result.extra, header) of the telemetry columns, in table order.
-TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
-    ("sustained_w", "W busy"), ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
-)
-
-
-def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
-    """One telemetry table cell; '–' when the row has no such value."""
-    v = extra.get(key)
-    if v is None or v == "":
-        return "–"
-    if key in ("sm_mhz", "mem_mhz"):
-        low = extra.get(f"{key}_min")
-        # The minimum only when it is well below the median: a clock that dipped during the samples.
-        return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
-    if key == "energy_mj_per_launch":
-        return f"{v:.3g}"
-    if key == "power_w" and extra.get("power_avg_1s"):
-        return f"{v:,.0f} avg"
-    if isinstance(v, float):
-        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
-    return str(v)
-
-
-def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
-    """The telemetry columns some row has a value for (none without NVML)."""
-    return [(k, h) for k, h in TELEMETRY_COLUMNS if any(r.extra.get(k) not in (None, "") for r in results)]
-
-
-RATE_HEADER = {"bandwidth": "GB/s", "flops": "GFLOP/s", "rate": "G items/s"}
-
-
-def rate_of(r: Result, metric: str) -> float | None:
-    """The row's figure for the family's metric: GB/s, GFLOP/s or G items/s (``extra["rate"]``)."""
-    if metric == "rate":
-        return r.extra.get("rate")
-    return r.gbs if metric == "bandwidth" else r.gflops
 
 
 def pct_column(results: Sequence[Result], metric: str) -> list[Result]:

@@ -1,0 +1,136 @@
+"""The run table: one row per variant (time, rate, % of roofline, speedups, check, status).
+
+The default view fits 100 to 120 columns: variant, block, grid, median, ± IQR, the rate, % roofline,
+speedup, check and status (and the ncu columns a ``--ncu`` run asked for); ``--wide`` adds the sample
+count, step, the family's own columns and the telemetry. Every figure is in the JSON either way. It
+is drawn by :class:`cudalab.report.grid.Grid`: numbers and names never split, reasons wrap as text.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+from cudalab.report.grid import Column, Grid
+from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, TIMEOUT, Result
+
+_STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", TIMEOUT: "red", SKIPPED: "yellow"}
+#: Hidden first when even the wrapped default view is wider than the terminal (1 first).
+_DROP = {"± IQR": 1, "grid": 2, "block": 3, "speedup": 4, "check": 5}
+_LEFT = ("point", "#", "variant", "block", "grid", "status", "check")
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def _ms(x: float) -> str:
+    if 0 < x < 0.01:  # batched kernels of a few µs: keep 10 ns steps
+        return f"{x:.5f}"
+    return f"{x:.4f}" if x < 1 else f"{x:.3f}" if x < 100 else f"{x:,.1f}"
+
+
+def results_table(results: Sequence[Result], metric: str, extra_columns: Iterable[tuple[str, str]] = (),
+                  ncu_columns: Iterable[tuple[str, str]] = (), points: Sequence[str] | None = None,
+                  wide: bool = True) -> Grid:
+    """The comparison table: one row per variant, in the order they ran.
+
+    Speedup is over the first GPU variant that passed; 'step' over the previous GPU row that passed.
+    ``points`` (one label per row, ``--layout long``) adds a point column; speedups restart at each point.
+
+    Args:
+        wide: every column (sample count, step, the family's columns, telemetry); False: the default
+            view (what :func:`cudalab.report.print_point` shows without ``--wide``).
+    """
+    extra_columns = list(extra_columns) if wide else []
+    ncu_columns = list(ncu_columns)
+    tele_columns = telemetry_columns(results) if wide else []
+    rate = RATE_HEADER.get(metric)
+    cols = (["point"] if points else []) + (["#"] if wide else []) + ["variant", "block", "grid", "median ms", "± IQR"]
+    cols += ["n"] if wide else []
+    if rate:
+        cols += [rate, "% roofline" if metric == "bandwidth" else "% of ref"]
+    cols += ["speedup"] + (["step"] if wide else [])
+    cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + [h for _, h in tele_columns]
+    cols += ["check", "status"]
+    t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
+    first = prev = None
+    for i, r in enumerate(results, 1):
+        if points and i > 1 and points[i - 1] != points[i - 2]:
+            first = prev = None
+            t.add_section()
+        med = r.median_ms
+        speed = step = None
+        if r.kind != "host" and r.status == PASSED and med:
+            if first is None:
+                first = med
+            speed = first / med
+            step = prev / med if prev else None
+            prev = med
+        batch = f" ×{r.extra['batch']}" if r.extra.get("batch") else ""
+        name = (r.variant + (" [legacy]" if r.legacy else "") + (" [ref]" if r.kind == "library" else "")
+                + (" !" if r.extra.get("other_process") else ""))
+        row: list[Any] = ([points[i - 1]] if points else []) + ([str(i)] if wide else [])
+        row += [name, r.block, r.grid, _ms(med) + batch if med is not None else "–", _ms(r.stats.iqr) if r.stats else "–"]
+        row += [str(r.stats.n) if r.stats else "–"] if wide else []
+        if rate:
+            row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), _fmt(r.pct_roofline, 1)]
+        row += [_fmt(speed, 2) + "×" if speed else "–"] + ([_fmt(step, 2) + "×" if step else "–"] if wide else [])
+        for key, _ in extra_columns + ncu_columns:
+            v = r.extra.get(key)
+            text = _fmt(v, 6 if key == "ncu_ms" else 4 if key.endswith("_ms") else 2) if isinstance(v, float) \
+                else "–" if v is None else str(v)
+            ok = r.extra.get(key.replace("_wpr", "_ok")) if key.endswith("_wpr") else None
+            row.append(text + (" ✓" if ok is True else " ✗" if ok is False else ""))
+        row += [telemetry_cell(key, r.extra) for key, _ in tele_columns]
+        if r.max_error is None:
+            row.append("–")
+        elif r.status == INCORRECT:
+            row.append((f"✗ {r.max_error:.2g}", "bold red"))
+        else:
+            row.append((f"✓ {r.max_error:.1g}" if r.max_error else "✓", "green"))
+        row.append((str(r.status) if not r.reason else f"{r.status}: {r.reason}", _STATUS_STYLE.get(r.status, "")))
+        t.add_row(*row)
+    return t
+
+
+#: (key in Result.extra, header) of the telemetry columns, in table order.
+TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
+    ("sustained_w", "W busy"), ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
+)
+
+
+def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
+    """One telemetry table cell; '–' when the row has no such value."""
+    v = extra.get(key)
+    if v is None or v == "":
+        return "–"
+    if key in ("sm_mhz", "mem_mhz"):
+        low = extra.get(f"{key}_min")
+        # The minimum only when it is well below the median: a clock that dipped during the samples.
+        return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
+    if key == "energy_mj_per_launch":
+        return f"{v:.3g}"
+    if key == "power_w" and extra.get("power_avg_1s"):
+        return f"{v:,.0f} avg"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+    return str(v)
+
+
+def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
+    """The telemetry columns some row has a value for (none without NVML)."""
+    return [(k, h) for k, h in TELEMETRY_COLUMNS if any(r.extra.get(k) not in (None, "") for r in results)]
+
+
+RATE_HEADER = {"bandwidth": "GB/s", "flops": "GFLOP/s", "rate": "G items/s"}
+
+
+def rate_of(r: Result, metric: str) -> float | None:
+    """The row's figure for the family's metric: GB/s, GFLOP/s or G items/s (``extra["rate"]``)."""
+    if metric == "rate":
+        return r.extra.get("rate")
+    return r.gbs if metric == "bandwidth" else r.gflops
