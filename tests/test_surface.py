@@ -41,3 +41,9 @@ def test_a_saved_command_is_shown_quoted_as_a_shell_would_take_it():
     rec = RunRecord(cudalab="x", command=("cudalab", "transpose", "--add", "my file.cu:k"), started=0.0,
                     device={}, points=())
     assert "command: cudalab transpose --add 'my file.cu:k'" in saved_lines(rec, "r.json")
+
+
+def test_records_from_before_show_the_command_as_typed_too():
+    rec = RunRecord(cudalab="x", command=("/work/cudalab/__main__.py", "transpose", "--n", "16384"), started=0.0,
+                    device={}, points=())
+    assert "command: cudalab transpose --n 16384" in saved_lines(rec, "r.json")

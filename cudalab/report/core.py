@@ -179,7 +179,16 @@ def saved_lines(record: Any, source: str) -> list[str]:
     host = ", ".join(f"{k} {m[k]}" for k in ("hostname", "python", "numpy", "pycuda", "cupy", "kernel_revision")
                      if m.get(k))
     return [f"saved run {source} (schema {record.schema_version}, cudalab {record.cudalab or '?'}, {when})",
-            "command: " + (shlex.join(record.command) or "?")] + ([f"machine: {host}"] if host else [])
+            "command: " + (shlex.join(_as_typed(record.command)) or "?")] + ([f"machine: {host}"] if host else [])
+
+
+def _as_typed(command: Sequence[str]) -> list[str]:
+    """Records made before cudalab saved the command as typed hold the path of the console script or of
+    ``cudalab/__main__.py`` first: show ``cudalab``."""
+    cmd = list(command)
+    if cmd and (cmd[0].replace("\\", "/").endswith("cudalab/__main__.py") or cmd[0].rsplit("/", 1)[-1] == "cudalab"):
+        cmd[0] = "cudalab"
+    return cmd
 
 
 def markdown_record(record: Any, source: str) -> str:
