@@ -73,7 +73,7 @@ def test_every_size_plans_tiles_covering_c(size, grids):
     for variant, grid in grids.items():
         lau = plan(variant, **size)
         assert lau.grid == grid and lau.block == ((384 if variant == "wgmma" else 256), 1, 1)
-    assert plan("mma", n="256").shared == 4 * (128 * 32 + 32 * 256) * 2   # 96 KiB: opts in above 48 KiB
+    assert plan("mma", n="256").shared == 4 * (128 * 64 + 64 * 256) * 2   # 192 KiB: opts in above 48 KiB
     # 4 stages of 48 KiB, 1 KiB to align them to the 128-byte swizzle's 1024-byte atoms, 8 mbarriers
     assert plan("wgmma", n="256").shared == 4 * 48 * 1024 + 1024 + 64
 

@@ -54,6 +54,15 @@ def test_every_rung_is_verified(device, dtype, size):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("defines", [(("HG_BK", "32"), ("HG_STAGES", "4")), (("HG_BK", "64"), ("HG_STAGES", "3")),
+                                     (("HG_STAGES", "2"),)], ids=["bk32", "stages3", "stages2"])
+@pytest.mark.parametrize("size", [{"n": "512"}, {"shape": "136x72x200"}, {"shape": "129x7x131"}], ids=lambda s: next(iter(s.values())))
+def test_mma_other_slices_and_depths_are_verified(device, defines, size):
+    rows = run_rows(device, "hgemm", variants="mma", seed=3, defines=defines, **size)
+    assert rows["mma"].status == runner.PASSED, rows["mma"].reason
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["wmma", "mma", "wgmma"])
 def test_the_mutant_that_drops_the_last_k_slice_is_incorrect(device, tmp_path, monkeypatch, variant):
     dest = tmp_path / "hgemm"

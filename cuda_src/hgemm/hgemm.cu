@@ -5,7 +5,7 @@
 // Rungs (one idea each):
 //   wmma  16x16x16 fragments (nvcuda::wmma) loaded from padded shared tiles; plain loads, one buffer.
 //   mma   mma.sync.m16n8k16 fed by ldmatrix from XOR-swizzled shared tiles, filled by a cp.async
-//         pipeline HG_STAGES deep; 128 x 256 block tile, 8 warps of 64 x 64.
+//         pipeline HG_STAGES deep; 128 x 256 block tile, 8 warps of 64 x 64, fragments double-buffered.
 //   (wgmma: hgemm_wgmma.cu, sm_90a.)
 
 #include <mma.h>
@@ -94,33 +94,47 @@ hgemm_wmma(const hg_t *__restrict__ A, const hg_t *__restrict__ B, float *__rest
         }
 }
 
-// ---- mma -------------------------------------------------------------------------------------
-// Block tile HG_BM x HG_BN, K slices of 32 (64-byte rows of A, HG_BN * 2-byte rows of B), HG_STAGES
+// ---- mma ---------------------------------------------------------------------------------------
+// Block tile HG_BM x HG_BN, K slices of HG_BK (32 or 64: rows of A of 64 or 128 bytes), HG_STAGES
 // slices in flight through cp.async. 8 warps as 2 (M) x 4 (N), each a 64 x (HG_BN / 4) warp tile of
-// m16n8k16 MMAs, operands from ldmatrix (B with .trans: it is stored k-major).
+// m16n8k16 MMAs, operands from ldmatrix (B with .trans: it is stored k-major); the fragments of the
+// next 16-wide k step are loaded while the MMAs of this one run (two register sets).
 //
 // Swizzle: shared rows hold 16-byte chunks; chunk c of row r is stored at chunk c ^ f(r) so that
 // the 8 rows one ldmatrix reads (8 lanes' addresses, one chunk each) fall in 8 different 16-byte
-// bank groups. A (4 chunks a row, two rows a 128-byte line): f(r) = (r >> 1) & 3.
-// B (HG_BN / 8 chunks a row): f(r) = r & 7.
+// bank groups. A with 4 chunks a row (HG_BK 32: two rows a 128-byte line): f(r) = (r >> 1) & 3;
+// A with 8 chunks (HG_BK 64) and B (HG_BN / 8 chunks a row): f(r) = r & 7.
 #ifndef HG_BM
 #define HG_BM 128
 #endif
 #ifndef HG_BN
 #define HG_BN 256
 #endif
+#ifndef HG_BK
+#define HG_BK 32
+#endif
 #ifndef HG_STAGES
 #define HG_STAGES 4
 #endif
-#define HG_BK 32
+#if HG_BK != 32 && HG_BK != 64
+#error "HG_BK must be 32 or 64"
+#endif
 #define HG_THREADS 256
 #define HG_WN (HG_BN / 4)      // warp tile columns
 #define HG_MI 4                // 16-row MMA tiles a warp (64 rows)
 #define HG_NI (HG_WN / 8)      // 8-column MMA tiles a warp
+#define HG_KS (HG_BK / 16)     // 16-wide k steps a slice
 #define HG_A_STAGE (HG_BM * HG_BK)
 #define HG_B_STAGE (HG_BK * HG_BN)
 
-__device__ __forceinline__ int hg_a_off(int r, int chunk) { return r * HG_BK + ((chunk ^ ((r >> 1) & 3)) * 8); }
+__device__ __forceinline__ int hg_a_off(int r, int chunk)
+{
+#if HG_BK == 32
+    return r * HG_BK + ((chunk ^ ((r >> 1) & 3)) * 8);
+#else
+    return r * HG_BK + ((chunk ^ (r & 7)) * 8);
+#endif
+}
 __device__ __forceinline__ int hg_b_off(int r, int chunk) { return r * HG_BN + ((chunk ^ (r & 7)) * 8); }
 
 __device__ __forceinline__ void hg_ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, uint32_t addr)
@@ -176,6 +190,21 @@ __device__ __forceinline__ void hg_load_stage(const hg_t *__restrict__ A, const 
     }
 }
 
+// The A and B fragments of 16-wide k step ks of a stage. A (x4): lane l reads row (l % 16) of a
+// 16-row tile, chunk (l / 16) of the step. B (x4.trans): lane l reads k row (l % 16) of the step,
+// chunk (l / 16) of a 16-column pair of n tiles.
+__device__ __forceinline__ void hg_load_frags(const hg_t *as, const hg_t *bs, int ks, int a_row, int a_chk, int b_row,
+                                              int b_chk, uint32_t (&af)[HG_MI][4], uint32_t (&bf)[HG_NI][2])
+{
+#pragma unroll
+    for (int i = 0; i < HG_MI; ++i)
+        hg_ldmatrix_x4(af[i][0], af[i][1], af[i][2], af[i][3], hg_smem_addr(as + hg_a_off(a_row + i * 16, ks * 2 + a_chk)));
+#pragma unroll
+    for (int j = 0; j < HG_NI; j += 2)
+        hg_ldmatrix_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],
+                             hg_smem_addr(bs + hg_b_off(ks * 16 + b_row, b_chk + j)));
+}
+
 extern "C" __global__ void __launch_bounds__(HG_THREADS, 1)
 hgemm_mma(const hg_t *__restrict__ A, const hg_t *__restrict__ B, float *__restrict__ C, int M, int N, int K)
 {
@@ -210,9 +239,7 @@ hgemm_mma(const hg_t *__restrict__ A, const hg_t *__restrict__ B, float *__restr
         hg_cp_async_commit();
     }
 
-    // ldmatrix lane addresses. A (x4): lane l reads row (l % 16) of a 16-row tile, chunk (l / 16) of
-    // the 16-wide k step. B (x4.trans): lane l reads k row (l % 16) of the step, chunk (l / 16) of a
-    // 16-column pair of n tiles.
+    // ldmatrix lane addresses (see hg_load_frags).
     const int a_row = wm * 64 + (lane % 16);
     const int a_chk = lane / 16;
     const int b_row = lane % 16;
@@ -231,22 +258,17 @@ hgemm_mma(const hg_t *__restrict__ A, const hg_t *__restrict__ B, float *__restr
 
         const hg_t *as = As + (kt % HG_STAGES) * HG_A_STAGE;
         const hg_t *bs = Bs + (kt % HG_STAGES) * HG_B_STAGE;
+        uint32_t af[2][HG_MI][4];
+        uint32_t bf[2][HG_NI][2];
+        hg_load_frags(as, bs, 0, a_row, a_chk, b_row, b_chk, af[0], bf[0]);
 #pragma unroll
-        for (int ks = 0; ks < HG_BK / 16; ++ks) {
-            uint32_t af[HG_MI][4];
-            uint32_t bf[HG_NI][2];
-#pragma unroll
-            for (int i = 0; i < HG_MI; ++i)
-                hg_ldmatrix_x4(af[i][0], af[i][1], af[i][2], af[i][3],
-                               hg_smem_addr(as + hg_a_off(a_row + i * 16, ks * 2 + a_chk)));
-#pragma unroll
-            for (int j = 0; j < HG_NI; j += 2)
-                hg_ldmatrix_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],
-                                     hg_smem_addr(bs + hg_b_off(ks * 16 + b_row, b_chk + j)));
+        for (int ks = 0; ks < HG_KS; ++ks) {
+            if (ks + 1 < HG_KS)   // the next step's fragments, in flight while these MMAs run
+                hg_load_frags(as, bs, ks + 1, a_row, a_chk, b_row, b_chk, af[(ks + 1) & 1], bf[(ks + 1) & 1]);
 #pragma unroll
             for (int i = 0; i < HG_MI; ++i)
 #pragma unroll
-                for (int j = 0; j < HG_NI; ++j) hg_mma16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+                for (int j = 0; j < HG_NI; ++j) hg_mma16816(acc[i][j], af[ks & 1][i], bf[ks & 1][j][0], bf[ks & 1][j][1]);
         }
     }
     hg_cp_async_wait<0>();   // no copy may still be writing shared memory when the block exits
