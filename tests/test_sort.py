@@ -1,7 +1,8 @@
 """sort without a GPU: catalog, problem parsing, inputs, the check against the wrong answers it must
 catch (unstable but sorted, a lost key, unwritten poison), the poison choice, the host row, NumPy
 emulations of the kernels' index arithmetic driven by the module's own launch schedule, the 'rate'
-metric plumbing, and nvcc builds for both dtypes (radix's own tests: test_sort_radix.py)."""
+metric plumbing, and nvcc builds for both dtypes (radix's and onesweep's own tests: test_sort_radix.py,
+test_sort_onesweep.py)."""
 
 from __future__ import annotations
 
@@ -35,12 +36,13 @@ def _inputs(p, seed=5):
 # --- catalog and problem ---------------------------------------------------------------------------------
 
 def test_catalog():
-    assert SPEC.names() == ["host", "bitonic", "merge-rank", "radix", "cupy"]
+    assert SPEC.names() == ["host", "bitonic", "merge-rank", "radix", "onesweep", "cupy"]
     assert SPEC.metric == "rate" and set(SPEC.dtypes) == set(DTYPES) and SPEC.default_dtype == "int32"
     assert SPEC.variant("cupy").kind == "library" and SPEC.variant("host").kind == "host"
     assert SPEC.variant("merge-rank").param("stable") and not SPEC.variant("bitonic").param("stable")
     # radix is stable but returns no index: claiming stability would make its result carry one
     assert SPEC.variant("radix").param("radix") and not SPEC.variant("radix").param("stable")
+    assert SPEC.variant("onesweep").param("onesweep") and not SPEC.variant("onesweep").param("stable")
     assert SPEC.variant("bitonic").param("pad_pow2")
     assert load("sort") is MOD.FAMILY
 
@@ -48,10 +50,10 @@ def test_catalog():
 def test_problem_parsing():
     p = MOD.problem(None, None, "int32", {})
     assert p.dims == (2**24,) and p.opt("input") == "random"
-    assert _problem("2^26").dims == (2**26,)
+    assert _problem("2^28").dims == (2**28,)
     assert _problem("1", kind="reverse").opt("input") == "reverse"
     with pytest.raises(UsageError, match="out of range"):
-        _problem(str(2**26 + 1))
+        _problem(str(2**28 + 1))
     with pytest.raises(UsageError, match="--input"):
         _problem(kind="shuffled")
     with pytest.raises(UsageError, match="--n"):
@@ -313,7 +315,7 @@ def test_merge_rank_pass_count():
 
 # --- launch plans and builds ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n", [1, 1000, 4096, 4097, 2**24, 2**26])
+@pytest.mark.parametrize("n", [1, 1000, 4096, 4097, 2**24, 2**28])
 def test_bitonic_plan_covers_the_padded_buffer(n):
     lau = runner.plan_launch(SPEC.variant("bitonic"), MOD.FAMILY, _problem(n), None, None, L.DeviceLimits())
     n2 = max(MOD.pow2_at_least(n), lau.tile[0])
@@ -323,7 +325,8 @@ def test_bitonic_plan_covers_the_padded_buffer(n):
 
 def test_sanitize_sizes_one_multiple_of_the_tiles_one_not():
     sizes = [int(s["n"]) for s in MOD.SANITIZE_SIZES]
-    assert any(s % 8192 == 0 and s % 4096 == 0 for s in sizes) and any(s % 1024 and s % 4096 for s in sizes)
+    assert any(s % 8192 == 0 and s % 6144 == 0 and s % 4096 == 0 for s in sizes)
+    assert any(s % 1024 and s % 4096 and s % 6144 for s in sizes)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"),
@@ -332,11 +335,12 @@ def test_sanitize_sizes_one_multiple_of_the_tiles_one_not():
 def test_kernels_compile_for_both_dtypes(dtype):
     from cudalab import build
 
-    defines = dict(MOD.defines(_problem(dtype=dtype), SPEC.variant("bitonic")), PER="4", ITEMS="4")
+    defines = dict(MOD.defines(_problem(dtype=dtype), SPEC.variant("bitonic")), PER="4", ITEMS="8")
     res = {k.name: k for k in build.build(SPEC.directory / "sort.cu", defines, 'sm_90').kernels}
     assert set(res) >= {"sort_bitonic_tile", "sort_bitonic_merge", "sort_bitonic_step", "sort_bitonic_step2",
                         "sort_bitonic_step3", "sort_bitonic_step4", "sort_merge_tile", "sort_merge_pass",
-                        "sort_radix_hist", "sort_radix_scan", "sort_radix_scatter"}
+                        "sort_radix_hist", "sort_radix_scan", "sort_radix_scatter", "sort_onesweep_init",
+                        "sort_onesweep_hist", "sort_onesweep_pass"}
     assert all(k.spill_stores == 0 and k.spill_loads == 0 and k.stack_frame == 0 for k in res.values())
 
 

@@ -1,6 +1,6 @@
 """sort on a real GPU: every variant, both dtypes, all four inputs, sizes from 1 to 2^22 + 5 that are
-and are not multiples of the tiles (bitonic 8192, radix 4096, merge-rank 1024) and not powers of two;
-the stability payload is checked where claimed; radix on the extremes of both key types (signs, ±0,
+and are not multiples of the tiles (bitonic 8192, onesweep 6144, radix 4096, merge-rank 1024) and not
+powers of two; the stability payload is checked where claimed; radix on the extremes of both key types (signs, ±0,
 ±inf, INT_MIN / INT_MAX) and on keys that differ in one digit only."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""sort family: n keys in ascending order, by a bitonic network, a stable counting merge sort and a
-stable LSD radix sort (the radix case lives in :mod:`cudalab.families.sort_radix`).
+"""sort family: n keys in ascending order, by a bitonic network, a stable counting merge sort and two
+stable LSD radix sorts (their cases live in :mod:`cudalab.families.sort_radix` and
+:mod:`cudalab.families.sort_onesweep`).
 
 Inputs (``--input``): ``random`` (int32 over the whole range, float32 normal), ``dups`` (only 16
 distinct values: long runs of equal keys), ``sorted`` and ``reverse`` (random keys, pre-sorted).
@@ -7,8 +8,9 @@ distinct values: long runs of equal keys), ``sorted`` and ``reverse`` (random ke
 Verification is exact: the keys must equal NumPy's sorted keys element for element. A variant that
 claims stability (``params.stable``: merge-rank) also returns each key's original index, and those
 must equal NumPy's stable argsort: a sort that puts equal keys out of input order returns the same
-keys but a different permutation, and fails (``--input dups`` is where that shows). radix is stable by
-construction but carries no payload (keys only, for speed), so its check sees the keys only.
+keys but a different permutation, and fails (``--input dups`` is where that shows). radix and onesweep
+are stable by construction but carry no payload (keys only, for speed), so their check sees the keys
+only.
 
 Poison: float outputs are filled with 0xFF bytes (NaN), which no sorted float32 input holds. For
 int32 the fill is a byte pattern whose int32 value is not among the input keys (0xFF.. = -1 unless
@@ -19,7 +21,7 @@ Rate (metric ``rate``): keys / median time; % of ref is over CuPy's sort (CUB ra
 CuPy is installed. Sorting is out of place everywhere (CuPy's sort copies too), so the input is
 never modified and needs no restore. Column ``passes``: the kernel launches one run makes (bitonic,
 merge-rank: each a pass over the keys; radix: histogram, scan of the counts and scatter for each of
-8 digits, 24).
+8 digits, 24; onesweep: zeroing, one histogram launch and one pass for each of 4 digits, 6).
 """
 
 from __future__ import annotations
@@ -34,20 +36,23 @@ from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
 from cudalab.families.base import Family
+from cudalab.families.sort_onesweep import onesweep_case
 from cudalab.families.sort_radix import radix_case
 
 INPUTS = ("random", "dups", "sorted", "reverse")
 OPTIONS: tuple[FamilyOption, ...] = (
     FamilyOption("input", str, "random", "keys: random, dups (16 distinct values), sorted or reverse (sorted descending)"),
 )
-SIZE_HELP = "number of keys (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216; at most 2^26"
+SIZE_HELP = "number of keys (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216; at most 2^28"
 EXTRA_COLUMNS = (("passes", "passes"),)
-#: compute-sanitizer sizes: a multiple of every tile (bitonic 8192, radix 4096, merge-rank 1024) and one that is not.
-SANITIZE_SIZES = ({"n": "8192"}, {"n": "5000"})
+#: compute-sanitizer sizes: a multiple of every tile (bitonic 8192, onesweep 6144, radix 4096, merge-rank 1024) and
+#: one that is not.
+SANITIZE_SIZES = ({"n": "24576"}, {"n": "5000"})
 
 DEFAULT_N = 2**24
-#: The kernels index with int / unsigned; the padded bitonic buffer is at most 2^27.
-MAX_N = 2**26
+#: The kernels index with int / unsigned (the padded bitonic buffer is then at most 2^28); onesweep's
+#: status words hold counts below 2^30.
+MAX_N = 2**28
 C_TYPES = {"int32": "int", "float32": "float"}
 DUP_VALUES = 16
 INDEX_POISON = 0x80
@@ -63,13 +68,13 @@ def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Prob
     """Parse ``--n`` and ``--input``.
 
     Raises:
-        UsageError: ``--shape`` given, n outside 1..2^26, or an unknown --input.
+        UsageError: ``--shape`` given, n outside 1..2^28, or an unknown --input.
     """
     if shape:
         raise UsageError("sort takes a length: use --n (e.g. --n 2^24), not --shape")
     size = L.parse_size(n, "--n") if n else DEFAULT_N
     if not 1 <= size <= MAX_N:
-        raise UsageError(f"--n {size:,} is out of range: sort takes 1 to 2^26 keys")
+        raise UsageError(f"--n {size:,} is out of range: sort takes 1 to 2^28 keys")
     opts = dict(options)
     kind = opts.get("input") or "random"
     if kind not in INPUTS:
@@ -97,8 +102,9 @@ def work(problem: Problem) -> Work:
 def device_bytes(problem: Problem) -> int:
     """Input, two key and two index buffers (merge-rank), or the padded buffer (bitonic, < 2n), + CuPy's copy.
 
-    radix's two key buffers and its counts (16 four-byte counts per tile of >= 32 keys: <= 2n bytes)
-    need less than merge-rank's buffers.
+    radix's two key buffers and its counts (16 four-byte counts per tile of >= 32 keys: <= 2n bytes),
+    and onesweep's two key buffers and its scratch (4 x 256 four-byte status words per tile of >= 2048
+    keys, plus 4.2 KiB: <= 2n bytes + 4.2 KiB), need less than merge-rank's buffers.
     """
     n, size = problem.dims[0], problem.np_dtype.itemsize
     return n * size + 2 * n * (size + 4) + 2 * n * size + (64 << 20)
@@ -345,6 +351,8 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
         return _bitonic_case(ctx, variant, launch, problem, d_x, poison, kernels)
     if variant.param("radix"):
         return radix_case(ctx, variant, launch, problem, d_x, poison, kernels, answer=Sorted)
+    if variant.param("onesweep"):
+        return onesweep_case(ctx, variant, launch, problem, d_x, poison, kernels, answer=Sorted)
     if launch.grid[0] * launch.tile[0] < problem.dims[0]:
         raise UsageError(f"{variant.name}: --grid {launch.grid[0]} does not cover {problem.dims[0]} keys in tiles of {launch.tile[0]}")
     return _merge_case(ctx, variant, launch, problem, d_x, poison, kernels)
