@@ -217,6 +217,8 @@ def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None,
     try:
         with interrupts() as caught:
             runs, incomplete = session.run(reqs, total)
+        if session.fatal is not None:  # a GPU that could not be used; the others ran its points
+            print(f"warning: {session.fatal}", file=sys.stderr)
         if caught.signum is not None:
             code = 128 + caught.signum
             print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)

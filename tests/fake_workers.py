@@ -95,7 +95,7 @@ class ThreadWorker:
         self.kill()
         return bye
 
-    def exit_text(self) -> str:
+    def exit_text(self, wait_s: float = 0.0) -> str:
         return "" if self.thread.is_alive() else "exit code 0"
 
     def last_words(self) -> str:

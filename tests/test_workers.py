@@ -257,3 +257,29 @@ def test_a_prestarted_worker_is_the_one_the_run_uses_and_an_unused_one_is_killed
     P.prestart(["reduce"])
     P._kill_unused()
     assert made[2].killed and not made[0].killed
+
+
+def test_a_gpu_whose_worker_cannot_open_leaves_its_points_to_the_others(fake_workers, tmp_path, monkeypatch):
+    from cudalab.worker import process as P
+
+    fake_workers({})
+    real = P.spawn
+
+    def spawn(device, energy=False):
+        if device == 1:
+            monkeypatch.setenv("FAKE_WORKER", json.dumps({"_open": "error"}))
+            try:
+                return real(device, energy)
+            finally:
+                monkeypatch.setenv("FAKE_WORKER", "{}")
+        return real(device, energy)
+
+    monkeypatch.setattr(P, "spawn", spawn)
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(cli, ["transpose", "--n", "256,512,1k", "--variant", "naive", "--devices", "0,1",
+                                   "--json", str(out)])
+    rec = load_record(out)
+    assert [p.device for p in rec.points] == [0, 0, 0], res.output  # GPU 1's point went to GPU 0
+    assert all(r.status.value == "passed" for _, r in rec.rows())
+    assert res.exit_code == 0 and not rec.incomplete
+    assert "warning: no CUDA GPU found (fake)" in res.stderr

@@ -23,6 +23,7 @@ from cudalab import runner
 from cudalab.errors import CudalabError, GpuUnavailableError
 from cudalab.progress import Observer
 from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
+from cudalab.session.slot import Slot, WorkerError
 from cudalab.worker import process as W
 from cudalab.worker.protocol import unpack_array
 
@@ -34,49 +35,6 @@ SLOWEST_FACTOR = 100.0
 TICK_S = 0.05
 #: Fresh workers one point may use before its remaining rows are given up.
 MAX_RESTARTS = 8
-
-
-class WorkerError(GpuUnavailableError):
-    """A worker could not open its GPU (no driver, no GPU, NVML missing for --energy): one line, exit 2."""
-
-
-class Slot:
-    """One GPU of the run: its worker (started on demand, replaced after a fault) and its facts."""
-
-    def __init__(self, device: int, spawn: W.Spawn, energy: bool):
-        self.device = device
-        self._spawn = spawn
-        self.energy = energy
-        self.worker: Any | None = None
-        self.info: dict[str, Any] | None = None
-        self.bye: dict[str, Any] | None = None
-        self.ready = False
-        self.announced = False  # its facts were passed to ``on_ready`` (at its first real work)
-        self.count = 1  # GPUs the worker's process sees (``--devices all``)
-
-    def start(self) -> None:
-        """Start a worker now (it opens its GPU while the parent plans)."""
-        if self.worker is None:
-            self.worker = self._spawn(self.device, self.energy)
-            self.ready = False
-
-    def start_now(self) -> "Slot":
-        """:meth:`start`, returning the slot."""
-        self.start()
-        return self
-
-    def drop(self) -> None:
-        """Kill the worker (it faulted, hung or died): the next point starts a fresh one."""
-        w, self.worker = self.worker, None
-        if w is not None:
-            w.kill()
-
-    def close(self) -> None:
-        """End the worker politely, keeping its telemetry summary."""
-        if self.worker is not None:
-            bye = self.worker.close()
-            self.bye = bye or self.bye
-            self.worker = None
 
 
 class Session:
@@ -109,6 +67,7 @@ class Session:
         self.runs: list[runner.FamilyRun] = []
         self._slowest_ms = 0.0
         self._queue: list[runner.FamilyRun] = []
+        self._failed: set[int] = set()  # GPUs whose worker could not open them
         self._roofs: dict[tuple[int, int], Roofline] = {}
 
     # --- life ----------------------------------------------------------------------------------
@@ -137,13 +96,14 @@ class Session:
 
     def info(self) -> dict[str, Any]:
         """The facts of the GPU(s) that ran (the first one's, with every GPU's under ``devices``)."""
-        infos = [s.info for s in self.slots if s.info]
+        infos = []
+        for s in self.slots:
+            if s.info:
+                tele = (s.bye or {}).get("telemetry")
+                infos.append(dict(s.info, telemetry=tele) if tele is not None else dict(s.info))
         out = dict(infos[0]) if infos else {}
         if len(infos) > 1:
-            out["devices"] = infos
-        bye = next((s.bye for s in self.slots if s.bye), None)
-        if bye and bye.get("telemetry") is not None:
-            out["telemetry"] = bye["telemetry"]
+            out["devices"] = infos  # each GPU's facts and its own worker's telemetry
         return out
 
     def ask(self, device: int, **op: Any) -> dict[str, Any]:
@@ -166,7 +126,7 @@ class Session:
             if ev is not None and ev["ev"] == op["op"]:
                 return ev
             if ev is not None and ev["ev"] in ("eof", "lost"):
-                how = w.exit_text()
+                how = w.exit_text(1.0)
                 slot.drop()
                 raise WorkerError(f"the GPU worker of GPU {device} died answering {op['op']} ({how})")
 
@@ -214,20 +174,17 @@ class Session:
             self.kill()
             for t in threads:
                 t.join(1.0)
-            return self.runs[: self._started()], True
+            return self.started(), True
         finally:
             self.observer.close()
         if self.fatal is not None and not any(s.info for s in self.slots):
             raise self.fatal
-        return self.runs[: self._started()], bool(self.fatal)
-
-    def _started(self) -> int:
-        return len(self.runs) - len(self._queue)
+        return self.started(), bool(self._queue)  # a point no GPU could take
 
     def started(self) -> list[runner.FamilyRun]:
         """The points handed to a worker so far, in order (what a saved record holds)."""
         with self.lock:
-            return self.runs[: self._started()]
+            return [r for r in self.runs if r not in self._queue]
 
     def _next(self) -> tuple[int, runner.FamilyRun] | None:
         with self.lock:
@@ -239,16 +196,20 @@ class Session:
             return i, run
 
     def _drive(self, slot: Slot) -> None:
+        nxt = None
         try:
             while not self.stopping.is_set():
                 nxt = self._next()
                 if nxt is None:
                     break
                 self._point(slot, *nxt)
-        except WorkerError as exc:
+        except WorkerError as exc:  # this GPU cannot be used: its point goes back for the others
             with self.lock:
                 self.fatal = self.fatal or exc
-                if not any(s.info for s in self.slots):
+                if nxt is not None and not nxt[1].results:
+                    self._queue.insert(0, nxt[1])
+                self._failed.add(slot.device)
+                if len(self._failed) == len(self.slots):  # no GPU left to run on
                     self.stopping.set()
         finally:
             if not self.stopping.is_set():
@@ -278,8 +239,8 @@ class Session:
                 slot.drop()
                 raise WorkerError(str(ev.get("message") or "the GPU worker could not start"))
             elif ev["ev"] == "eof":
+                why = w.exit_text(1.0)
                 words = w.last_words()
-                why = w.exit_text()
                 slot.drop()
                 raise GpuUnavailableError(f"the GPU worker ended before opening GPU {slot.device} ({why})"
                                           + (f": {words}" if words else ""))
@@ -358,7 +319,7 @@ class Session:
                 slot.drop()
                 return "lost"
             elif kind == "eof":
-                how = w.exit_text() or "its pipe closed"
+                how = w.exit_text(1.0) or "its pipe closed"
                 words = w.last_words()
                 self._lost(slot, run, current, FAILED, f"the GPU worker died ({how})" + (f": {words}" if words else ""))
                 return "died"
@@ -440,7 +401,7 @@ class Session:
                 slot.drop()
                 return
             if ev["ev"] == "eof":
-                how = w.exit_text() or "its pipe closed"
+                how = w.exit_text(1.0) or "its pipe closed"
                 slot.drop()
                 self._set_roofline(run, None, f"the GPU worker died measuring it ({how})")
                 return

@@ -172,8 +172,14 @@ class WorkerProcess:
             except OSError:
                 pass
 
-    def exit_text(self) -> str:
-        """How the process ended (``exit code 1``, ``killed by SIGSEGV``), or '' while it runs."""
+    def exit_text(self, wait_s: float = 0.0) -> str:
+        """How the process ended (``exit code 1``, ``killed by SIGSEGV``), or '' while it runs; waits up to
+        ``wait_s`` for it to end (its pipe closes a moment before the process is gone)."""
+        if wait_s > 0:
+            try:
+                self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                pass
         rc = self.proc.poll()
         if rc is None:
             return ""
