@@ -307,8 +307,12 @@ class Device:
         heartbeat.beat()
 
     # --- compile and time ---------------------------------------------------------------------
-    def compile(self, source: Path, defines: dict[str, str], kernels: Sequence[str]) -> dict[str, Kernel]:
+    def compile(self, source: Path, defines: dict[str, str], kernels: Sequence[str],
+                arch: str | None = None) -> dict[str, Kernel]:
         """Build ``source`` for this GPU (:func:`cudalab.build.build`) and return the named kernels.
+
+        ``arch``: an arch-specific target of this GPU (``sm_90a``, :func:`cudalab.plan.variant_arch`)
+        instead of its plain one.
 
         The cubin is the one ``cudalab compile`` reports (same flags, same disk cache); modules stay
         loaded per (file, defines) for the life of this process.
@@ -317,10 +321,11 @@ class Device:
             UsageError: a define is refused.
             CompileError: with nvcc's log (file and line), or the driver refused the cubin.
         """
-        key = (str(source), tuple(sorted(defines.items())))
+        arch = arch or self.info.arch
+        key = (str(source), tuple(sorted(defines.items())), arch)
         entry = self._modules.get(key)
         if entry is None:
-            b = build.build(source, defines, self.info.arch)
+            b = build.build(source, defines, arch)
             try:
                 mod = self.drv.module_from_buffer(b.cubin)
             except self.drv.Error as exc:

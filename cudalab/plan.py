@@ -155,6 +155,23 @@ def plan_launch(
     return Launch(block=b, grid=g, tile=tile, shared=shared, defines=defines)
 
 
+def variant_arch(variant: VariantSpec, device_arch: str) -> str:
+    """The architecture a variant is built for on a GPU of ``device_arch``: its own ``params.arch``
+    where it has one (``sm_90a``: wgmma and setmaxnreg exist only in the arch-specific target), else
+    the GPU's. The build ``cudalab compile`` shows is the build a run loads.
+
+    Raises:
+        UsageError: the variant's arch is for another GPU generation (the row is skipped, saying so).
+    """
+    wanted = str(variant.param("arch") or "")
+    if not wanted or wanted == device_arch:
+        return device_arch
+    if wanted.rstrip("af") != device_arch:  # sm_90a runs on sm_90 only
+        raise UsageError(f"{variant.name} is {wanted} code: it runs on {wanted.rstrip('af')} GPUs only, "
+                         f"not {device_arch}")
+    return wanted
+
+
 def _int_defines(defines: tuple[tuple[str, str], ...]) -> dict[str, int]:
     """The defines whose values are integers, as expression names."""
     out = {}

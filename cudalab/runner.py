@@ -21,6 +21,7 @@ from cudalab.errors import CudalabError, LaunchConfigError, UsageError
 from cudalab.families import Case, Launch
 from cudalab.families import copy as copy_family  # the roofline is a copy
 from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
+from cudalab.plan import variant_arch as plan_arch
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 from cudalab.sampling import Timing, sustained_energy, time_case
 from cudalab.verify import verified_launches
@@ -225,8 +226,11 @@ class FamilyRun:
                 else:
                     source = self.spec.directory / v.source
 
-                def kernels(name: str, _src=source, _def=defines):
-                    return self.device.compile(_src, _def, [name])[name]
+                arch = plan_arch(v, _arch(self.device))
+                extra = {"arch": arch} if arch != _arch(self.device) else {}  # fakes take the plain form
+
+                def kernels(name: str, _src=source, _def=defines, _kw=extra):
+                    return self.device.compile(_src, _def, [name], **_kw)[name]
             else:
                 lau = Launch(block=(1, 1, 1), grid=(1, 1, 1), tile=(1, 1, 1))
 

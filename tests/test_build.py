@@ -268,3 +268,28 @@ def test_a_path_with_a_double_quote_is_refused_in_words(cache, no_nvcc, tmp_path
     shutil.copy(TRANSPOSE, odd)
     with pytest.raises(UsageError, match="double quote"):
         build.build(odd, {"TILE": "32"}, "sm_90")
+
+
+def test_a_variant_with_its_own_arch_is_built_for_it_by_the_run_and_by_compile():
+    """params.arch = "sm_90a" (hgemm's wgmma): the run and `cudalab compile` build that target on an
+    sm_90 GPU; on another generation the row is refused naming the rule."""
+    from cudalab import catalog
+    from cudalab.errors import UsageError
+    from cudalab.plan import variant_arch
+
+    spec = catalog.family("hgemm")
+    wg = next(v for v in spec.variants if v.name == "wgmma")
+    plain = next(v for v in spec.variants if v.name == "mma")
+    assert variant_arch(wg, "sm_90") == "sm_90a" and variant_arch(plain, "sm_90") == "sm_90"
+    with pytest.raises(UsageError, match="runs on sm_90 GPUs only, not sm_80"):
+        variant_arch(wg, "sm_80")
+
+
+def test_compile_shows_the_sm_90a_build_of_wgmma(invoke):
+    res = invoke(["compile", "hgemm", "--variant", "wgmma"])
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in res.output.splitlines() if "hgemm_wgmma" in ln)
+    assert "wgmma (sm_90a)" in row
+    assert int(row.split()[5]) > 64  # the real kernel's registers, not a trap stub's
+    res = invoke(["compile", "hgemm", "--variant", "wgmma", "--arch", "sm_80"])
+    assert res.exit_code == 0 and "runs on sm_90 GPUs only, not sm_80" in res.output

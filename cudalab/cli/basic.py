@@ -112,6 +112,8 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
     """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills."""
     from cudalab import build, report, runner
     from cudalab import launch as L
+    from cudalab.errors import UsageError
+    from cudalab.plan import variant_arch as plan_arch
 
     spec = catalog.family(family)
     fam = load(spec.module)
@@ -122,13 +124,19 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
         if v.kind != "kernel":
             continue
         lau = runner.plan_launch(v, fam, problem, block, None, L.DeviceLimits(), overrides)
+        try:
+            target = plan_arch(v, arch)  # sm_90a for a variant that needs it, as a run builds it
+        except UsageError as exc:
+            rows.append((v.name, v.kernel, str(exc), "–", "–", "–", "–", "–", "–", "–"))
+            continue
         # The build a run of this variant loads; variants sharing a source and defines hit the cache.
-        b = build.build(spec.directory / v.source, dict(lau.defines), arch)
+        b = build.build(spec.directory / v.source, dict(lau.defines), target)
         r = b.kernel(v.kernel)
         if r is None:
             raise CudalabError(f"{v.source} has no kernel {v.kernel!r} (is it extern \"C\"?)")
         defs = " ".join(f"{k}={val}" for k, val in lau.defines)
-        rows.append((v.name, v.kernel, defs or "–", r.registers, r.static_shared, lau.shared, r.spill_stores,
+        name = v.name + (f" ({target})" if target != arch else "")
+        rows.append((name, v.kernel, defs or "–", r.registers, r.static_shared, lau.shared, r.spill_stores,
                      r.spill_loads, r.stack_frame, "yes" if b.cached else "no"))
     report.console().print(report.simple_table(
         ["variant", "kernel", "defines", "registers", "static smem B", "dynamic smem B", "spill st B",

@@ -1,6 +1,7 @@
 """hgemm family: tensor-core C = A·B with bf16 or fp16 inputs and fp32 accumulation and output
 (row-major; A is M×K, B is K×N, C is M×N fp32), from wmma fragments through mma.sync pipelines to
-Hopper's TMA-fed warp-group MMA (wgmma, built for sm_90a by :func:`sm90a_kernel`).
+Hopper's TMA-fed warp-group MMA (wgmma; ``params.arch = "sm_90a"``: the runner and ``cudalab compile``
+build it for that target, :func:`cudalab.plan.variant_arch`).
 
 Inputs. A and B are drawn uniform in [-1, 1) in float32 and rounded to the run's dtype (``--dtype
 bfloat16`` or ``float16``, round to nearest even). NumPy has no bfloat16, so bf16 arrays are held as
@@ -192,7 +193,7 @@ def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: d
             d_c.free()
             raise
     arch = variant.param("arch")
-    kern = sm90a_kernel(ctx, variant, launch) if arch == "sm_90a" else kernels(variant.kernel)
+    kern = kernels(variant.kernel)  # built for params.arch (sm_90a for wgmma) by the runner
     args: tuple[Any, ...] = (d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k))
     close = d_c.free
     if variant.param("tma"):
@@ -255,44 +256,6 @@ def tensor_map_2d(ptr: int, rows: int, cols: int, box_cols: int, box_rows: int) 
     if rc != 0:
         raise GpuError(f"cuTensorMapEncodeTiled refused a {rows}x{cols} map with {box_rows}x{box_cols} boxes (CUresult {rc})")
     return ctypes.string_at(addr, 128)
-
-
-class _Loaded:
-    """A module and its kernel, kept together for the run (no ``free``: the run's release drops it)."""
-
-    def __init__(self, module: Any, kernel: Any) -> None:
-        self.module, self.kernel = module, kernel
-
-
-def sm90a_kernel(ctx, variant: VariantSpec, launch: Launch):
-    """The variant's kernel built for sm_90a (wgmma, setmaxnreg), loaded once per run.
-
-    The runner builds for the GPU's own architecture (sm_90), whose code cannot hold wgmma; this
-    builds the same source with the same defines for sm_90a (:func:`cudalab.build.build`, same flags
-    and disk cache) and loads it on the run's device.
-
-    Raises:
-        UsageError: the GPU is not an sm_90 (Hopper) one (the row is skipped, saying so).
-        CompileError: nvcc's log, or the driver refused the cubin.
-    """
-    from cudalab import build, catalog, gpu  # noqa: PLC0415  (gpu stays out of CPU-only imports)
-    from cudalab.errors import CompileError  # noqa: PLC0415
-
-    dev = ctx.device
-    arch = str(getattr(dev.info, "arch", ""))
-    if arch != "sm_90":
-        raise UsageError(f"{variant.name} is sm_90a code (wgmma, TMA): it runs on Hopper GPUs only, not {arch or 'this GPU'}")
-    source = catalog.family("hgemm").directory / variant.source
-
-    def load() -> _Loaded:
-        b = build.build(source, dict(launch.defines), "sm_90a")
-        try:
-            mod = dev.drv.module_from_buffer(b.cubin)
-        except dev.drv.Error as exc:
-            raise CompileError(f"the driver could not load the sm_90a cubin of {source}: {exc}") from None
-        return _Loaded(mod, gpu.Kernel(dev, mod.get_function(variant.kernel), variant.kernel, b.kernel(variant.kernel)))
-
-    return ctx.shared(f"hgemm-sm90a:{source}:{launch.defines}", load).kernel
 
 
 def cublas_module(variant: VariantSpec):
