@@ -26,6 +26,17 @@ def ncu_options() -> list[click.Parameter]:
                      help="Render a saved ncu CSV (any machine) or .ncu-rep (needs ncu, no GPU) instead of profiling."),
         click.Option(["--export", "export_path"], default=None,
                      help="Keep the raw result: FILE.csv (cudalab's launch log + ncu's CSV) or FILE.ncu-rep."),
+        click.Option(["--source"], is_flag=True,
+                     help="Per variant, the CUDA lines that matter (ncu's full set, source imported; the kernels are "
+                          "built with -lineinfo always): shared wavefronts per request, global sectors per request, "
+                          "instructions, warp stalls."),
+        click.Option(["--lines"], type=click.IntRange(min=1), default=8, show_default=True,
+                     help="How many lines per variant --source shows (hottest first)."),
+        click.Option(["--advice/--no-advice"], default=None,
+                     help="ncu's rules that fired per variant, with their estimated speedup (on with --source)."),
+        click.Option(["--json", "json_path"], default=None,
+                     help="Save the report as a run record (with --source: every line's figures and the rules); "
+                          "`cudalab report FILE` shows it again."),
         click.Option(["--strict"], is_flag=True, help="Exit 1 when a measured wavefronts/request misses its expectation."),
         click.Option(["--timeout", "timeout_s"], type=click.FloatRange(min=0, min_open=True), default=600.0,
                      show_default=True, help="Seconds the profiled run may take."),
@@ -50,11 +61,23 @@ def run_ncu(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
         raise UsageError("give --import or --export, not both")
     if kw["export_path"] is not None:  # refused now, not after the profile
         files.check_output_path(kw["export_path"], "--export")
+    if kw["json_path"] is not None:
+        files.check_output_path(kw["json_path"], "--json")
     if kw["import_path"]:
-        rep = ncu.load_import(kw["import_path"], requests[0], kw["metrics"])
+        rep = ncu.load_import(kw["import_path"], requests[0], kw["metrics"], source=bool(kw["source"]))
     else:
-        rep = ncu.profile(requests[0], kw["metrics"], kw["export_path"], timeout=kw["timeout_s"])
+        rep = ncu.profile(requests[0], kw["metrics"], kw["export_path"], timeout=kw["timeout_s"],
+                          source=bool(kw["source"] or kw["advice"]))
     report.print_ncu(rep)
+    advice = kw["advice"] if kw["advice"] is not None else bool(kw["source"])
+    if kw["source"] or advice:
+        print_source(rep, kw["source"], advice, kw["lines"])
+    if kw["json_path"]:
+        from cudalab.ncu.saved import to_record  # noqa: PLC0415
+        from cudalab.results import save_record  # noqa: PLC0415
+
+        save_record(kw["json_path"], to_record(rep, ["cudalab", *sys.argv[1:]]))
+        click.echo(f"saved to {kw['json_path']} (cudalab report {kw['json_path']})", err=True)
     if rep.incomplete:
         click.echo(f"cudalab: the ncu data is cut off ({rep.incomplete})", err=True)
         sys.exit(1)
@@ -63,6 +86,22 @@ def run_ncu(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     if kw["strict"] and rep.failed_expectations():
         click.echo(f"cudalab: expectation missed: {', '.join(rep.failed_expectations())}", err=True)
         sys.exit(1)
+
+
+def print_source(rep: Any, source: bool, advice: bool, lines: int) -> None:
+    """The source view and (or) the advice under the table; a line saying why when the data has none."""
+    from cudalab.report.console import console  # noqa: PLC0415
+    from cudalab.report.source import render_source  # noqa: PLC0415
+
+    con = console()
+    if source and not rep.has_source:
+        con.print("no per-line figures: the data holds no ncu source page (profile with --source, or --import a "
+                  "file exported from such a run)", markup=False)
+    if advice and not rep.has_rules:
+        con.print("no advice: the data holds no ncu rule results (profile with --source or --advice)", markup=False)
+    text = render_source(rep.rows, lines, source=source, advice=advice, width=max(con.width, 80))
+    if text:
+        con.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)
 
 
 ncu_group = FamilyToolGroup(
@@ -80,5 +119,7 @@ ncu_group = FamilyToolGroup(
       cudalab ncu transpose --variant block,bankopt --n 4096
       cudalab ncu copy --metrics memory --export copy.csv
       cudalab ncu transpose --import transpose.csv
+      cudalab ncu transpose --variant block,bankopt --source
+      cudalab ncu reduce --import tests/data/ncu-source/reduce.csv --source --lines 4
     """)
 cli.add_command(ncu_group)

@@ -23,21 +23,23 @@ from cudalab.families import Family, Problem
 from cudalab.ncu.match import Key
 from cudalab.ncu.metrics import infer_metric_set, resolve_metrics
 from cudalab.ncu.parse import KernelLaunch, ParsedCsv, parse_csv
-from cudalab.ncu.profile import SIDECAR, Runner, find_ncu, problem_label, read_report
-from cudalab.ncu.rows import NcuReport, build_rows
+from cudalab.ncu.profile import SIDECAR, Runner, find_ncu, problem_label, read_report, read_source_page
+from cudalab.ncu.rows import NcuReport, attach_source, build_rows
+from cudalab.ncu.source import parse_source, split_pages
 from cudalab.results import PASSED, Result, Status
 
 _PROBLEM_FIELDS = ("n", "shape", "dtype", "block", "grid", "options", "defines")
 
 
 def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | None = None,
-                ncu: str | None = None, run: Runner = subprocess.run) -> NcuReport:
+                ncu: str | None = None, run: Runner = subprocess.run, source: bool = False) -> NcuReport:
     """Build the report from a saved file.
 
     Args:
         path: ``*.ncu-rep`` (read with ncu, no GPU needed) or a CSV (ncu's, or a cudalab export).
         req: the family and variants asked for; its size counts only when the user gave one (n/shape).
         metrics: the metric set to show (None: the one the file was collected with).
+        source: read a ``.ncu-rep``'s source page too (one more ncu call); a CSV's is read when it holds one.
 
     Raises:
         UsageError: no such file; ForeignProfileError: another family's file or contradicting shapes;
@@ -47,12 +49,14 @@ def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | 
     files.check_input(path, "--import")  # /dev/null, a folder: said as such, not "no such file"
     spec = catalog.family(req.family)
     if path.name.endswith(".ncu-rep"):
-        text = read_report(ncu or find_ncu(), path, run)
+        exe = ncu or find_ncu()
+        text = read_report(exe, path, run)
         side = Path(str(path) + SIDECAR)
         if side.is_file():  # the launch log --export wrote beside the report
             text = files.read_text(side, "--import") + text
+        page = read_source_page(exe, path, run) if source else None
     else:  # bounded, and binary bytes are refused by offset, never echoed to the terminal
-        text = files.read_text(path, "--import")
+        text, page = split_pages(files.read_text(path, "--import"))
     parsed = parse_csv(text, str(path))
     request = next((p for k, p in parsed.markers if k == "request" and isinstance(p, dict)), None)
     if request is not None:
@@ -62,7 +66,11 @@ def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | 
         doubled = True
     prob_req = replace(req, variants=None, profile=True)
     fam, problem = _family(spec), runner.make_problem(spec, _family(spec), prob_req)
-    selected = [v for v in spec.select(req.variants) if v.kind == "kernel"]  # as a live profile: kernels only
+    # as a live profile: kernels only, the --add kernels the file's request names among them
+    from cudalab import user  # noqa: PLC0415
+
+    chosen = [] if req.add and (req.variants or "").strip() == "none" else spec.select(req.variants)
+    selected = [v for v in chosen + user.variants(req.add, spec) if v.kind == "kernel"]
     rows, notes = build_rows(selected, child_rows, parsed.launches, fam, problem, doubled_ok=doubled)
     if request is None and any(r.status == Status.MISSING for r in rows):
         # the file may hold only the selected variants' run: shared keys then count only those
@@ -71,13 +79,17 @@ def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | 
                                     problem, doubled_ok=doubled)
         if sum(r.status == Status.MISSING for r in alt) < sum(r.status == Status.MISSING for r in rows):
             rows, notes = alt, alt_notes
+    blocks = parse_source(page) if page else ()
+    if blocks or parsed.rules:
+        rows = attach_source(rows, parsed.launches, blocks, parsed.rules)
     if parsed.truncated:
         notes.insert(0, f"the file is cut off or incomplete: {parsed.truncated}")
     if request is None:
         notes.append("verdicts: the file holds no cudalab markers, so whether each launch verified is not known")
     mset = resolve_metrics(metrics, spec, fam, problem) if metrics else infer_metric_set(set(parsed.metric_names))
     return NcuReport(spec.name, mset, rows, f"imported from {path}", problem_label(problem, source), tuple(notes),
-                     parsed.truncated)
+                     parsed.truncated, has_source=bool(blocks), has_rules=bool(parsed.rules),
+                     problem_data=tuple(problem.to_dict().items()))
 
 
 def _family(spec: FamilySpec) -> Family:

@@ -22,6 +22,9 @@ from typing import Any
 from cudalab.errors import CounterPermissionError, NcuParseError
 from cudalab.ncu.metrics import DURATION
 
+#: The details-page section that holds the metrics asked for with ``--metrics`` (with ``--set full`` the
+#: page holds every section; only this one is checked for launches lacking metrics).
+CLI_SECTION = "Command line profiler metrics"
 #: Lines an export writes before ncu's CSV: ``==CUDALAB== request {json}`` and one
 #: ``==CUDALAB== variant {json}`` per child row (its status and launch log), so a re-import matches exactly.
 MARKER = "==CUDALAB=="
@@ -106,6 +109,34 @@ class KernelLaunch:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One guided-analysis rule that fired for a launch (the details page's rule rows).
+
+    ``kind``: ncu's rule type (``OPT`` a suggestion with an estimated speedup, ``WRN``, ``INF``);
+    ``speedup``: ncu's estimated speedup in percent of the launch's time (None: none given);
+    ``scope``: ``global`` (the whole kernel) or ``local`` (the section's own part)."""
+
+    launch_id: int
+    section: str
+    name: str
+    kind: str
+    description: str
+    speedup: float | None = None
+    scope: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON (saved runs)."""
+        return {"section": self.section, "name": self.name, "kind": self.kind, "description": self.description,
+                "speedup": self.speedup, "scope": self.scope}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], launch_id: int = -1) -> "Rule":
+        sp = d.get("speedup")
+        return cls(launch_id, str(d.get("section", "")), str(d.get("name", "")), str(d.get("kind", "")),
+                   str(d.get("description", "")), None if sp is None else float(sp), str(d.get("scope", "")))
+
+
+@dataclass(frozen=True)
 class ParsedCsv:
     """What one ncu text holds: launches in ID order, cudalab's marker payloads, and whether it is cut off."""
 
@@ -113,6 +144,7 @@ class ParsedCsv:
     markers: tuple[tuple[str, Any], ...] = ()
     truncated: str = ""
     metric_names: frozenset[str] = field(default_factory=frozenset)
+    rules: tuple[Rule, ...] = ()
 
 
 def dims(text: str) -> str:
@@ -159,6 +191,8 @@ def parse_csv(text: str, source: str = "ncu output") -> ParsedCsv:
     markers: list[tuple[str, Any]] = []
     cols: dict[str, int] | None = None
     cut: list[str] = []
+    rules: list[Rule] = []
+    sections: dict[str, set[str]] = {}
     lines = text.splitlines()
     for n, line in enumerate(lines, 1):
         stripped = line.strip()
@@ -173,15 +207,28 @@ def parse_csv(text: str, source: str = "ncu output") -> ParsedCsv:
             continue
         if cols is None:
             continue
-        whole = stripped.endswith('"') and stripped.count('"') % 2 == 0  # every field quoted and closed
-        if len(row) != len(cols) or not whole or not row[cols["ID"]].strip().isdigit():
+        # every field quoted and closed; with the rule columns (ncu 2025), metric rows stop after the value
+        # with a trailing separator
+        body = stripped[:-1] if stripped.endswith('",') else stripped
+        whole = body.endswith('"') and body.count('"') % 2 == 0
+        short_ok = "Rule Name" in cols and len(row) == cols["Rule Name"] + 1 and not row[-1]
+        if (len(row) != len(cols) and not short_ok) or not whole or not row[cols["ID"]].strip().isdigit():
             cut.append(f"line {n}" + (" (the last line)" if n == len(lines) else ""))
             continue
 
         def col(name: str, _row: list[str] = row) -> str:
-            return _row[cols[name]] if name in cols else ""
+            return _row[cols[name]] if name in cols and cols[name] < len(_row) else ""
 
         lid = int(col("ID"))
+        if col("Rule Name") and not col("Metric Name"):
+            entries.setdefault(lid, {"kernel": col("Kernel Name"), "block": dims(col("Block Size")),
+                                     "grid": dims(col("Grid Size")), "device": col("Device"), "cc": col("CC"),
+                                     "metrics": {}})
+            scope, sp = col("Estimated Speedup Type").strip(), parse_number(col("Estimated Speedup"))
+            rules.append(Rule(lid, col("Section Name"), col("Rule Name"), col("Rule Type"), col("Rule Description"),
+                              sp, scope))
+            continue
+        sections.setdefault(col("Section Name"), set()).add(col("Metric Name"))
         entry = entries.setdefault(lid, {"kernel": col("Kernel Name"), "block": dims(col("Block Size")),
                                          "grid": dims(col("Grid Size")), "device": col("Device"), "cc": col("CC"),
                                          "metrics": {}})
@@ -191,11 +238,13 @@ def parse_csv(text: str, source: str = "ncu output") -> ParsedCsv:
         raise NcuParseError(f"{source}: no ncu CSV found (no header row with \"ID\", \"Kernel Name\", "
                             f"\"Metric Name\", \"Metric Value\"); it begins:\n{head}")
     names = frozenset(m for e in entries.values() for m in e["metrics"])
+    # --set full: sections differ between kernels; the metrics asked for are the ones every launch must have
+    checked = frozenset(sections[CLI_SECTION]) if CLI_SECTION in sections and len(sections) > 1 else names
     launches = []
     short = []
     for lid in sorted(entries):
         e = entries[lid]
-        missing = tuple(sorted(names - set(e["metrics"])))
+        missing = tuple(sorted(checked - set(e["metrics"])))
         if missing:
             short.append(str(lid))
         launches.append(KernelLaunch(lid, e["kernel"], e["block"], e["grid"], e["device"], e["cc"],
@@ -205,4 +254,4 @@ def parse_csv(text: str, source: str = "ncu output") -> ParsedCsv:
         why.append(f"cut-off row(s) at {', '.join(cut[:3])}")
     if short:
         why.append(f"launch(es) {', '.join(short)} lack metrics the others have")
-    return ParsedCsv(tuple(launches), tuple(markers), "; ".join(why), names)
+    return ParsedCsv(tuple(launches), tuple(markers), "; ".join(why), names, tuple(rules))

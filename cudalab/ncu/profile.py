@@ -30,7 +30,8 @@ from cudalab.errors import KernelNotProfiledError, ToolFailedError, ToolMissingE
 from cudalab.files import atomic_write
 from cudalab.ncu.metrics import resolve_metrics
 from cudalab.ncu.parse import MARKER, check_output, parse_csv, tail
-from cudalab.ncu.rows import NcuReport, build_rows
+from cudalab.ncu.rows import NcuReport, attach_source, build_rows
+from cudalab.ncu.source import PAGE_MARKER, parse_source, source_page_argv
 from cudalab.results import Result, RunPoint
 from cudalab.tools import find_cuda_tool
 
@@ -62,9 +63,15 @@ def kernel_filter(symbols: Sequence[str]) -> str:
     return f"regex:^({'|'.join(re.escape(s) for s in names)})$"
 
 
-def profile_argv(ncu: str, report: str | os.PathLike, kernels: Sequence[str], metrics: Sequence[str]) -> list[str]:
+#: What ``--source``/``--advice`` add to ncu's argv: every section (the source counters give the per-line
+#: figures, the sections' rules the advice) and the CUDA files copied into the report, so it stands alone.
+SOURCE_ARGS = ("--set", "full", "--import-source", "yes")
+
+
+def profile_argv(ncu: str, report: str | os.PathLike, kernels: Sequence[str], metrics: Sequence[str],
+                 extra: Sequence[str] = ()) -> list[str]:
     """ncu's argv prefix for one child run: every launch of the given kernels, into ``report`` (.ncu-rep added)."""
-    return [ncu, "-o", str(report), "-f", "--clock-control", "none", "--kernel-name", kernel_filter(kernels),
+    return [ncu, "-o", str(report), "-f", "--clock-control", "none", *extra, "--kernel-name", kernel_filter(kernels),
             "--metrics", ",".join(metrics)]
 
 
@@ -109,7 +116,8 @@ def problem_label(problem, source: str = "") -> str:
 
 
 def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os.PathLike | None = None,
-            ncu: str | None = None, run: Runner = subprocess.run, timeout: float = 600.0) -> NcuReport:
+            ncu: str | None = None, run: Runner = subprocess.run, timeout: float = 600.0,
+            source: bool = False) -> NcuReport:
     """Profile every selected kernel variant of ``req`` in one child run under one ncu process.
 
     Args:
@@ -119,6 +127,7 @@ def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os
         ncu: path of ncu (default: :func:`find_ncu`).
         run: ``subprocess.run`` (a fake in tests).
         timeout: seconds the profiled run may take.
+        source: also collect ncu's full set with the CUDA source imported (per-line figures and advice).
 
     Raises:
         ToolMissingError, CounterPermissionError, ToolFailedError, KernelNotProfiledError, UsageError.
@@ -133,7 +142,7 @@ def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os
     exe = ncu or find_ncu()
     with tempfile.TemporaryDirectory(prefix="cudalab-ncu-") as tmp:
         base = Path(tmp) / "report"
-        prefix = profile_argv(exe, base, kernels, mset.metrics)
+        prefix = profile_argv(exe, base, kernels, mset.metrics, SOURCE_ARGS if source else ())
         try:
             done = child.run_child(req, prefix, timeout, workdir=tmp, run=run)
         except subprocess.TimeoutExpired:
@@ -153,35 +162,67 @@ def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os
         text = read_report(exe, rep, run, timeout)
         parsed = parse_csv(text, f"ncu --import {rep.name}")
         rows, notes = build_rows(selected, done.result.rows, parsed.launches, fam, problem)
+        page = read_source_page(exe, rep, run, timeout) if source else None
+        if source:
+            rows = attach_source(rows, parsed.launches, parse_source(page or ""), parsed.rules)
         if parsed.truncated:
             notes.append(f"ncu's report is incomplete: {parsed.truncated}")
         if export:
-            notes.append(_export(Path(export), marker_lines(req, done.result.rows), text, rep))
+            notes.append(_export(Path(export), marker_lines(req, done.result.rows), text, rep, page))
     source = f"ncu ({Path(exe).name}), --clock-control none, one process for {len(kernels)} variant(s) " \
              f"({done.seconds:.1f} s)"
-    return NcuReport(spec.name, mset, rows, source, problem_label(problem), tuple(notes), parsed.truncated)
+    if source:
+        source += "; --set full --import-source yes (kernels built with -lineinfo, as every cudalab build)"
+    return NcuReport(spec.name, mset, rows, source, problem_label(problem), tuple(notes), parsed.truncated,
+                     has_source=page is not None, has_rules=bool(page is not None or parsed.rules),
+                     problem_data=tuple(problem.to_dict().items()))
 
 
-def _export(path: Path, markers: str, text: str, rep: Path) -> str:
+def read_source_page(ncu: str, report: str | os.PathLike, run: Runner, timeout: float | None = None) -> str | None:
+    """The report's source page as CSV (CUDA lines and their SASS), or None when ncu prints none
+    (a report profiled without the source counters, or an ncu without ``--print-source``)."""
+    proc = run(source_page_argv(ncu, str(report)), capture_output=True, text=True, encoding="utf-8",
+               errors="replace", env=child.child_env(), timeout=timeout)
+    out = proc.stdout or ""
+    if proc.returncode != 0 or '"Line No"' not in out:
+        return None
+    return out
+
+
+def _export(path: Path, markers: str, text: str, rep: Path, page: str | None = None) -> str:
     """Write the raw result; return a line saying where."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.name.endswith(".ncu-rep"):
         shutil.copyfile(rep, path)
         atomic_write(str(path) + SIDECAR, markers)
         return f"ncu report written to {path} (cudalab's launch log beside it: {path.name}{SIDECAR})"
-    atomic_write(path, markers + text.strip() + "\n")
+    body = markers + text.strip() + "\n"
+    if page is not None:  # the source page after the details page, behind a marker line
+        body += PAGE_MARKER + "\n" + page.strip() + "\n"
+    atomic_write(path, body)
     return f"raw ncu CSV written to {path} (read it back with --import)"
 
 
 
+def source_extra(row) -> dict:
+    """A row's per-line figures and rules as a saved run keeps them (``ncu_lines``, ``ncu_rules``; none: {})."""
+    out: dict = {}
+    if row.lines:
+        out["ncu_lines"] = [ln.to_dict() for ln in row.lines]
+    if row.rules:
+        out["ncu_rules"] = [r.to_dict() for r in row.rules]
+    return out
+
+
 def add_ncu(point: RunPoint, req: runner.RunRequest, metrics: str | None = None, ncu: str | None = None,
-            run: Runner = subprocess.run, timeout: float = 600.0) -> RunPoint:
+            run: Runner = subprocess.run, timeout: float = 600.0, source: bool = False) -> RunPoint:
     """``cudalab <family> --ncu``: profile the point's request and merge ncu's figures into each row's
     ``extra`` under the keys of :data:`cudalab.report.NCU_COLUMNS` (smem set when the family declares
-    smem expectations, else memory); a row ncu could not match gets ``ncu_status``/``ncu_note`` instead."""
+    smem expectations, else memory); a row ncu could not match gets ``ncu_status``/``ncu_note`` instead.
+    ``source``: also the per-line figures and the rules (``extra["ncu_lines"]``, ``extra["ncu_rules"]``)."""
     from cudalab import report  # noqa: PLC0415  (the one metric -> column mapping lives there)
 
-    rep = profile(req, metrics, None, ncu, run, timeout)
+    rep = profile(req, metrics, None, ncu, run, timeout, source=source)
     by = {r.variant: r for r in rep.rows}
     rows = []
     for r in point.results:
@@ -192,6 +233,7 @@ def add_ncu(point: RunPoint, req: runner.RunRequest, metrics: str | None = None,
         extra = dict(r.extra)
         if nr.launch is not None:
             extra.update(report.ncu_values(nr, rep.metric_set))
+            extra.update(source_extra(nr))
         elif nr.status != r.status:
             extra.update(ncu_status=str(nr.status), ncu_note=nr.note)
         rows.append(replace(r, extra=extra))

@@ -8,14 +8,15 @@ variant with a :class:`cudalab.results.Status`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from cudalab import child
 from cudalab.catalog import VariantSpec
 from cudalab.families import Family, Problem
 from cudalab.ncu.match import COMBINED_NOTE, combine, match_launches
 from cudalab.ncu.metrics import SMEM_LD_REQ, SMEM_LD_WF, SMEM_ST_REQ, SMEM_ST_WF, MetricSet, expectations, matches
-from cudalab.ncu.parse import KernelLaunch
+from cudalab.ncu.parse import KernelLaunch, Rule
+from cudalab.ncu.source import SourceBlock, SourceLine, assign_blocks, merge_lines
 from cudalab.results import FAILED, MISSING, PASSED, SKIPPED, Result, Status
 
 
@@ -30,6 +31,12 @@ class NcuRow:
     launch: KernelLaunch | None = None
     expect: tuple[tuple[str, float], ...] = ()
     launches: int = 0
+    #: ncu's IDs of the variant's launches (what the source page and the rules are keyed by).
+    launch_ids: tuple[int, ...] = ()
+    #: Per CUDA line, ncu's figures (``--source``), summed over the variant's launches, in file order.
+    lines: tuple[SourceLine, ...] = ()
+    #: ncu's guided-analysis rules that fired (``--advice``), over the variant's launches.
+    rules: tuple[Rule, ...] = ()
 
     def value(self, name: str) -> float | None:
         """A metric's value (base unit), or None."""
@@ -68,6 +75,11 @@ class NcuReport:
     problem: str = ""
     notes: tuple[str, ...] = ()
     incomplete: str = ""
+    #: Whether the data held ncu's source page (per-line figures) and its rules (a --set full profile).
+    has_source: bool = False
+    has_rules: bool = False
+    #: The problem as a run record holds it (:meth:`cudalab.families.Problem.to_dict`).
+    problem_data: tuple[tuple[str, Any], ...] = ()
 
     def failed_expectations(self) -> list[str]:
         """``variant ld`` for every ✗."""
@@ -119,7 +131,8 @@ def build_rows(selected: Sequence[VariantSpec], child_rows: Sequence[Result], la
             continue
         ln = combine(m.launches)
         kern = ln.kernel if len(m.launches) > 1 else v.kernel
-        row = NcuRow(v.name, kern, r.status, r.reason if r.status != PASSED else "", ln, base.expect, len(m.launches))
+        row = NcuRow(v.name, kern, r.status, r.reason if r.status != PASSED else "", ln, base.expect, len(m.launches),
+                     tuple(x.launch_id for x in m.launches))
         if r.status != PASSED:
             row = _r(row, r.status, f"the profiled launch was {r.status}: {r.reason}".rstrip(": "))
         if len(m.launches) > 1:
@@ -128,6 +141,30 @@ def build_rows(selected: Sequence[VariantSpec], child_rows: Sequence[Result], la
             row = _r(row, FAILED, f"the file is cut off: this launch lacks {len(ln.missing)} metric(s)")
         rows.append(row)
     return tuple(rows), notes
+
+
+def attach_source(rows: Sequence[NcuRow], launches: Sequence[KernelLaunch], blocks: Sequence[SourceBlock],
+                  rules: Sequence[Rule]) -> tuple[NcuRow, ...]:
+    """Rows with their per-line figures (from the source page's ``blocks``) and the rules that fired.
+
+    Blocks follow the report's launches in ID order (:func:`cudalab.ncu.source.assign_blocks`); a
+    variant of several launches gets their lines summed and their rules once each (the largest speedup)."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    per = assign_blocks(blocks, [(ln.launch_id, ln.kernel) for ln in sorted(launches, key=lambda x: x.launch_id)])
+    out = []
+    for row in rows:
+        groups = [ln for lid in row.launch_ids for b in per.get(lid, ()) for ln in (b.lines,)]
+        lines = merge_lines(groups) if groups else ()
+        fired: dict[tuple[str, str], Rule] = {}
+        for rule in rules:
+            if rule.launch_id in row.launch_ids:
+                k = (rule.name, rule.description if len(row.launch_ids) == 1 else rule.kind)
+                old = fired.get(k)
+                if old is None or (rule.speedup or 0.0) > (old.speedup or 0.0):
+                    fired[k] = rule
+        out.append(replace(row, lines=lines, rules=tuple(fired.values())))
+    return tuple(out)
 
 
 def _r(row: NcuRow, status: Status, note: str) -> NcuRow:

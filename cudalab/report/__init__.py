@@ -9,6 +9,22 @@ from cudalab.report.compare import comparison_lines, comparison_summary, compari
 from cudalab.report.core import *  # noqa: F401,F403
 from cudalab.report.core import (  # noqa: F401
     LEGEND, NCU_COLUMNS, _fmt, _ms, atomic_write, console, header_lines, markdown_record, markdown_table, pct_column,
-    print_point, results_table, saved_lines, simple_table, write_csv, write_json,
+    results_table, saved_lines, simple_table, write_csv, write_json,
 )
 from cudalab.report.tools import *  # noqa: F401,F403
+from cudalab.report import core as _core
+from cudalab.report.source import print_saved_view, render_source, saved_view  # noqa: F401
+
+
+def print_point(con, record, point, *args, **kw):  # noqa: ANN001
+    """:func:`cudalab.report.core.print_point`, then what instruments saved in the rows: ncu's hot lines and
+    advice (:mod:`cudalab.report.source`; rows without them print nothing more)."""
+    _core.print_point(con, record, point, *args, **kw)
+    print_saved_view(con, point.results)
+
+
+def print_long(con, record, *args, **kw):  # noqa: ANN001
+    """:func:`cudalab.report.core.print_long`, then the instruments' views of every point."""
+    _core.print_long(con, record, *args, **kw)
+    for p in record.points:
+        print_saved_view(con, p.results)
