@@ -151,8 +151,12 @@ def source_lines(variant: str, kernel: str, lines: Sequence[Any], n: int = DEFAU
     tot = sum((line_figures(x)["samples"] or 0.0) for x in lines)
     files = [line_figures(x)["file"] for x in lines]
     main = max(set(files), key=files.count)
-    head = (f"{variant} ({kernel}, {_short(main)}): {len(figs)} of {len(lines)} lines"
-            f"{f', {_n(tot)} warp-stall samples' if tot >= MIN_SAMPLES else f', {_n(tot)} warp-stall samples (too few: ranked by excess wavefronts/sectors, then memory requests)'}")
+    if tot >= MIN_SAMPLES:
+        sampled = f"{_n(tot)} warp-stall samples"
+    else:
+        sampled = (f"{_n(tot)} warp-stall sample{'' if tot == 1 else 's'} "
+                   "(too few to rank by: excess wavefronts/sectors first)")
+    head = f"{variant} ({kernel}, {_short(main)}): {len(figs)} of {len(lines)} lines, {sampled}"
     for top in (2, 1):  # the second stall reason goes first when the terminal is narrow
         table = _table(figs, main, tot, width, top)
         if all(len(t) <= width for t in table) or top == 1:
