@@ -1,18 +1,47 @@
 #!/usr/bin/env python3
 """Run the families on a GPU and write the benchmark record: <out>/<gpu>.md and <out>/<gpu>.json.
 
-    python3 scripts/benchmark.py --out docs/benchmarks            # everything
-    python3 scripts/benchmark.py --out /tmp/b --only copy,transpose
+    python3 scripts/benchmark.py --out docs/benchmarks            # everything, one process (~17 min)
+    python3 scripts/benchmark.py --out /tmp/b --only copy,transpose --sections jobs
 
-The speed targets of the issues live here (never in tests): each is checked against figures
-measured in this same run and reported as met or missed in the record.
+The speed targets of the issues live in bench_record.py (never in tests): each is checked against
+figures measured in this same run and reported as met, missed or not run in the record.
+
+Sections, in the order they run: jobs (every family at the sizes of JOBS, in this process), large
+(the largest size the memory plan allows, whole commands), wall (time to table, and a profile of the
+slowest command), saved, ncu, energy, truth, table36, ceiling (only when the transpose target is
+missed). ``--sections`` picks some, ``--skip`` leaves some out.
+
+One record in two calls. The whole benchmark takes about 17 minutes on an H100 or H200 (jobs about
+5 min, large about 3, the rest about 8.5; estimates from the records of 2026-11-23 plus the new jobs),
+more than one 10-minute GPU call. ``--merge EARLIER`` (a record's .json, or the folder holding it, of
+which <gpu>.json is taken) starts from an earlier call's record on the same GPU and adds this call's
+jobs and sections (this call's replace the earlier call's of the same name; runs.tar.gz is copied
+along); the record names both commands. On each GPU, from the repository root:
+
+    # call 1: the jobs and the large sizes
+    timeout -s KILL 580 python3 scripts/benchmark.py --out $OUT/bench --sections jobs,large --deadline 540
+    # call 2: call 1's bench/ folder (its <gpu>.json) copied to .bench1/ (ignored; carried along)
+    timeout -s KILL 580 python3 scripts/benchmark.py --out $OUT/bench --merge .bench1 \
+        --sections wall,saved,ncu,energy,truth,table36,ceiling --deadline 540
+
+(through scripts/gpu-check.sh: STAGE_TIMEOUT=580 BENCH_ARGS='--sections jobs,large --deadline 540'
+bash scripts/gpu-check.sh bench, then the same with call 2's arguments.) The record is call 2's
+<gpu>.md, <gpu>.json and runs.tar.gz.
+
+``--deadline S``: a section is not started when the seconds since this script began plus the
+section's expected seconds (EXPECTED_S) would pass S; the record says "not run" for it, with the call
+that adds it: ``--sections NAME --merge`` the record so far (a third call, if one of the two ran
+long). The record is rewritten after every section, so a call cut off keeps what it measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import re
+import shutil
 import sys
 import time
 import traceback
@@ -23,13 +52,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cudalab import __version__, catalog, gpu, report, runner  # noqa: E402
 from cudalab.bench import Protocol  # noqa: E402
+from cudalab.results import Result, Roofline  # noqa: E402
 
 import bench_ceiling as C  # noqa: E402
 import bench_sections as S  # noqa: E402
-from bench_record import record_markdown, section_checks  # noqa: E402
+from bench_record import best, best_rate, record_markdown, section_checks, targets  # noqa: E402,F401
+
+#: The GEMM ladders without the host row (NumPy on the CPU: seconds a call at 4096³, skipped above).
+HGEMM_RUNGS = "wmma,mma,wgmma,cublas"
 
 # (job name, family, request keywords). Every family in the catalog without a job here runs at
-# its defaults, so a new family shows up in the record without touching this list.
+# its defaults, so a new family shows up in the record without touching this list. Jobs that carry a
+# target are named in bench_record.targets.
 JOBS = [
     ("copy 16384²", "copy", {"n": "16384"}),
     ("transpose 16384²", "transpose", {"n": "16384"}),
@@ -38,98 +72,44 @@ JOBS = [
     ("reduce 2^24 float32", "reduce", {"n": "2^24", "dtype": "float32"}),
     ("reduce 2^24 int32", "reduce", {"n": "2^24", "dtype": "int32"}),
     ("matmul 4096³", "matmul", {"n": "4096"}),
+    # the rungs near cuBLAS only (naive is ~1 s a launch here); checked on NumPy's full product (the
+    # sketch starts above 8192³)
+    ("matmul 8192³", "matmul", {"n": "8192", "variants": "dbuf,async,warptile,cublas"}),
     ("gemm 4096³ α=1.5 β=0.5", "gemm", {"n": "4096", "options": (("alpha", 1.5), ("beta", 0.5))}),
     ("gemv 8192²", "gemv", {"n": "8192"}),
+    # wmma is ~10 ms a launch at 8192³ (about 110 TFLOP/s): its ≥10 samples stay inside the 0.5 s budget
+    ("hgemm 8192³ bf16", "hgemm", {"n": "8192", "dtype": "bfloat16", "variants": HGEMM_RUNGS}),
+    ("hgemm 8192³ fp16", "hgemm", {"n": "8192", "dtype": "float16", "variants": HGEMM_RUNGS}),
+    ("hgemm 4096³ bf16", "hgemm", {"n": "4096", "dtype": "bfloat16", "variants": HGEMM_RUNGS}),
+    ("hgemm 4096³ fp16", "hgemm", {"n": "4096", "dtype": "float16", "variants": HGEMM_RUNGS}),
     ("sort 2^24 int32", "sort", {"n": "2^24", "dtype": "int32"}),
+    # the radix sorts and CuPy: NumPy's sort of 2^28 keys and the comparison sorts would take minutes
+    ("sort 2^28 int32", "sort", {"n": "2^28", "dtype": "int32", "variants": "radix,onesweep,cupy"}),
     ("search binary 2^24 queries on 2^24", "search",
      {"n": "2^24", "dtype": "int32", "variants": "host-binary,binary", "options": (("queries", 2**24),)}),
 ]
 
-
-def best(rows, kind="kernel", key="gbs"):
-    """The fastest passed row of a kind (by GB/s or GFLOP/s)."""
-    ok = [r for r in rows if r.kind == kind and r.status == runner.PASSED and getattr(r, key)]
-    return max(ok, key=lambda r: getattr(r, key)) if ok else None
-
-
-def best_rate(rows, kind="kernel"):
-    """The passed row of a kind with the highest item rate (extra['rate'], families with metric 'rate')."""
-    ok = [r for r in rows if r.kind == kind and r.status == runner.PASSED and r.extra.get("rate")]
-    return max(ok, key=lambda r: r.extra["rate"]) if ok else None
-
-
-def targets(runs: dict) -> list[tuple[str, str, bool | None]]:
-    """Evaluate every issue target on this run's figures: (target, measured, met)."""
-    out = []
-
-    def ratio(name, job, num, den, need, what):
-        if job not in runs or runs[job].get("error"):
-            out.append((name, "not run", None))
-            return
-        if num is None or den is None:
-            out.append((name, "missing row", False))
-            return
-        v = num / den
-        out.append((name, f"{what}: {v:.1%}", v >= need))
-
-    # Issue 16: the memory-bound rungs against the roofline (the faster of memcpy_dtod and the copy
-    # family's roofline kernel, measured in the same run on the same bytes).
-    for job, need, label in (("copy 16384²", 0.98, "copy"), ("transpose 16384²", 0.97, "transpose"),
-                             ("gemv 8192²", 0.95, "gemv")):
-        run = runs.get(job, {})
-        b = best(run.get("rows", []))
-        roof = run.get("roofline")
-        ratio(f"best {label} ≥ {need:.0%} of the roofline ({job}, same run)", job, b.gbs if b else None,
-              roof.gbs if roof else None, need,
-              f"{b.variant if b else '?'} {b.gbs if b else 0:,.0f} / roofline {roof.gbs if roof else 0:,.0f} GB/s "
-              f"({roof.source if roof else '?'})")
-    for job in ("reduce 2^24 float64", "reduce 2^26 float64"):
-        rows = runs.get(job, {}).get("rows", [])
-        b, cub = best(rows), best(rows, "library")
-        ratio(f"{job}: best kernel ≥ CuPy sum (CUB)", job, b.gbs if b else None, cub.gbs if cub else None, 1.0,
-              f"{b.variant if b else '?'} {b.gbs if b else 0:,.0f} / cub {cub.gbs if cub else 0:,.0f} GB/s")
-    run = runs.get("reduce 2^26 float64", {})
-    b, roof = best(run.get("rows", [])), run.get("roofline")
-    ratio("reduce 2^26 float64: best ≥ 90% of memcpy_dtod", "reduce 2^26 float64", b.gbs if b else None,
-          roof.dtod_gbs if roof else None, 0.90,
-          f"{b.variant if b else '?'} {b.gbs if b else 0:,.0f} / dtod {roof.dtod_gbs if roof else 0:,.0f} GB/s")
-    for job, need in (("matmul 4096³", 0.90), ("gemm 4096³ α=1.5 β=0.5", 0.88)):
-        rows = runs.get(job, {}).get("rows", [])
-        b, lib = best(rows, key="gflops"), best(rows, "library", key="gflops")
-        ratio(f"{job}: best ≥ {need:.0%} of cuBLAS (TF32 off, same run)", job, b.gflops if b else None,
-              lib.gflops if lib else None, need,
-              f"{b.variant if b else '?'} {b.gflops if b else 0:,.0f} / cublas {lib.gflops if lib else 0:,.0f} GFLOP/s")
-    # Rates in keys (queries) per second: a time within 4x is a rate at least 1/4.
-    job = "sort 2^24 int32"
-    rows = runs.get(job, {}).get("rows", [])
-    b, lib = best_rate(rows), best_rate(rows, "library")
-    ratio(f"{job}: best GPU sort within 4x of CuPy's sort time", job, b.extra["rate"] if b else None,
-          lib.extra["rate"] if lib else None, 0.25,
-          f"{b.variant if b else '?'} {b.extra['rate'] if b else 0:.2f} / cupy {lib.extra['rate'] if lib else 0:.2f} "
-          "Gkeys/s (rate ratio)")
-    job = "search binary 2^24 queries on 2^24"
-    rows = runs.get(job, {}).get("rows", [])
-    b, host = best_rate(rows), best_rate(rows, "host")
-    name = f"{job}: binary ≥ 10x NumPy searchsorted"
-    if job not in runs or runs[job].get("error"):
-        out.append((name, "not run", None))
-    elif b is None or host is None:
-        out.append((name, "missing row", False))
-    else:
-        v = b.extra["rate"] / host.extra["rate"]
-        out.append((name, f"{b.variant} {b.extra['rate']:.3f} / numpy {host.extra['rate']:.4f} Gqueries/s: {v:,.0f}x",
-                    v >= 10.0))
-    return out
+#: Every section, in the order it runs ("jobs" first: the others read its figures).
+SECTIONS = ("jobs", "large", "wall", "saved", "ncu", "energy", "truth", "table36", "ceiling")
+#: The record's key of each section (jobs: the record's runs).
+SECTION_KEY = {"large": "large", "wall": "time_to_table", "saved": "saved_runs", "ncu": "ncu_walls",
+               "energy": "energy", "truth": "timing_truth", "table36": "table36", "ceiling": "ceiling"}
+#: Keys of the JSON record that sections wrote (read back by --merge).
+EXTRA_KEYS = (*SECTION_KEY.values(), "time_profile")
+#: Rough seconds of each section on an H100/H200 (records of 2026-11-23: large 255 s with cuBLAS's 46340³ row;
+#: truth 15 kernels x 2 processes under ncu; ceiling's sweeps, spread and probe). --deadline uses them.
+EXPECTED_S = {"large": 190, "wall": 60, "saved": 20, "ncu": 80, "energy": 10, "truth": 190, "table36": 15,
+              "ceiling": 140}
 
 
 def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
-    """Run every job on one GPU with telemetry; one job's failure never loses the others' figures."""
+    """Run every job on one GPU with telemetry; one job's failure never loses the others' figures. With no
+    jobs, only the device's description (and its free memory, for the large section)."""
     from cudalab import sweep
 
-    first = runner.RunRequest(family=jobs[0][1])
-    tele = sweep.open_telemetry(first)
+    tele = sweep.open_telemetry(runner.RunRequest(family=jobs[0][1])) if jobs else None
     dev = gpu.Device(0)
-    if tele.telemetry is not None:
+    if tele is not None and tele.telemetry is not None:
         tele.telemetry.after_open()
     runs: dict[str, dict] = {}
     for job, fam, kw in jobs:
@@ -144,93 +124,211 @@ def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
                          "problem": run.problem, "seconds": time.time() - t0}
         except Exception as exc:  # one family's failure must not lose the others' figures
             runs[job] = {"family": fam, "request": kw, "error": f"{type(exc).__name__}: {exc}",
-                         "trace": traceback.format_exc()}
+                         "trace": traceback.format_exc(), "seconds": time.time() - t0}
+    _release_cupy()  # CuPy's pools (cuBLAS, CUB rows) keep blocks the large section's commands need
     info = dev.info.to_dict()
-    info["telemetry"] = tele.telemetry.summary() if tele.telemetry is not None else {"note": tele.note}
+    if tele is not None:
+        info["telemetry"] = tele.telemetry.summary() if tele.telemetry is not None else {"note": tele.note}
     info["free_bytes"] = dev.mem_info()[0]
-    if tele.telemetry is not None:
+    if tele is not None and tele.telemetry is not None:
         tele.telemetry.close()
     dev.close()
     return runs, info
 
 
+def _release_cupy() -> None:
+    mod = sys.modules.get("cupy")
+    if mod is None:
+        return
+    try:
+        mod.get_default_memory_pool().free_all_blocks()
+        mod.get_default_pinned_memory_pool().free_all_blocks()
+    except Exception:  # no pools to free is no reason to lose the record
+        pass
+
+
 def section(name: str, fn, *args):
     """Run one section; its failure is written into the record, not raised."""
     print(f"== section {name}", file=sys.stderr, flush=True)
+    t0 = time.time()
     try:
         return fn(*args)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                 "trace": traceback.format_exc()}
+    finally:
+        print(f"   section {name}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 
 
-def write_record(out: Path, slug: str, info: dict, cmd: str, checks, runs: dict, extra: dict, cat) -> None:
-    """Write <slug>.md and <slug>.json (again after each late section: a cut-off run keeps a record)."""
-    md = record_markdown(info, cmd, checks, runs, extra, cat)
-    (out / f"{slug}.md").write_text("\n".join(md) + "\n")
-    payload = {
+def _problem(p):
+    return p.to_dict() if hasattr(p, "to_dict") else p
+
+
+def record_payload(info: dict, cmd: str, checks, runs: dict, extra: dict) -> dict:
+    """The JSON record (what --merge reads back)."""
+    return {
         "cudalab": __version__, "date": datetime.date.today().isoformat(), "command": cmd, "device": info,
         "cupy": gpu.cupy_version(),
         "targets": [{"target": n, "measured": m, "met": ok} for n, m, ok in checks],
         **extra,
         "runs": {job: {k: (v if k in ("family", "request", "error", "trace", "seconds") else None) for k, v in run.items()}
-                 | ({"problem": run["problem"].to_dict(), "roofline": run["roofline"].__dict__ if run["roofline"] else None,
+                 | ({"problem": _problem(run["problem"]), "roofline": run["roofline"].__dict__ if run["roofline"] else None,
                      "rows": [r.to_dict() for r in run["rows"]]} if not run.get("error") else {})
                  for job, run in runs.items()},
     }
-    report.write_json(out / f"{slug}.json", payload)
+
+
+def write_record(out: Path, slug: str, info: dict, cmd: str, checks, runs: dict, extra: dict, cat) -> None:
+    """Write <slug>.md and <slug>.json (again after each section: a cut-off run keeps a record)."""
+    md = record_markdown(info, cmd, checks, runs, extra, cat)
+    (out / f"{slug}.md").write_text("\n".join(md) + "\n")
+    report.write_json(out / f"{slug}.json", record_payload(info, cmd, checks, runs, extra))
     print(f"wrote {out / slug}.md and .json", file=sys.stderr)
+
+
+def load_earlier(path: Path, name: str | None = None) -> dict:
+    """An earlier call's JSON record (a file, or the folder holding ``<slug of name>.json``) as this script
+    holds a record: runs with Result and Roofline rows again, the sections' figures, its command and device.
+
+    Raises:
+        SystemExit: no such record, or one from another GPU than ``name``.
+    """
+    if path.is_dir():
+        if name is None:
+            raise SystemExit(f"benchmark.py: --merge {path}: a folder needs this GPU's name")
+        path = path / f"{slug_of(name)}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"benchmark.py: --merge {path}: {exc}") from None
+    dev = data.get("device") or {}
+    if name is not None and dev.get("name") != name:
+        raise SystemExit(f"benchmark.py: --merge {path}: a record of {dev.get('name')!r}, this GPU is {name!r}")
+    runs = {}
+    for job, run in (data.get("runs") or {}).items():
+        req = dict(run.get("request") or {})
+        if "options" in req:
+            req["options"] = tuple(tuple(o) for o in req["options"])
+        got = {"family": run["family"], "request": req, "seconds": run.get("seconds")}
+        if run.get("error"):
+            got |= {"error": run["error"], "trace": run.get("trace", "")}
+        else:
+            got |= {"rows": [Result.from_dict(r) for r in run.get("rows") or ()],
+                    "roofline": Roofline.from_dict(run.get("roofline")), "problem": run.get("problem")}
+        runs[job] = got
+    return {"path": str(path), "command": data.get("command", "?"), "device": dev, "runs": runs,
+            "extra": {k: data[k] for k in EXTRA_KEYS if k in data}}
+
+
+def slug_of(name: str) -> str:
+    """A GPU's name as the record's file name (``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``)."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def chosen_sections(sections: str, skip: str) -> list[str]:
+    """The sections this call runs, in SECTIONS' order.
+
+    Raises:
+        SystemExit: a name that is no section.
+    """
+    want = set(SECTIONS) if sections in ("", "all") else set(filter(None, sections.split(",")))
+    drop = set(filter(None, skip.split(",")))
+    unknown = (want | drop) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"benchmark.py: no section {', '.join(sorted(unknown))}; sections: {', '.join(SECTIONS)}")
+    return [s for s in SECTIONS if s in want and s not in drop]
+
+
+def over_deadline(name: str, elapsed: float, deadline: float | None) -> str | None:
+    """Why section ``name`` is not started at ``elapsed`` seconds (None: start it)."""
+    if deadline is None or elapsed + EXPECTED_S.get(name, 0) <= deadline:
+        return None
+    return (f"not started: {elapsed:.0f} s into the call plus its expected {EXPECTED_S.get(name, 0)} s would pass "
+            f"--deadline {deadline:g}; add it with `--sections {name} --merge` this record")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/benchmarks")
-    ap.add_argument("--only", default=None, help="comma list of families")
+    ap.add_argument("--only", default=None, help="comma list of families (the jobs section)")
     ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: wall,saved,ncu,energy,truth,table36,ceiling,large")
+    ap.add_argument("--sections", default="all", help=f"comma list of sections to run: {','.join(SECTIONS)} (default all)")
+    ap.add_argument("--skip", default="", help="comma list of sections to leave out")
+    ap.add_argument("--merge", default=None, help="an earlier call's record (.json, or its folder) on this GPU to add to")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds: start no section that would end after this (see EXPECTED_S)")
     args = ap.parse_args()
-    skip = set(filter(None, args.skip.split(",")))
+    t_start = time.monotonic()
+    chosen = chosen_sections(args.sections, args.skip)
     only = set(args.only.split(",")) if args.only else None
     cat = catalog.load_catalog()
     jobs = [j for j in JOBS if j[1] in cat]
     jobs += [(f"{name} (defaults)", name, {}) for name in cat if name not in {j[1] for j in JOBS}]
     if only:
         jobs = [j for j in jobs if j[1] in only]
-    runs, info = run_jobs(jobs, args.budget)
-    slug = re.sub(r"[^a-z0-9]+", "-", info["name"].lower()).strip("-")
+    runs, info = run_jobs(jobs if "jobs" in chosen else [], args.budget)
+    slug = slug_of(info["name"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-
-    checks = targets(runs)
+    cmd = "python3 scripts/benchmark.py --out docs/benchmarks" + "".join(
+        f" --{k} {v}" for k, v in (("only", args.only), ("sections", None if args.sections == "all" else args.sections),
+                                   ("skip", args.skip), ("deadline", args.deadline and f"{args.deadline:g}"),
+                                   ("merge", args.merge and "EARLIER")) if v)
     extra: dict = {}
-    if "wall" not in skip:
-        extra["time_to_table"] = section("wall", S.time_to_table, out)
-    if "saved" not in skip:
-        extra["saved_runs"] = section("saved", S.saved_runs, slug, out)
-    if "ncu" not in skip:
-        extra["ncu_walls"] = section("ncu", S.ncu_walls)
-    if "energy" not in skip:
-        extra["energy"] = section("energy", S.energy)
-    if "truth" not in skip:
-        extra["timing_truth"] = section("truth", S.timing_truth, runs)
-    if "table36" not in skip:
-        extra["table36"] = section("table36", S.table36, runs)
-    if "ceiling" not in skip:
-        run = runs.get("transpose 16384²", {})
-        b = best(run.get("rows", []))
-        if b is not None and run.get("roofline") and b.gbs < 0.97 * run["roofline"].gbs:
-            extra["ceiling"] = section("ceiling", C.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
-    cmd = ("python3 scripts/benchmark.py --out docs/benchmarks" + (f" --only {args.only}" if args.only else "")
-           + (f" --skip {args.skip}" if args.skip else ""))
-    write_record(out, slug, info, cmd, checks + section_checks(extra), runs, extra, cat)
-    if "large" not in skip:  # last, and after a first record: the largest sizes take minutes
-        from cudalab import memplan
+    if args.merge:
+        earlier = load_earlier(Path(args.merge), info["name"])
+        runs = {**earlier["runs"], **runs}
+        extra = dict(earlier["extra"])
+        if "jobs" not in chosen:  # the clocks and telemetry of the call that ran the jobs
+            info = {**earlier["device"], "free_bytes": info["free_bytes"]}
+        cmd = f"{earlier['command']}, then {cmd}"
+        tar = Path(earlier["path"]).with_name("runs.tar.gz")
+        if tar.is_file() and "saved" not in chosen and tar.resolve() != (out / "runs.tar.gz").resolve():
+            shutil.copyfile(tar, out / "runs.tar.gz")
 
-        extra["large"] = section("large", S.largest, info["free_bytes"], memplan.host_available())
-        checks = checks + section_checks(extra)
-        write_record(out, slug, info, cmd, checks, runs, extra, cat)
-    else:
-        checks = checks + section_checks(extra)
+    def write():
+        write_record(out, slug, info, cmd, targets(runs) + section_checks(extra), runs, extra, cat)
+
+    write()
+    for name in chosen:
+        if name == "jobs":
+            continue
+        key = SECTION_KEY[name]
+        why = over_deadline(name, time.monotonic() - t_start, args.deadline)
+        if why:
+            print(f"== section {name}: {why}", file=sys.stderr, flush=True)
+            if not (isinstance(extra.get(key), (list, dict)) and extra[key] and "skipped" not in extra[key]):
+                extra[key] = {"skipped": why, "section": name}
+            write()
+            continue
+        if name == "large":
+            from cudalab import memplan
+
+            extra[key] = section("large", S.largest, info["free_bytes"], memplan.host_available())
+        elif name == "wall":
+            extra[key] = section("wall", S.time_to_table, out)
+            if isinstance(extra[key], list):
+                extra["time_profile"] = section("wall profile", S.profile_slowest, extra[key])
+        elif name == "saved":
+            extra[key] = section("saved", S.saved_runs, slug, out)
+        elif name == "ncu":
+            extra[key] = section("ncu", S.ncu_walls)
+        elif name == "energy":
+            extra[key] = section("energy", S.energy)
+        elif name == "truth":
+            extra[key] = section("truth", S.timing_truth, runs)
+        elif name == "table36":
+            extra[key] = section("table36", S.table36, runs)
+        elif name == "ceiling":
+            run = runs.get("transpose 16384²", {})
+            b = best(run.get("rows", []))
+            if b is not None and run.get("roofline") and b.gbs < 0.97 * run["roofline"].gbs:
+                extra[key] = section("ceiling", C.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
+            else:
+                extra.pop(key, None)
+        write()
+    checks = targets(runs) + section_checks(extra)
+    print(f"benchmark.py: {time.monotonic() - t_start:.0f} s", file=sys.stderr)
     print("\n".join(f"{'MET ' if ok else 'NOT RUN' if ok is None else 'MISSED'}  {n}: {m}" for n, m, ok in checks))
     return 0
 
