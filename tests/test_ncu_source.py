@@ -301,3 +301,36 @@ def test_report_package_renders_saved_views_without_importing_ncu():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parent.parent).stdout
     assert out.strip() == "[]"
+
+
+def test_a_launch_spanning_a_header_names_the_header_lines():
+    """Two blocks of one launch (its .cu and an included header), then the next launch of the same kernel."""
+    def blk(file, nums, wf):
+        rows = "".join(f'"{n}","x = tile[{n}];","-","-","{10 * n}","{n}"\n' for n in nums)
+        return (f'"File Path","{file}"\n"Function Name","k"\n'
+                '"Line No","Source","Address","Source","Warp Stall Sampling (All Samples)","L1 Wavefronts Shared"\n'
+                + rows)
+    page = blk("/s/k.cu", [5, 6], 1) + blk("/s/inc/util.cuh", [40], 1) + blk("/s/k.cu", [5, 6], 1)
+    blocks = parse_source(page)
+    assert [b.file for b in blocks] == ["/s/k.cu", "/s/inc/util.cuh", "/s/k.cu"]
+    per = assign_blocks(blocks, [(0, "k"), (1, "k")])
+    assert [b.file for b in per[0]] == ["/s/k.cu", "/s/inc/util.cuh"] and [b.file for b in per[1]] == ["/s/k.cu"]
+    from cudalab.ncu.source import merge_lines
+
+    text = render_source([{"variant": "v", "kernel": "k", "lines": merge_lines([b.lines for b in per[0]])}],
+                         8, advice=False, width=120)
+    assert any(t.strip().startswith("util.cuh:40 ") for t in text)
+    assert "v (k, /s/k.cu)" in text[1]
+
+
+def test_views_are_registered_by_the_keys_they_own():
+    from cudalab.report import instruments
+    from cudalab.results import Result
+
+    rows = [Result("a", "kernel", PASSED, extra={"ncu_rules": [{"name": "R", "kind": "OPT", "speedup": 12.0,
+                                                               "description": "Do this. Then that."}]}),
+            Result("b", "kernel", PASSED)]
+    assert [v.name for v in instruments.views_of(rows)] == ["ncu-source"]
+    text = instruments.render_views(rows, 100)
+    assert any("advice ~12%" in t and "R: Do this." in t and "that" not in t for t in text)
+    assert instruments.views_of([Result("b", "kernel", PASSED)]) == []

@@ -13,18 +13,19 @@ from cudalab.report.core import (  # noqa: F401
 )
 from cudalab.report.tools import *  # noqa: F401,F403
 from cudalab.report import core as _core
-from cudalab.report.source import print_saved_view, render_source, saved_view  # noqa: F401
+from cudalab.report.instruments import View, print_views, register, render_views  # noqa: F401
+from cudalab.report.source import render_source, saved_view  # noqa: F401  (registers the ncu source view)
 
 
 def print_point(con, record, point, *args, **kw):  # noqa: ANN001
-    """:func:`cudalab.report.core.print_point`, then what instruments saved in the rows: ncu's hot lines and
-    advice (:mod:`cudalab.report.source`; rows without them print nothing more)."""
+    """:func:`cudalab.report.core.print_point`, then the views instruments saved in the rows
+    (:mod:`cudalab.report.instruments`: ncu's hot lines and advice; rows without any print nothing more)."""
     _core.print_point(con, record, point, *args, **kw)
-    print_saved_view(con, point.results)
+    print_views(con, point.results)
 
 
 def print_long(con, record, *args, **kw):  # noqa: ANN001
     """:func:`cudalab.report.core.print_long`, then the instruments' views of every point."""
     _core.print_long(con, record, *args, **kw)
     for p in record.points:
-        print_saved_view(con, p.results)
+        print_views(con, p.results)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
+from cudalab.report.instruments import View, register
+
 #: What --source shows by default per variant.
 DEFAULT_LINES = 8
 
@@ -266,8 +268,5 @@ def saved_view(results: Sequence[Any], width: int = 120, lines_n: int = DEFAULT_
     return render_source(rows, lines_n, source=has_lines, advice=True, width=width)
 
 
-def print_saved_view(con: Any, results: Sequence[Any]) -> None:
-    """Print :func:`saved_view` on a rich console (under a point's table)."""
-    text = saved_view(results, max(getattr(con, "width", 120), 80))
-    if text:
-        con.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)
+#: The ncu source view and advice as an instrument view of saved rows (keys ``ncu_lines``, ``ncu_rules``).
+NCU_SOURCE_VIEW = register(View("ncu-source", ("ncu_lines", "ncu_rules"), lambda rows, width: saved_view(rows, width)))
