@@ -95,8 +95,8 @@ def print_source(rep: Any, source: bool, advice: bool, lines: int) -> None:
 
     con = console()
     if source and not rep.has_source:
-        con.print("no per-line figures: the data holds no ncu source page (profile with --source, or --import a "
-                  "file exported from such a run)", markup=False)
+        con.print("no per-line figures: the data holds no ncu source page (a --source profile collects it; an "
+                  "imported CSV must be one exported from such a run)", markup=False)
     if advice and not rep.has_rules:
         con.print("no advice: the data holds no ncu rule results (profile with --source or --advice)", markup=False)
     text = render_source(rep.rows, lines, source=source, advice=advice, width=max(con.width, 80))
