@@ -33,7 +33,7 @@ def _text(value: Any) -> Any:
     return str(value)
 
 
-def run(family: str, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
+def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
         dtype: str | Sequence[str] | None = None, block: Any = None, grid: str | None = None,
         add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
         budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True, device: int = 0,
@@ -45,7 +45,8 @@ def run(family: str, variants: str | Sequence[str] | None = None, *, n: Any = No
     one :class:`~cudalab.results.RunPoint` per point.
 
     Args:
-        family: family name (``transpose``).
+        family: family name (``transpose``), or a :class:`cudalab.Problem` defined inline (its
+            ``name``, ``kernels`` and ``libraries`` stand for a family folder).
         variants: names (list or comma text); None: all; ``"none"`` with ``add``: only your kernels.
         n, shape, dtype, block: sizes, element type, block dims (``"32x8"``, ``(32, 8)`` or a list of them).
         grid: grid dims override.
@@ -67,6 +68,14 @@ def run(family: str, variants: str | Sequence[str] | None = None, *, n: Any = No
     from cudalab import progress as P  # noqa: PLC0415
     from cudalab import report  # noqa: PLC0415
 
+    if not isinstance(family, str):  # a problem object: a family folder while it runs (workers find it)
+        from cudalab.problems.inline import materialized  # noqa: PLC0415
+
+        args = dict(n=n, shape=shape, dtype=dtype, block=block, grid=grid, add=add, defines=defines, seed=seed,
+                    budget=budget, min_samples=min_samples, hot=hot, roofline=roofline, device=device,
+                    devices=devices, timeout=timeout, progress=progress, show=show)
+        with materialized(family) as name:
+            return run(name, variants, **args, **options)
     spec = catalog.family(family)
     fam = load(spec.module)
     names = variants if variants is None or isinstance(variants, str) else ",".join(variants)

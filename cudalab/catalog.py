@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -249,6 +249,11 @@ class Catalog(Mapping[str, FamilySpec]):
     root: Path
     families: Mapping[str, FamilySpec]
     broken: tuple[BrokenFamily, ...] = ()
+    origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def origin(self, name: str) -> str:
+        """Where family ``name`` comes from: ``built-in``, a ``CUDALAB_PATH`` folder or an entry point."""
+        return self.origins.get(name, "built-in")
 
     def __getitem__(self, name: str) -> FamilySpec:
         return self.families[name]
@@ -267,13 +272,16 @@ class Catalog(Mapping[str, FamilySpec]):
 def load_catalog(root: Path | None = None) -> Catalog:
     """Read every family under ``root`` (default :func:`src_root`), each on its own.
 
-    A family that fails to load is recorded in ``Catalog.broken`` and the others still load.
+    A family that fails to load is recorded in ``Catalog.broken`` and the others still load. With no
+    ``root`` given, the families of ``--family-path`` / ``CUDALAB_PATH`` and of the
+    ``cudalab.families`` entry points follow (:mod:`cudalab.discovery`).
 
     Raises:
         CatalogError: one line, when the root itself is unusable: ``CUDALAB_SRC`` is bad (see
             :func:`src_root`), or the folder holds no ``<family>/family.toml`` at all.
     """
     from_env = root is None and os.environ.get(SRC_ENV) is not None
+    extend = root is None
     root = root if root is not None else src_root()
     where = f"{SRC_ENV}={root}" if from_env else f"kernel folder {root}"
     if not root.is_dir():
@@ -303,7 +311,18 @@ def load_catalog(root: Path | None = None) -> Catalog:
             broken.append(BrokenFamily(d, str(exc)))
         else:
             good[d.name] = spec
-    return Catalog(root=root, families=MappingProxyType(good), broken=tuple(broken))
+    origins: dict[str, str] = {}
+    if extend:
+        from cudalab import discovery  # noqa: PLC0415
+
+        more, bad = discovery.outside(set(good) | {b.name for b in broken})
+        for spec, origin in more:
+            good[spec.name] = spec
+            origins[spec.name] = origin
+        broken.extend(BrokenFamily(folder, reason) for folder, reason in bad)
+        good = dict(sorted(good.items()))
+    return Catalog(root=root, families=MappingProxyType(good), broken=tuple(broken),
+                   origins=MappingProxyType(origins))
 
 
 def family(name: str, root: Path | None = None) -> FamilySpec:

@@ -12,9 +12,13 @@ import sys
 
 def main() -> None:
     """Console-script entry point (``cudalab``, ``python -m cudalab``)."""
+    from cudalab.discovery import add_paths, split_global
     from cudalab.worker.process import prestart
 
-    prestart(sys.argv[1:])
+    paths, rest = split_global(sys.argv[1:])
+    if paths:  # before the early worker starts: it inherits CUDALAB_PATH and finds the same families
+        add_paths(paths)
+    prestart(rest)
     from cudalab.cli import main as cli_main
 
     cli_main()

@@ -94,6 +94,15 @@ class CudalabGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def _family_paths(folders: tuple[str, ...]) -> None:
+    """``--family-path``: first on ``CUDALAB_PATH``, for this process and its workers and tool children.
+    Set while parsing (eager), so the family command it names resolves."""
+    if folders:
+        from cudalab import discovery  # noqa: PLC0415
+
+        discovery.add_paths(folders)
+
+
 def usage_line(exc: click.ClickException) -> str:
     """A click error as one line: its message, and where the options are listed."""
     text = " ".join(exc.format_message().split()).rstrip(".")
@@ -106,6 +115,10 @@ def usage_line(exc: click.ClickException) -> str:
 @click.group(cls=CudalabGroup, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="cudalab")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option("--family-path", "family_paths", multiple=True, metavar="DIR", is_eager=True, expose_value=False,
+              callback=lambda ctx, param, value: _family_paths(value),
+              help="A folder of your own families (DIR/<family>/family.toml + module + kernels); repeatable; "
+                   "also CUDALAB_PATH.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """cudalab: compile, launch, verify and time CUDA kernel variants side by side.

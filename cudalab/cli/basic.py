@@ -23,13 +23,20 @@ def list_cmd(family: str | None) -> None:
     con = report.console()
     if family is None:
         cat = catalog.load_catalog()
+        broken = [(b.name, b.reason) for b in cat.broken]
+        for name in cat.origins:  # an outside family's module is imported here: one that fails is broken too
+            try:
+                load(cat[name].module)
+            except CudalabError as exc:
+                broken.append((name, str(exc)))
+        bad = {name for name, _ in broken}
         con.print(report.simple_table(
-            ["family", "variants", "description"],
-            [(f.name, ", ".join(f.names()), f.description) for f in cat.values()],
+            ["family", "variants", "description", "from"],
+            [(f.name, ", ".join(f.names()), f.description, cat.origin(f.name)) for f in cat.values() if f.name not in bad],
             title="cudalab families (cudalab list FAMILY for details)"))
-        for b in cat.broken:  # the others work; each broken one gets its line, and the exit says so
-            click.echo(f"cudalab: broken family {b.name}: {b.reason}", err=True)
-        if cat.broken:
+        for name, reason in broken:  # the others work; each broken one gets its line, and the exit says so
+            click.echo(f"cudalab: broken family {name}: {reason}", err=True)
+        if broken:
             sys.exit(2)
         return
     spec = catalog.family(family)

@@ -1,0 +1,257 @@
+"""Families from outside the package: ``--family-path DIR`` / ``CUDALAB_PATH`` folders and the
+``cudalab.families`` entry-point group.
+
+A folder on the path holds ``<family>/family.toml`` with its kernels and its Python module
+(``<module>.py`` beside family.toml, ``module`` defaulting to the family's name with ``-`` as ``_``);
+a folder that is itself a family (holds family.toml) is taken as that one family. An entry point
+names a module (``softmax = "mypkg.softmax"``) whose folder holds family.toml and kernels.
+
+``--family-path`` is written into ``CUDALAB_PATH`` (first), so the GPU workers and the children run
+under ncu and compute-sanitizer, which inherit the environment, find the same families.
+
+Light on purpose (the catalog imports it): nothing here imports NumPy or a family's module; the
+module is imported by :func:`load_outside` when a command needs the family.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+import zlib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from cudalab.errors import CatalogError
+
+PATH_ENV = "CUDALAB_PATH"
+GROUP = "cudalab.families"
+#: ``FamilySpec.module`` of an outside family: ``path:<module file>`` or ``entry:<dotted module>``.
+PATH_PREFIX, ENTRY_PREFIX = "path:", "entry:"
+_LOADED: dict[str, Any] = {}
+
+
+def path_folders() -> list[Path]:
+    """The folders of ``CUDALAB_PATH``, in order (empty entries skipped)."""
+    raw = os.environ.get(PATH_ENV, "")
+    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def add_paths(folders: Sequence[str]) -> None:
+    """Put ``--family-path`` folders first on ``CUDALAB_PATH`` (absolute, each once), for this
+    process and every child it starts."""
+    have = [str(p) for p in path_folders()]
+    new = [os.path.abspath(os.path.expanduser(f)) for f in folders]
+    merged = list(dict.fromkeys(new + have))
+    os.environ[PATH_ENV] = os.pathsep.join(merged)
+
+
+def split_global(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``--family-path`` values given before the command, and the command line without them."""
+    args, paths, rest, i = list(argv), [], [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "--family-path" and i + 1 < len(args):
+            paths.append(args[i + 1])
+            i += 2
+            continue
+        if a.startswith("--family-path="):
+            paths.append(a.split("=", 1)[1])
+            i += 1
+            continue
+        if not a.startswith("-"):  # the command: what follows is its own
+            rest.extend(args[i:])
+            break
+        rest.append(a)
+        i += 1
+    return paths, rest
+
+
+def _module_file(folder: Path, module: str) -> Path | None:
+    for candidate in (folder / f"{module}.py", folder / module / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def check_kernels(spec: Any) -> None:
+    """Refuse a variant whose kernel symbol its ``.cu`` does not define (read as text, no nvcc).
+
+    Raises:
+        CatalogError: naming family.toml, the variant, the kernel and the source.
+    """
+    texts: dict[str, str] = {}
+    for v in spec.variants:
+        if v.kind != "kernel":
+            continue
+        if v.source not in texts:
+            try:
+                texts[v.source] = (spec.directory / v.source).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise CatalogError(f"{spec.directory / v.source}: {exc.strerror or exc}") from None
+        if not re.search(rf"\b{re.escape(v.kernel)}\s*\(", texts[v.source]):
+            raise CatalogError(f"{spec.directory / 'family.toml'}: variant {v.name!r}: kernel {v.kernel!r} is not "
+                               f"defined in {v.source}")
+
+
+def _one(folder: Path, origin: str) -> Any:
+    """The spec of one outside family folder (its module given as ``path:FILE``)."""
+    from cudalab.catalog import load_family  # noqa: PLC0415  (catalog imports this module)
+
+    spec = load_family(folder)
+    mod = _module_file(folder, spec.module)
+    if mod is None:
+        raise CatalogError(f"{folder / 'family.toml'}: no module {spec.module}.py beside it (the family's Python: "
+                           "a PROBLEM or a FAMILY; 'module' in [family] names another file)")
+    check_kernels(spec)
+    return replace(spec, module=PATH_PREFIX + str(mod.resolve()))
+
+
+def outside(taken: set[str]) -> tuple[list[tuple[Any, str]], list[tuple[Path, str]]]:
+    """Every outside family: ``([(spec, origin)], [(folder, reason)])``.
+
+    Args:
+        taken: names already used (the built-ins): an outside family of one of them is refused.
+    """
+    good: list[tuple[Any, str]] = []
+    broken: list[tuple[Path, str]] = []
+    seen: dict[str, str] = {}
+
+    def take(folder: Path, origin: str) -> None:
+        name = folder.name
+        if name in taken:
+            broken.append((folder, f"{folder / 'family.toml'}: the name {name!r} is a built-in family's; "
+                                   "rename the folder and its [family] name"))
+            return
+        if name in seen:
+            broken.append((folder, f"{folder / 'family.toml'}: {name!r} is already defined by {seen[name]}"))
+            return
+        try:
+            good.append((_one(folder, origin), origin))
+            seen[name] = origin
+        except CatalogError as exc:
+            broken.append((folder, str(exc)))
+
+    for root in path_folders():
+        if not root.is_dir():
+            broken.append((root, f"{PATH_ENV} folder {root} not found"))
+            continue
+        if (root / "family.toml").is_file():
+            take(root, str(root))
+            continue
+        try:
+            subs = sorted(d for d in root.iterdir() if (d / "family.toml").is_file())
+        except OSError as exc:
+            broken.append((root, f"{PATH_ENV} folder {root}: {exc.strerror or exc}"))
+            continue
+        for d in subs:
+            take(d, str(root))
+    for name, folder, module, problem in _entry_points():
+        if problem:
+            broken.append((Path(name), problem))
+            continue
+        try:
+            spec = _one(folder, f"entry point {module}")
+        except CatalogError as exc:
+            broken.append((Path(name), str(exc)))
+            continue
+        if spec.name != name:
+            broken.append((Path(name), f"entry point {name} = {module}: its family.toml names {spec.name!r}"))
+        elif name in taken or name in seen:
+            broken.append((Path(name), f"entry point {name} = {module}: the name is taken by "
+                                       f"{'a built-in family' if name in taken else seen[name]}"))
+        else:
+            good.append((replace(spec, module=ENTRY_PREFIX + module), f"entry point {module}"))
+            seen[name] = module
+    return good, broken
+
+
+def _entry_points() -> list[tuple[str, Path, str, str]]:
+    """``(name, folder, module, problem)`` of each ``cudalab.families`` entry point (problem '' when found)."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    out = []
+    for ep in entry_points(group=GROUP):
+        module = ep.value.split(":", 1)[0].strip()
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as exc:
+            out.append((ep.name, Path(), module, f"entry point {ep.name} = {ep.value}: {exc}"))
+            continue
+        if found is None or not found.origin:
+            out.append((ep.name, Path(), module, f"entry point {ep.name} = {ep.value}: no such module"))
+            continue
+        out.append((ep.name, Path(found.origin).parent, module, ""))
+    return out
+
+
+def load_outside(key: str) -> Any:
+    """Import an outside family's module (``path:FILE`` or ``entry:MODULE``) and return its Family.
+
+    The module defines ``PROBLEM`` (a :class:`cudalab.Problem`) or ``FAMILY`` (a Family, or a Problem).
+
+    Raises:
+        CatalogError: one line naming the file (and line) when the module raises on import or defines
+            neither.
+    """
+    if key in _LOADED:
+        return _LOADED[key]
+    if key.startswith(PATH_PREFIX):
+        path = key[len(PATH_PREFIX):]
+        name = "cudalab_family_" + re.sub(r"\W", "_", Path(path).parent.name if Path(path).name == "__init__.py"
+                                          else Path(path).stem) + f"_{zlib.crc32(path.encode()):08x}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise CatalogError(f"{path}: cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        where = path
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise CatalogError(_import_error(exc, path)) from None
+    else:
+        modname = key[len(ENTRY_PREFIX):]
+        try:
+            module = importlib.import_module(modname)
+        except Exception as exc:
+            found = importlib.util.find_spec(modname) if modname in sys.modules else None
+            raise CatalogError(_import_error(exc, getattr(found, "origin", None) or modname)) from None
+        where = getattr(module, "__file__", None) or modname
+    fam = family_of(module, where)
+    _LOADED[key] = fam
+    return fam
+
+
+def family_of(module: Any, where: str) -> Any:
+    """The Family a module defines: its ``FAMILY`` (a Family or a Problem) or its ``PROBLEM``."""
+    from cudalab.families.base import Family  # noqa: PLC0415
+    from cudalab.problems.adapter import ProblemFamily  # noqa: PLC0415
+    from cudalab.problems.contract import Problem  # noqa: PLC0415
+
+    for attr in ("FAMILY", "PROBLEM"):
+        value = getattr(module, attr, None)
+        if isinstance(value, Family):
+            return value
+        if isinstance(value, Problem):
+            return ProblemFamily(value, where)
+        if value is not None:
+            raise CatalogError(f"{where}: {attr} is a {type(value).__name__}, not a cudalab.Problem or Family")
+    raise CatalogError(f"{where}: defines no PROBLEM (a cudalab.Problem) or FAMILY (a cudalab.Family)")
+
+
+def _import_error(exc: BaseException, path: str) -> str:
+    """One line: the file, the line where Python gives one, and the error."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}: SyntaxError: {exc.msg}"
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{path}{f':{line}' if line else ''}: importing it raised {type(exc).__name__}" + (f": {text}" if text else "")

@@ -1,0 +1,145 @@
+"""Families from outside the package: CUDALAB_PATH / --family-path folders, where each comes from, and
+a user's broken family (import error, bad family.toml, missing kernel, a built-in's name) as one line
+while the others still work."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import cudalab
+from cudalab import catalog, discovery
+from test_problem import make_family
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+@pytest.fixture
+def path(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDALAB_PATH", str(tmp_path))
+    return tmp_path
+
+
+def test_list_shows_where_each_family_comes_from(path, invoke):
+    make_family(path)
+    res = invoke("list")
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.strip().startswith("dbl "))
+    assert str(path) in line
+    assert "built-in" in next(x for x in res.output.splitlines() if x.strip().startswith("copy "))
+
+
+def test_family_path_option_reaches_children_through_the_environment(tmp_path, monkeypatch, invoke):
+    monkeypatch.delenv("CUDALAB_PATH", raising=False)
+    make_family(tmp_path / "mine")
+    res = invoke("--family-path", str(tmp_path / "mine"), "list", "dbl")
+    assert res.exit_code == 0, res.output
+    assert "void KERNEL(float *y," in res.output
+    assert os.environ["CUDALAB_PATH"].split(os.pathsep)[0] == str(tmp_path / "mine")
+    monkeypatch.delenv("CUDALAB_PATH")
+
+
+def test_split_global_takes_family_paths_before_the_command():
+    paths, rest = discovery.split_global(["--family-path", "a", "--family-path=b", "--debug", "scan", "--n", "4",
+                                          "--family-path", "c"])
+    assert paths == ["a", "b"] and rest == ["--debug", "scan", "--n", "4", "--family-path", "c"]
+
+
+def test_a_folder_that_is_one_family_is_that_family(tmp_path, monkeypatch):
+    folder = make_family(tmp_path)
+    monkeypatch.setenv("CUDALAB_PATH", str(folder))
+    assert catalog.load_catalog().origin("dbl") == str(folder)
+
+
+def _broken_one_line(invoke, one_line_exit_2, name: str, fragment: str) -> None:
+    """The broken family's command is one line, exit 2; list names it and still lists the others."""
+    one_line_exit_2(invoke(name, "--n", "64"), fragment)
+    res = invoke("list")
+    assert res.exit_code == 2
+    assert f"broken family {name}: " in res.output and "transpose" in res.output and "good" in res.output
+
+
+@pytest.mark.parametrize("module, fragment", [
+    ("import numpy\nx = 1\nraise RuntimeError('boom')\n", "bad.py:3: importing it raised RuntimeError: boom"),
+    ("def f(:\n", "bad.py:1: SyntaxError"),
+    ("X = 1\n", "defines no PROBLEM"),
+    ("PROBLEM = 3\n", "PROBLEM is a int"),
+])
+def test_a_module_that_fails_is_one_line_naming_its_file(path, invoke, one_line_exit_2, module, fragment):
+    make_family(path, name="good")
+    make_family(path, name="bad", module=module)
+    _broken_one_line(invoke, one_line_exit_2, "bad", fragment)
+    assert invoke("compile", "good", "--variant", "nothing").exit_code == 2  # good still resolves (bad variant)
+    assert cudalab.family("good").name == "good"
+
+
+def test_a_kernel_missing_from_its_source_is_broken(path, invoke, one_line_exit_2):
+    make_family(path, name="good")
+    folder = make_family(path, name="bad")
+    (folder / "k.cu").write_text('extern "C" __global__ void dbl_good(float *y) {}\n')
+    _broken_one_line(invoke, one_line_exit_2, "bad", "kernel 'dbl_bad' is not defined in k.cu")
+
+
+def test_a_bad_family_toml_is_broken_naming_the_file_and_line(path, invoke, one_line_exit_2):
+    make_family(path, name="good")
+    folder = make_family(path, name="bad")
+    (folder / "family.toml").write_text("[family]\nname = 'bad'\nmetric = = 3\n")
+    _broken_one_line(invoke, one_line_exit_2, "bad", f"{folder / 'family.toml'}: ")
+    assert "line 3" in invoke("bad").output
+
+
+def test_a_missing_module_file_is_broken(path, invoke, one_line_exit_2):
+    make_family(path, name="good")
+    folder = make_family(path, name="bad")
+    (folder / "bad.py").unlink()
+    _broken_one_line(invoke, one_line_exit_2, "bad", "no module bad.py beside it")
+
+
+def test_a_built_in_name_is_refused_and_the_built_in_stays(path, invoke, one_line_exit_2):
+    make_family(path, name="good")
+    make_family(path, name="copy")
+    cat = catalog.load_catalog()
+    assert cat.origin("copy") == "built-in" and "a built-in family's" in cat.broken_reason("copy")
+    res = invoke("list")
+    assert res.exit_code == 2 and "broken family copy: " in res.output
+
+
+def test_a_missing_path_folder_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDALAB_PATH", os.pathsep.join([str(tmp_path / "nope"), str(EXAMPLES)]))
+    cat = catalog.load_catalog()
+    assert "softmax" in cat and "not found" in cat.broken_reason("nope")
+
+
+def test_entry_points_are_families(tmp_path, monkeypatch):
+    pkg = tmp_path / "site" / "mypkg"
+    make_family(tmp_path / "site", name="mypkg")  # the package folder holds family.toml and kernels
+    (pkg / "__init__.py").write_text((pkg / "mypkg.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delenv("CUDALAB_PATH", raising=False)
+
+    class EP:
+        name, value = "mypkg", "mypkg"
+
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [EP] if group == discovery.GROUP else [])
+    cat = catalog.load_catalog()
+    assert cat.origin("mypkg") == "entry point mypkg"
+    assert cudalab.families.load(cat["mypkg"].module).SIGNATURE.startswith("void KERNEL(")
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("name", ["softmax", "scan", "histogram"])
+def test_the_examples_compile_without_a_gpu(name, monkeypatch, invoke, no_gpu):
+    monkeypatch.setenv("CUDALAB_PATH", str(EXAMPLES))
+    res = invoke("compile", name)
+    assert res.exit_code == 0, res.output
+    assert "wrong" in res.output
+
+
+def test_examples_copy_runs_as_a_new_users_folder(tmp_path, monkeypatch, invoke):
+    shutil.copytree(EXAMPLES / "scan", tmp_path / "scan")
+    monkeypatch.setenv("CUDALAB_PATH", str(tmp_path))
+    res = invoke("list", "scan")
+    assert res.exit_code == 0 and "unsigned long long *status" in res.output
