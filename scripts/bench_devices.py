@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "cudalab"]
-SWEEP = ["transpose", "--n", "4k,8k,16k,32k", "--block", "32x8,64x8"]
+SWEEP = ["transpose", "--n", "4k,8k,16k,32k", "--block", "32x8,64x8", "--min-samples", "100"]
 FAULT = ["transpose", "--n", "4k,8k,16k,32k", "--variant", "naive,bankopt",
          "--add", "docs/examples/hostile.cu:hostile_oob@block=32x8"]
 TARGET = 0.6

@@ -283,3 +283,24 @@ def test_a_gpu_whose_worker_cannot_open_leaves_its_points_to_the_others(fake_wor
     assert all(r.status.value == "passed" for _, r in rec.rows())
     assert res.exit_code == 0 and not rec.incomplete
     assert "warning: no CUDA GPU found (fake)" in res.stderr
+
+
+@pytest.mark.parametrize("env,count", [("0,1", 2), ("1", 1), ("0,1,-1,2", 2), ("", None), ("GPU-abc,GPU-def", 2)])
+def test_visible_gpus_reads_cuda_visible_devices(monkeypatch, env, count):
+    from cudalab.worker import process as P
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+    assert P.visible_gpus() == count
+
+
+def test_devices_all_starts_every_worker_at_once_and_drops_a_wrong_guess(fake_workers, tmp_path, monkeypatch):
+    from cudalab.worker import process as P
+
+    use = fake_workers({"_count": 2})
+    monkeypatch.setattr(P, "visible_gpus", lambda: 3)  # NVML sees 3, CUDA (the worker) 2
+    out = tmp_path / "run.json"
+    res = CliRunner().invoke(cli, ["transpose", "--n", "256,512,1k,2k", "--variant", "naive", "--devices", "all",
+                                   "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert sorted(w.device for w in use.started) == [0, 1, 2]  # all started before the first said 2
+    assert {p.device for p in load_record(out).points} <= {0, 1} and use.started[2].proc.poll() is not None

@@ -155,13 +155,8 @@ class Session:
             if run.req.seed is None:
                 run.req = replace(run.req, seed=int(run.rng.integers(0, 2**31 - 1)))
         self._queue = list(self.runs)
-        if self.all_devices:  # the first worker says how many GPUs there are
-            try:
-                self._ready(self.slots[0])
-            except GpuUnavailableError as exc:
-                raise WorkerError(str(exc)) from None
-            self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(1, self.slots[0].count)]
-            self.all_devices = False
+        if self.all_devices:
+            self._all_slots()
         self.observer.start(total, reqs[0].family if reqs else "")
         threads = [threading.Thread(target=self._drive, args=(s,), daemon=True) for s in self.slots]
         try:
@@ -180,6 +175,28 @@ class Session:
         if self.fatal is not None and not any(s.info for s in self.slots):
             raise self.fatal
         return self.started(), bool(self._queue)  # a point no GPU could take
+
+    def _all_slots(self) -> None:
+        """``--devices all``: a worker on every GPU, started together (NVML or CUDA_VISIBLE_DEVICES says how
+        many, no CUDA context here); where neither can, the first worker says, and the others start then.
+
+        Raises:
+            WorkerError: the first GPU cannot be opened.
+        """
+        guess = W.visible_gpus()
+        if guess:
+            self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(1, guess)]
+        try:
+            self._ready(self.slots[0])
+        except GpuUnavailableError as exc:
+            raise WorkerError(str(exc)) from None
+        count = self.slots[0].count
+        for extra in [s for s in self.slots if s.device >= count]:  # the guess saw more than CUDA does
+            extra.drop()
+            self.slots.remove(extra)
+        have = {s.device for s in self.slots}
+        self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(count) if d not in have]
+        self.all_devices = False
 
     def started(self) -> list[runner.FamilyRun]:
         """The points handed to a worker so far, in order (what a saved record holds)."""

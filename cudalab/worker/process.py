@@ -216,6 +216,30 @@ def spawn(device: int, energy: bool = False) -> WorkerProcess:
     return WorkerProcess(device, energy=energy)
 
 
+def visible_gpus() -> int | None:
+    """How many GPUs a worker will see, asked without a CUDA context: the entries of
+    ``CUDA_VISIBLE_DEVICES`` where it is set, else NVML's count; None when neither can say."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        n = 0
+        for item in env.split(","):  # CUDA stops at the first entry that is not a device
+            item = item.strip()
+            if not item or item.startswith("-"):
+                break
+            n += 1
+        return n or None
+    try:
+        import pynvml  # noqa: PLC0415  (the telemetry extra)
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount()) or None
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no binding, no driver
+        return None
+
+
 def early_plan(argv: Sequence[str]) -> tuple[int, bool] | None:
     """Whether a command line will want a worker, and for which (GPU, --energy); None when it will not or
     when only parsing can tell (``--devices``, ``--exclusive`` and ``--lock-clocks`` ask NVML first)."""
