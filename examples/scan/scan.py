@@ -23,7 +23,7 @@ def three_kernels(ctx):
 def cupy_cumsum(size, arrays):
     import cupy
 
-    cupy.cumsum(cupy.asarray(arrays["x"]), out=cupy.asarray(arrays["y"]))
+    cupy.cumsum(cupy.asarray(arrays["x"]), dtype=cupy.int32, out=cupy.asarray(arrays["y"]))
 
 
 PROBLEM = Problem(
