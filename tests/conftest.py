@@ -30,6 +30,10 @@ def test_cache_dir(tmp_path_factory: Any) -> Path:
         folder = Path.home() / ".cache" / "cudalab-tests" if keep == "1" else Path(keep).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         return folder
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: the workers share one cache (writes are atomic)
+        folder = tmp_path_factory.getbasetemp().parent / "cudalab-cache"
+        folder.mkdir(exist_ok=True)
+        return folder
     return tmp_path_factory.mktemp("cudalab-cache")
 
 
@@ -37,11 +41,24 @@ test_cache_dir.__test__ = False  # a helper, not a test
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _build_cache(tmp_path_factory):
-    """Keep the tests' nvcc builds out of the user's cache folder (and the user's builds out of the tests)."""
+def _build_cache(tmp_path_factory, request):
+    """Keep the tests' nvcc builds out of the user's cache folder (and the user's builds out of the tests);
+    start building what tests/test_compile_all.py will ask for on the idle cores (build_prefetch.py)."""
     before = os.environ.get("CUDALAB_CACHE")
     os.environ["CUDALAB_CACHE"] = str(test_cache_dir(tmp_path_factory))
+    prefetch = None
+    wanted = any(item.nodeid.startswith("tests/test_compile_all.py") for item in request.session.items)
+    if wanted and not nvcc_reason() and not os.environ.get("PYTEST_XDIST_WORKER"):
+        from build_prefetch import Prefetch, compile_all_builds
+
+        from cudalab import build
+
+        threads = max(1, (os.cpu_count() or 2) - 1)
+        prefetch = Prefetch(build, os.environ["CUDALAB_CACHE"], compile_all_builds(), threads)
+        prefetch.start()
     yield
+    if prefetch is not None:
+        prefetch.stop()
     if before is None:
         os.environ.pop("CUDALAB_CACHE", None)
     else:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from cudalab.cli.app import CONTEXT, cli
+from cudalab.cli.options import wide_option
 
 
 @cli.command("compare", context_settings=CONTEXT)
@@ -74,3 +75,7 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
         click.echo(f"plot: {plot_path}", err=True)
     if failures:
         sys.exit(1)
+
+
+compare_cmd.params.append(wide_option("Show every column however narrow the terminal (it folds long lines); "
+                                       "the default view hides n, p and % of roofline where they do not fit."))

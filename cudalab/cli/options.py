@@ -49,7 +49,7 @@ def shape_option(fam: Family) -> click.Option:
                         help=f"The problem's shape{f', e.g. {example}' if example else ''} (a comma list is a sweep).")
 
 
-def wide_option() -> click.Option:
+def wide_option(text: str = "") -> click.Option:
     """``--wide``: every table column (sample count, step, the family's columns, telemetry); the default
     view fits 100-120 columns. Set for the whole command (:data:`cudalab.report.console.WIDE`), so every
     table the command prints follows it."""
@@ -61,8 +61,8 @@ def wide_option() -> click.Option:
         return value
 
     return click.Option(["--wide"], is_flag=True, callback=set_wide, expose_value=False, is_eager=True,
-                        help="Show every column (samples, step, the family's own columns, telemetry); "
-                             "the default view fits 100-120 columns and JSON has everything.")
+                        help=text or "Show every column (samples, step, the family's own columns, telemetry); "
+                                     "the default view fits 100-120 columns and JSON has everything.")
 
 
 def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
