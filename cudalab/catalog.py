@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from cudalab.errors import CatalogError, UsageError
+from cudalab.files import read_text
 from cudalab.launch import Dim3, parse_dims
 from cudalab.specs import KINDS, FamilySpec, VariantSpec  # noqa: F401  (re-exported: the catalog's records)
 
@@ -167,10 +168,12 @@ def load_family(directory: Path) -> FamilySpec:
         CatalogError: naming the file and the rule broken.
     """
     path = directory / "family.toml"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise CatalogError(f"{path}: {exc}") from None
+    try:  # bounded: a family.toml is a page of text, never /dev/zero or a gigabyte
+        data = tomllib.loads(read_text(path, limit=2**20))
+    except UsageError as exc:
+        raise CatalogError(str(exc)) from None
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise CatalogError(f"{path}: {exc if not isinstance(exc, RecursionError) else 'nested too deeply'}") from None
     fam = data.get("family", {})
     raw_variants = data.get("variant", [])
     # Shapes first: a value of the wrong type would otherwise fail later as a TypeError.

@@ -295,7 +295,7 @@ def load_json(path: str | os.PathLike, what: str = "", limit: int = MAX_READ, ma
 
 
 def _mib(n: int) -> str:
-    return f"{n / 2**20:,.1f} MiB"
+    return f"{n:,} bytes" if n < 10 * 2**20 else f"{n / 2**20:,.1f} MiB"
 
 
 def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> None:

@@ -189,6 +189,8 @@ ENV_CASES: list[tuple[str, dict[str, str], str]] = [
     ("tr", {"CUDALAB_SRC": "{ws}/broken-src"}, "module 'base' is cudalab's family contract"),
     ("compile nosuch", {"CUDALAB_SRC": "{ws}/broken-src"}, "no family under"),
     ("compile transpose --variant naive", {"CUDALAB_CACHE": "{ws}/keep.txt"}, "cannot hold the build cache"),
+    ("deep", {"CUDALAB_SRC": "{ws}/deep-src"}, "deep/family.toml: nested too deeply"),
+    ("big", {"CUDALAB_SRC": "{ws}/deep-src"}, "is 1,048,586 bytes; cudalab reads files up to 1,048,576 bytes"),
 ]
 
 
@@ -232,6 +234,10 @@ def ws(tmp_path, monkeypatch) -> Path:
     shutil.copytree(catalog.src_root() / "transpose", broken)
     toml = broken / "family.toml"
     toml.write_text(toml.read_text().replace('name = "transpose"', 'name = "tr"\nmodule = "base"', 1))
+    (tmp_path / "deep-src" / "deep").mkdir(parents=True)
+    (tmp_path / "deep-src" / "deep" / "family.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    (tmp_path / "deep-src" / "big").mkdir()
+    (tmp_path / "deep-src" / "big" / "family.toml").write_text("#" * (2**20 + 10))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

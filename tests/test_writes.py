@@ -142,7 +142,7 @@ def test_the_reader_refuses_devices_folders_and_large_files(tmp_path):
         files.read_bytes(tmp_path)
     big = tmp_path / "big.json"
     big.write_bytes(b" " * 2048)
-    with pytest.raises(UsageError, match="up to 0.0 MiB"):
+    with pytest.raises(UsageError, match="is 2,048 bytes; cudalab reads files up to 1,024 bytes"):
         files.read_bytes(big, limit=1024)
     assert files.read_bytes(big, limit=4096) == b" " * 2048
     with pytest.raises(UsageError, match="no such file"):
