@@ -15,6 +15,7 @@ module is imported by :func:`load_outside` when a command needs the family.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -168,22 +169,29 @@ def outside(taken: set[str]) -> tuple[list[tuple[Any, str]], list[tuple[Path, st
     return good, broken
 
 
-def _entry_points() -> list[tuple[str, Path, str, str]]:
-    """``(name, folder, module, problem)`` of each ``cudalab.families`` entry point (problem '' when found)."""
+@functools.lru_cache(maxsize=1)
+def entry_point_values() -> tuple[tuple[str, str], ...]:
+    """``(name, value)`` of each ``cudalab.families`` entry point, read once a process (reading the
+    installed packages' metadata takes ~20 ms, and the catalog is read several times a command)."""
     from importlib.metadata import entry_points  # noqa: PLC0415
 
+    return tuple((ep.name, ep.value) for ep in entry_points(group=GROUP))
+
+
+def _entry_points() -> list[tuple[str, Path, str, str]]:
+    """``(name, folder, module, problem)`` of each ``cudalab.families`` entry point (problem '' when found)."""
     out = []
-    for ep in entry_points(group=GROUP):
-        module = ep.value.split(":", 1)[0].strip()
+    for name, value in entry_point_values():
+        module = value.split(":", 1)[0].strip()
         try:
             found = importlib.util.find_spec(module)
         except (ImportError, ValueError) as exc:
-            out.append((ep.name, Path(), module, f"entry point {ep.name} = {ep.value}: {exc}"))
+            out.append((name, Path(), module, f"entry point {name} = {value}: {exc}"))
             continue
         if found is None or not found.origin:
-            out.append((ep.name, Path(), module, f"entry point {ep.name} = {ep.value}: no such module"))
+            out.append((name, Path(), module, f"entry point {name} = {value}: no such module"))
             continue
-        out.append((ep.name, Path(found.origin).parent, module, ""))
+        out.append((name, Path(found.origin).parent, module, ""))
     return out
 
 

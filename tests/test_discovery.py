@@ -33,13 +33,12 @@ def test_list_shows_where_each_family_comes_from(path, invoke):
 
 
 def test_family_path_option_reaches_children_through_the_environment(tmp_path, monkeypatch, invoke):
-    monkeypatch.delenv("CUDALAB_PATH", raising=False)
+    monkeypatch.setenv("CUDALAB_PATH", "")  # recorded, so the option's own setting is undone after the test
     make_family(tmp_path / "mine")
     res = invoke("--family-path", str(tmp_path / "mine"), "list", "dbl")
     assert res.exit_code == 0, res.output
     assert "void KERNEL(float *y," in res.output
     assert os.environ["CUDALAB_PATH"].split(os.pathsep)[0] == str(tmp_path / "mine")
-    monkeypatch.delenv("CUDALAB_PATH")
 
 
 def test_split_global_takes_family_paths_before_the_command():
@@ -124,7 +123,11 @@ def test_entry_points_are_families(tmp_path, monkeypatch):
         name, value = "mypkg", "mypkg"
 
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [EP] if group == discovery.GROUP else [])
-    cat = catalog.load_catalog()
+    discovery.entry_point_values.cache_clear()
+    try:
+        cat = catalog.load_catalog()
+    finally:
+        discovery.entry_point_values.cache_clear()
     assert cat.origin("mypkg") == "entry point mypkg"
     assert cudalab.families.load(cat["mypkg"].module).SIGNATURE.startswith("void KERNEL(")
 
