@@ -239,6 +239,8 @@ def ws(tmp_path, monkeypatch) -> Path:
     (tmp_path / "deep-src" / "big").mkdir()
     (tmp_path / "deep-src" / "big" / "family.toml").write_text("#" * (2**20 + 10))
     monkeypatch.chdir(tmp_path)
+    for var in ("CUDALAB_SRC", "CUDALAB_PATH"):  # what an earlier test may have left
+        monkeypatch.delenv(var, raising=False)
     # Every case here is refused before any GPU work, so no worker needs to come up: the session a
     # family command starts early (to overlap the worker's start with planning) is left empty.
     from cudalab.session import drive
