@@ -71,18 +71,32 @@ def _target(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
 
 
-def _refuse_special(target: Path, path: str | os.PathLike, what: str) -> None:
-    """Refuse a target that exists and is not a regular file: renaming over it would replace it."""
+def _regular(path: str | os.PathLike, shown: str, missing_ok: bool = False) -> int | None:
+    """The size of ``path`` when it is a regular file (symlinks followed); None when it does not exist
+    and ``missing_ok`` (a new output file).
+
+    Raises:
+        UsageError: one line: no such file (unless ``missing_ok``), a folder, or not a regular file
+            (``/dev/null``, ``/dev/zero``, a pipe): a write would replace it, a read would never end.
+    """
     try:
-        st = target.stat()
-    except (FileNotFoundError, NotADirectoryError):  # a new file; a folder that is a file is named later
-        return
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):  # for outputs, a parent that is a file is named later
+        if missing_ok:
+            return None
+        raise UsageError(f"{shown}: no such file") from None
     except OSError as exc:
-        raise UsageError(f"{what} {path}: cannot use it ({exc.strerror or exc})") from None
+        raise UsageError(f"{shown}: cannot use it ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{what} {path} is a folder; name a file in it")
+        raise UsageError(f"{shown} is a folder, not a file")
     if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{what} {path} is not a regular file (a device, a pipe or a socket); name a file")
+        raise UsageError(f"{shown} is not a regular file (a device, a pipe or a socket)")
+    return st.st_size
+
+
+def _refuse_special(target: Path, path: str | os.PathLike, what: str) -> None:
+    """Refuse an output target that exists and is not a regular file: renaming over it would replace it."""
+    _regular(target, f"{what} {path}", missing_ok=True)
 
 
 def check_output_path(path: str | os.PathLike, what: str) -> Path:
@@ -204,18 +218,7 @@ def check_input(path: str | os.PathLike, what: str = "") -> int:
     Raises:
         UsageError: naming the path (after ``what``) and what it is instead.
     """
-    shown = f"{what} {path}" if what else str(path)
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        raise UsageError(f"{shown}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"{shown}: cannot read it ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{shown} is a folder, not a file")
-    if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{shown} is not a regular file (a device, a pipe or a socket)")
-    return st.st_size
+    return _regular(path, f"{what} {path}" if what else str(path)) or 0
 
 
 def read_bytes(path: str | os.PathLike, what: str = "", limit: int = MAX_READ) -> bytes:
