@@ -47,3 +47,13 @@ def test_records_from_before_show_the_command_as_typed_too():
     rec = RunRecord(cudalab="x", command=("/work/cudalab/__main__.py", "transpose", "--n", "16384"), started=0.0,
                     device={}, points=())
     assert "command: cudalab transpose --n 16384" in saved_lines(rec, "r.json")
+
+
+@pytest.mark.parametrize("family, shown", [("reduce", None), ("smem-square", None), ("transpose", "ROWSxCOLS"),
+                                           ("gemm", "MxKxN"), ("gemv", "MxN")])
+def test_shape_help_shows_the_form_each_family_takes(invoke, family, shown):
+    text = invoke(family, "--help").output
+    if shown is None:  # a length only: the option is hidden (and refused in one line)
+        assert "--shape" not in text
+    else:
+        assert f"--shape {shown}" in " ".join(text.split())
