@@ -24,6 +24,7 @@ from cudalab.runner import RunRequest
 
 DATA = Path(__file__).parent / "data" / "ncu-source"
 SQUARE, TRANSPOSE, REDUCE = DATA / "smem-square.csv", DATA / "transpose.csv", DATA / "reduce.csv"
+RECT = DATA / "smem-rect.csv"  # cudalab ncu smem-rect --source --variant row-col,col-col,row-col-pad --export, H100
 
 
 def pages(path: Path) -> tuple[str, str]:
@@ -79,6 +80,15 @@ def test_smem_square_row_and_column_reads():
     assert by["setColReadCol"][42].wavefronts_per_request == 32 and by["setColReadCol"][44].wavefronts_per_request == 32
     assert by["setRowReadColPad"][77].wavefronts_per_request == 1
     assert by["setRowReadColDyn"][66].shared_requests == 32 and by["setRowReadColDyn"][66].shared_wavefronts == 1024
+
+
+def test_smem_rect_column_reads_16_way_and_padding_removes_it():
+    _, page = pages(RECT)
+    by = {b.function: {ln.line: ln for ln in b.lines} for b in parse_source(page)}
+    assert by["setRowReadCol"][55].wavefronts_per_request == 1  # tile[y][x] = ...: the row store
+    assert by["setRowReadCol"][57].wavefronts_per_request == 16  # out[...] = tile[icol][irow]: the column read
+    assert by["setColReadCol"][43].wavefronts_per_request == 16 and by["setColReadCol"][45].wavefronts_per_request == 16
+    assert by["setRowReadColPad"][82].wavefronts_per_request == 1  # the same read with IPAD=2
 
 
 def test_reduce_neighbored_divergent_branch():
