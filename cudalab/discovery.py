@@ -37,7 +37,7 @@ _LOADED: dict[str, Any] = {}
 def path_folders() -> list[Path]:
     """The folders of ``CUDALAB_PATH``, in order (empty entries skipped)."""
     raw = os.environ.get(PATH_ENV, "")
-    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+    return [Path(os.path.abspath(os.path.expanduser(p))) for p in raw.split(os.pathsep) if p.strip()]
 
 
 def add_paths(folders: Sequence[str]) -> None:
