@@ -137,7 +137,8 @@ def outside(taken: set[str]) -> tuple[list[tuple[Any, str]], list[tuple[Path, st
 
     for root in path_folders():
         if not root.is_dir():
-            broken.append((root, f"{PATH_ENV} folder {root} not found"))
+            broken.append((root, f"{PATH_ENV} folder {root} " + ("is a file, not a folder of families"
+                                                                    if root.exists() else "not found")))
             continue
         if (root / "family.toml").is_file():
             take(root, str(root))

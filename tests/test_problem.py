@@ -182,3 +182,11 @@ def test_the_examples_load_and_their_references_agree_with_numpy(monkeypatch):
         ref = fam.reference(prob, fam.make_inputs(prob, rng))
         assert fam.work(prob).bytes > 0 and ref.size > 0
         assert {v.kind for v in spec.variants} >= {"kernel"} and any(v.name.startswith("wrong") for v in spec.variants)
+
+
+def test_an_argument_that_names_nothing_fails_its_row_naming_the_file(path):
+    folder = make_family(path, module=MODULE.format(reference="lambda s, i: 2 * i['x']", check="'exact'",
+                                                    work="lambda s: Work(bytes=8 * s.n)").replace('"y", "x", "n"', '"y", "z", "n"'))
+    got = rows(variants="good")
+    assert got["good"].status == "failed"
+    assert str(folder / "dbl.py") in got["good"].reason and "'z' is no input" in got["good"].reason

@@ -95,7 +95,10 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
     cat = catalog.load_catalog()
     sizes = []
     for spec in cat.values():
-        fam = load(spec.module)
+        try:
+            fam = load(spec.module)
+        except CudalabError:  # an outside family whose module is broken: 'cudalab list' says why
+            continue
         opts = {o.name: o.default for o in fam.OPTIONS}
         cells = []
         for i in indices:

@@ -59,6 +59,7 @@ class LaunchContext:
         self._device = device
         self._values = values
         self._order: tuple[str, ...] = ()
+        self.where = "<problem>"
         self.made: list[Any] = []
 
     def kernel(self, name: str | None = None) -> Any:
@@ -74,7 +75,8 @@ class LaunchContext:
             elif n in self._values:
                 out.append(self._values[n])
             else:
-                raise CatalogError(f"kernel argument {n!r} is no input, output, scratch, scalar or size")
+                raise CatalogError(f"{self.where}: kernel argument {n!r} is no input, output, scratch, scalar or size "
+                                   f"(arrays: {', '.join(self.arrays)}; values: {', '.join(self._values)})")
         return tuple(out)
 
     def default(self) -> Callable[[], None]:
@@ -270,7 +272,7 @@ class ProblemFamily(Family):
                 v = self._call(f"scalar {sc.name!r}", sc.value, s) if callable(sc.value) else sc.value
                 values[sc.name] = np.dtype(sc.dtype).type(v)
             lc = LaunchContext(s, variant, launch, arrays, kernels, dev, values)
-            lc._order = tuple(self.spec.args)
+            lc._order, lc.where = tuple(self.spec.args), self.where
             made_by_hook = lc.made
             run, notes = self._runner(variant, lc, s)
         except Exception:
