@@ -190,3 +190,16 @@ def test_an_argument_that_names_nothing_fails_its_row_naming_the_file(path):
     got = rows(variants="good")
     assert got["good"].status == "failed"
     assert str(folder / "dbl.py") in got["good"].reason and "'z' is no input" in got["good"].reason
+
+
+def test_an_option_is_a_command_line_flag_and_a_size_field(path, invoke):
+    module = MODULE.format(reference="lambda s, i: s.scale * i['x']", check="'exact'",
+                           work="lambda s: Work(bytes=8 * s.n)").replace(
+        "libraries=(Library(\"lib\", twice),),", "options=(Option('scale', int, 2, 'the factor'),),").replace(
+        "from cudalab import Library,", "from cudalab import Option, Library,")
+    make_family(path, module=module)
+    assert "--scale" in invoke("dbl", "--help").output
+    fam = cudalab.families.load(cudalab.family("dbl").module)
+    prob = fam.problem("8", None, "float32", {"scale": 3})
+    assert fam.size(prob).scale == 3 and dict(prob.options) == {"scale": 3}
+    assert rows(kernels={"dbl_good": good, "dbl_bad": good}, variants="good")["good"].status == "passed"
