@@ -84,14 +84,7 @@ class ThreadWorker:
         self.thread.join(timeout=5)
 
     def close(self, wait_s: float = 5.0):
-        bye = None
-        if self.send(op="exit"):
-            while True:
-                ev = self.next(wait_s)
-                if ev is None or ev["ev"] == "eof":
-                    break
-                if ev["ev"] == "bye":
-                    bye = ev
+        bye = W.last_bye(self.next, wait_s) if self.send(op="exit") else None
         self.kill()
         return bye
 

@@ -153,12 +153,7 @@ class WorkerProcess:
                     stdin.close()
             except OSError:
                 pass
-            while True:
-                ev = self.next(wait_s)
-                if ev is None or ev["ev"] == "eof":
-                    break
-                if ev["ev"] == "bye":
-                    bye = ev
+            bye = last_bye(self.next, wait_s)
         self.kill()
         return bye
 
@@ -196,6 +191,17 @@ class WorkerProcess:
             if line.strip():
                 return line.strip()
         return ""
+
+
+def last_bye(next_event: Callable[[float], dict[str, Any] | None], wait_s: float) -> dict[str, Any] | None:
+    """After ``exit``: read events until the pipe closes (or none comes for ``wait_s``); the ``bye``."""
+    bye = None
+    while True:
+        ev = next_event(wait_s)
+        if ev is None or ev["ev"] == "eof":
+            return bye
+        if ev["ev"] == "bye":
+            bye = ev
 
 
 Spawn = Callable[[int, bool], Any]
