@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import queue
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,29 @@ from cudalab.worker import process as W
 from cudalab.worker.protocol import decode, encode
 
 FAKE_MAIN = str(Path(__file__).with_name("fake_worker_main.py"))
+
+
+def children(pid: int) -> set[int]:
+    """The processes ``pid`` started (its GPU workers), as ``pgrep -P`` sees them now."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return {int(x) for x in out.split()}
+
+
+def still_running(pids: set[int], wait_s: float = 2.0) -> set[int]:
+    """Those of ``pids`` still alive after up to ``wait_s`` (a killed process is gone, or a zombie)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = set()
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+            except OSError:
+                continue
+            if state not in ("Z", "X"):
+                alive.add(pid)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
 
 
 class ThreadWorker:

@@ -191,6 +191,9 @@ def test_a_signal_during_a_hung_kernel_ends_the_run_in_2_s_keeping_the_json(tmp_
             break
         time.sleep(0.05)
     time.sleep(0.3)
+    from fake_workers import children, still_running
+
+    workers = children(proc.pid)
     t0 = time.monotonic()
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=10)
@@ -200,8 +203,7 @@ def test_a_signal_during_a_hung_kernel_ends_the_run_in_2_s_keeping_the_json(tmp_
     assert data["incomplete"] is True
     assert [r["variant"] for p in data["points"] for r in p["results"]] == ["naive"]
     assert "INCOMPLETE" in stdout and "Traceback" not in stderr
-    pids = subprocess.run(["pgrep", "-f", "fake_worker_main.py --fd"], capture_output=True, text=True).stdout
-    assert not pids.strip()  # the hung worker was killed, not left behind
+    assert workers and not still_running(workers)  # the hung worker was killed, not left behind
 
 
 def test_info_asks_a_worker_and_holds_no_context_itself(fake_workers):
