@@ -203,3 +203,9 @@ def test_an_option_is_a_command_line_flag_and_a_size_field(path, invoke):
     prob = fam.problem("8", None, "float32", {"scale": 3})
     assert fam.size(prob).scale == 3 and dict(prob.options) == {"scale": 3}
     assert rows(kernels={"dbl_good": good, "dbl_bad": good}, variants="good")["good"].status == "passed"
+
+
+def test_a_host_row_times_the_numpy_reference(path):
+    make_family(path, more='\n[[variant]]\nname = "numpy"\nkind = "host"\n')
+    row = rows(variants="numpy")["numpy"]
+    assert row.status == "passed" and row.extra["reference"] == "NumPy on the CPU"

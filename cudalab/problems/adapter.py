@@ -243,11 +243,18 @@ class ProblemFamily(Family):
 
     def setup(self, ctx: Any, variant: VariantSpec, launch: Launch, problem: RunProblem,
               inputs: dict[str, np.ndarray], kernels: Callable[[str], Any]) -> Case:
-        """Upload the inputs (once a run), allocate the output and scratch, and build the launch."""
+        """Upload the inputs (once a run), allocate the output and scratch, and build the launch; a
+        ``kind = "host"`` row times the NumPy reference on the CPU (a baseline)."""
         s = self.size(problem)
         out = self.spec.outputs[0]
         dev = ctx.device
         shape, dtype = self._out_shape(s)
+        if variant.kind == "host":
+            box: dict[str, np.ndarray] = {}
+
+            def host() -> None:
+                box["out"] = np.asarray(self.spec.reference(s, inputs)).astype(dtype, copy=False)
+            return Case(run=host, result=lambda: box["out"], timer="host", notes={"reference": "NumPy on the CPU"})
         arrays: dict[str, Any] = {k: ctx.upload(np.ascontiguousarray(v)) for k, v in inputs.items()}
         made: list[Any] = []
         zero: list[Any] = []
