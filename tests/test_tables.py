@@ -106,3 +106,19 @@ def test_report_reads_the_catalog_once_and_prints_a_few_times_a_point(tmp_path, 
     res = invoke("report", str(path))
     assert res.exit_code == 0
     assert len(reads) <= 2 and len(prints) <= 4 * 200 + 10, (len(reads), len(prints))
+
+
+def test_list_and_compile_tables_fit_80_columns_wrapping_words_never_splitting_them():
+    rows = [("vec4-band", "transpose_vec4_cf", "TV_TILE=64 TV_ROWS=32 TV_BAND=1 TV_WX=16", 31, 16640, 0, 0, 0, 0, "no"),
+            ("naive", "transpose_naive", "–", 12, 0, 0, 0, 0, 0, "yes")]
+    cols = ["variant", "kernel", "defines", "registers", "static smem B", "dynamic smem B", "spill st B", "spill ld B",
+            "stack B", "cached"]
+    table = report.simple_table(cols, rows, title="transpose compiled for sm_90", wrap=("defines",),
+                                drop=("cached", "stack B", "spill ld B", "spill st B", "dynamic smem B", "static smem B"))
+    text = table.render_text(80)
+    lines = text.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), text
+    for word in ("TV_TILE=64", "TV_ROWS=32", "TV_BAND=1", "TV_WX=16", "transpose_vec4_cf", "16640"):
+        assert any(word in ln for ln in lines), (word, text)
+    assert "hidden at this width: cached" in text and "16640" in text  # static smem B kept: dropped last
+    assert "cached" in report.simple_table(cols, rows, wrap=("defines",)).render_text(400).splitlines()[0]

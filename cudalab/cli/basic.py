@@ -8,7 +8,7 @@ import click
 
 from cudalab import catalog
 from cudalab.cli.app import cli
-from cudalab.cli.options import parse_defines
+from cudalab.cli.options import parse_defines, wide_option
 from cudalab.errors import CudalabError
 from cudalab.families import load
 from cudalab.launch import fmt_dims
@@ -33,7 +33,7 @@ def list_cmd(family: str | None) -> None:
         con.print(report.simple_table(
             ["family", "variants", "description", "from"],
             [(f.name, ", ".join(f.names()), f.description, cat.origin(f.name)) for f in cat.values() if f.name not in bad],
-            title="cudalab families (cudalab list FAMILY for details)"))
+            title="cudalab families (cudalab list FAMILY for details)", wrap=("variants", "description")))
         for name, reason in broken:  # the others work; each broken one gets its line, and the exit says so
             click.echo(f"cudalab: broken family {name}: {reason}", err=True)
         if broken:
@@ -50,7 +50,8 @@ def list_cmd(family: str | None) -> None:
         desc = v.description + (f"  [legacy: {v.legacy}]" if v.legacy else "")
         rows.append((v.name, *launch, desc))
     con.print(report.simple_table(["variant", "kernel", "block", "grid", "constraints", "description"], rows,
-                                  title=f"{spec.name}: {spec.description} (dtypes {', '.join(spec.dtypes)})"))
+                                  title=f"{spec.name}: {spec.description} (dtypes {', '.join(spec.dtypes)})",
+                                  wrap=("grid", "constraints", "description")))
     from cudalab import user  # noqa: PLC0415
 
     con.print(user.describe(spec, load(spec.module)), markup=False, highlight=False)
@@ -150,4 +151,9 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
                      r.spill_loads, r.stack_frame, "yes" if b.cached else "no"))
     report.console().print(report.simple_table(
         ["variant", "kernel", "defines", "registers", "static smem B", "dynamic smem B", "spill st B",
-         "spill ld B", "stack B", "cached"], rows, title=f"{spec.name} compiled for {arch}"))
+         "spill ld B", "stack B", "cached"], rows, title=f"{spec.name} compiled for {arch}", wrap=("defines",),
+        drop=("cached", "stack B", "spill ld B", "spill st B", "dynamic smem B", "static smem B")))
+
+
+for _command in (list_cmd, compile_cmd):  # their tables hide columns on a narrow terminal; --wide shows all
+    _command.params.append(wide_option("Show every column however narrow the terminal (it folds long lines)."))

@@ -5,13 +5,12 @@ from __future__ import annotations
 import shlex
 from typing import Any, Iterable, Sequence
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
+from cudalab.report.grid import Column, Grid
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
     RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns,
 )
@@ -250,13 +249,22 @@ def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
     return [replace(r, pct_roofline=100.0 * rate_of(r, metric) / top) if rate_of(r, metric) else r for r in results]
 
 
-def simple_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> Table:
-    """A plain table for list, compile and info."""
-    t = Table(box=box.SIMPLE_HEAVY, title=title, title_justify="left", pad_edge=False)
-    for c in columns:
-        t.add_column(c, overflow="fold")
+def simple_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
+                 wrap: Sequence[str] = (), drop: Sequence[str] = ()) -> Grid:
+    """A plain table for list, compile and info: numeric columns right-aligned; the ``wrap`` columns (default:
+    the last) wrap at spaces on a narrow terminal, the others never split; the ``drop`` columns are hidden,
+    in that order, where even that does not fit."""
+    rows = [[x if isinstance(x, Text) else str(x) for x in r] for r in rows]
+    wrap = tuple(wrap) or (columns[-1],)
+
+    def numeric(i: int) -> bool:
+        cells = [str(r[i].plain if isinstance(r[i], Text) else r[i]).replace(",", "") for r in rows if i < len(r)]
+        return bool(cells) and all(c.replace(".", "", 1).isdigit() or c == "–" for c in cells)
+
+    t = Grid([Column(c, right=numeric(i), wrap=c in wrap, drop=list(drop).index(c) + 1 if c in drop else 0)
+              for i, c in enumerate(columns)], title=title)
     for r in rows:
-        t.add_row(*[x if isinstance(x, Text) else Text(str(x)) for x in r])
+        t.add_row(*r)
     return t
 
 

@@ -76,28 +76,42 @@ class Grid:
         return out
 
     def layout(self, width: int) -> tuple[list[int], dict[int, int], list[str]]:
-        """The columns shown, their widths, and the headers hidden to fit ``width``."""
+        """The columns shown, their widths, and the headers hidden to fit ``width``.
+
+        Too wide: the wrapping columns give up width first (the widest first, down to :data:`MIN_WRAP`),
+        then droppable columns are hidden in their order, then the wrapping columns shrink further.
+        """
         shown = list(range(len(self.columns)))
         hidden: list[str] = []
         order = sorted((c.drop, i) for i, c in enumerate(self.columns) if c.drop)
+        # A wrapped cell breaks at spaces only: a column is never narrower than its longest word.
+        words = {i: max([cell_len(w) for r in self.rows if i < len(r) for w in r[i][0].split()] or [1])
+                 for i, c in enumerate(self.columns) if c.wrap}
         while True:
             widths = self._widths(shown)
-            total = 1 + sum(widths.values()) + len(GAP) * (len(shown) - 1)
-            wrap = next((i for i in shown if self.columns[i].wrap), None)
-            if total <= width:
+            wraps = [i for i in shown if self.columns[i].wrap]
+            if self._shrink(widths, wraps, width, {i: max(MIN_WRAP, words[i]) for i in wraps}):
                 return shown, widths, hidden
-            if wrap is not None:
-                room = widths[wrap] - (total - width)
-                if room >= min(MIN_WRAP, widths[wrap]):
-                    widths[wrap] = room
-                    return shown, widths, hidden
-            if not order:  # nothing left to hide: wrap as far as we may, the terminal folds the rest
-                if wrap is not None:
-                    widths[wrap] = max(widths[wrap] - (total - width), 8)
+            if not order:  # nothing left to hide: wrap down to the longest word; the terminal folds the rest
+                self._shrink(widths, wraps, width, {i: min(widths[i], max(8, words[i])) for i in wraps})
                 return shown, widths, hidden
             _, i = order.pop(0)
             shown.remove(i)
             hidden.append(self.columns[i].header)
+
+    @staticmethod
+    def _shrink(widths: dict[int, int], wraps: list[int], width: int, least: dict[int, int]) -> bool:
+        """Narrow the wrapping columns, the widest first and none below its ``least``, until the table fits
+        ``width``; False when it cannot."""
+        excess = 1 + sum(widths.values()) + len(GAP) * (len(widths) - 1) - width
+        while excess > 0:
+            room = [i for i in wraps if widths[i] > least[i]]
+            if not room:
+                return False
+            widest = max(room, key=lambda i: widths[i])
+            widths[widest] -= 1
+            excess -= 1
+        return True
 
     def lines(self, width: int) -> Iterator[list[tuple[str, str]]]:
         """The table as lines of (text, style) pieces, at most ``width`` cells wide where it can be."""
