@@ -11,6 +11,8 @@ declare -A cmds=(
   [report-transpose]="cudalab report $R/nvidia-h200-transpose.json"
   [report-reduce]="cudalab report $R/nvidia-h100-80gb-hbm3-reduce.json"
   [compare-h100-h200]="cudalab compare $R/nvidia-h100-80gb-hbm3-transpose.json $R/nvidia-h200-transpose.json"
+  [compile-transpose]="cudalab compile transpose"
+  [list-reduce]="cudalab list reduce"
 )
 for name in "${!cmds[@]}"; do
   for cols in 80 120 200; do
@@ -24,3 +26,13 @@ for name in "${!cmds[@]}"; do
   done
 done
 ls "$out"
+# Every line the terminal showed fits its width (the first line of a capture is the command itself).
+python3 - <<'PY'
+import glob, sys
+bad = []
+for f in sorted(glob.glob("docs/terminal/*.txt")):
+    cols = int(f.rsplit("-", 1)[1].split(".")[0])
+    bad += [f"{f}: {len(l)} > {cols}" for l in open(f, encoding="utf-8").read().splitlines()[1:] if len(l) > cols]
+print("\n".join(bad) or "every line fits its terminal")
+sys.exit(1 if bad else 0)
+PY
