@@ -109,8 +109,9 @@ class DeviceArray:
             c.width_in_bytes = self.row_bytes
             c.height = r1 - r0
             c(aligned=True)
-        else:
-            drv.memcpy_dtoh(out, self.ptr + r0 * self.row_bytes)
+        else:  # the stride of the first axis: one element of a 1-D array, a whole row of a matrix
+            stride = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+            drv.memcpy_dtoh(out, self.ptr + r0 * stride)
 
     def download_padding(self) -> np.ndarray:
         """The row padding of a pitched allocation (bytes past each row's data), as uint8 of shape
