@@ -21,7 +21,7 @@ from typing import Iterable
 
 from cudalab.errors import CatalogError, UsageError
 from cudalab.expr import evaluate
-from cudalab.specs import FamilySpec
+from cudalab.specs import FamilySpec, VariantSpec
 
 #: The launch quantities a family.toml expression may name (:func:`cudalab.plan.names_for`).
 _LAUNCH = re.compile(r"\b(block_[xyz]|threads|tile_[xyz]|warps)\b")
@@ -33,12 +33,40 @@ def _rules(spec: FamilySpec | None) -> dict[str, tuple[int, str]]:
     """Macro -> (the least value it may take, why), from every variant of the family."""
     rules: dict[str, tuple[int, str]] = {}
     for v in spec.variants if spec else ():
-        for name, expr in v.defines:
-            if _LAUNCH.search(expr):
-                rules[name] = (1, f"{v.name}'s {name} is {expr}, a tile size or loop stride")
-            elif expr.strip().isdigit() and name not in rules:
-                rules[name] = (0, f"{v.name}'s {name} is a count or padding ({expr} by default)")
+        for name, rule in _variant_rules(v).items():
+            if name not in rules or rule[0] > rules[name][0]:
+                rules[name] = rule
     return rules
+
+
+def _variant_rules(v: VariantSpec) -> dict[str, tuple[int, str]]:
+    rules: dict[str, tuple[int, str]] = {}
+    for name, expr in v.defines:
+        if _LAUNCH.search(expr):
+            rules[name] = (1, f"{v.name}'s {name} is {expr}, a tile size or loop stride")
+        elif expr.strip().isdigit():
+            rules[name] = (0, f"{v.name}'s {name} is a count or padding ({expr} by default)")
+    return rules
+
+
+def check_launch_defines(variant: VariantSpec, overrides: dict[str, str]) -> None:
+    """Refuse ``-D`` overrides that, evaluated for one launch (``ROWS=block_y-8`` at block 32x8 is 0), fall
+    below what the variant's macro may take: the planner calls this before anything is built.
+
+    Raises:
+        UsageError: naming the macro, its value for this launch and the rule.
+    """
+    rules = _variant_rules(variant)
+    for name, value in overrides.items():
+        if name not in rules:
+            continue
+        try:
+            n = int(str(value), 0)
+        except ValueError:
+            continue  # not a plain integer for this launch: the compiler judges it
+        least, why = rules[name]
+        if n < least:
+            raise UsageError(f"-D {name}={value} for this launch: {why}; it must be at least {least}")
 
 
 def _value(name: str, text: str) -> int | None:

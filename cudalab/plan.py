@@ -10,6 +10,7 @@ from cudalab import catalog, memplan, user
 from cudalab import launch as L
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec, VariantSpec
+from cudalab.defines import check_launch_defines
 from cudalab.errors import CudalabError, LaunchConfigError, SizeError, UsageError
 from cudalab.expr import evaluate
 from cudalab.families import Family, Launch, Problem, load
@@ -147,6 +148,7 @@ def plan_launch(
     if overrides:  # --define NAME=VALUE: the user's word wins over the family's
         merged = dict(defines)
         merged.update({k: _define_value(v, names) for k, v in overrides})
+        check_launch_defines(variant, {k: merged[k] for k, _ in overrides})  # ROWS=0: a loop that never ends
         defines = tuple(merged.items())
     # The shared-memory size may name the compiled macros (IPAD): size it from what is compiled,
     # so -D IPAD=2 gets the bytes the kernel indexes, not the family's default padding.

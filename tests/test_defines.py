@@ -27,7 +27,7 @@ def test_evaluate_still_does_integer_arithmetic():
 
 
 @pytest.mark.parametrize("define, fragment", [
-    ("ROWS=0", "-D ROWS=0: band-64x8's ROWS is block_y, a tile size or loop stride; it must be at least 1"),
+    ("ROWS=0", "-D ROWS=0: tiled-32x8's ROWS is block_y, a tile size or loop stride; it must be at least 1"),
     ("ROWS=-8", "must be at least 1"), ("ROWS=0u", "must be at least 1"), ("TILE=1-1", "must be at least 1"),
     ("TILE=0x0", "must be at least 1"),
     ("X=1/0", "-D X=1/0: division by zero"),  # a macro no kernel uses is still evaluated safely
@@ -63,3 +63,22 @@ def test_defines_that_can_run_pass():
 ])
 def test_refused_while_parsing_in_one_line(invoke, one_line_exit_2, no_gpu, args, fragment):
     one_line_exit_2(invoke(args), fragment)
+
+
+def test_an_override_that_is_zero_for_one_launch_is_refused_by_the_planner():
+    """-D ROWS=block_y-8 passes the parser (it names the launch) but is 0 at block 32x8: the planner, which
+    every run, the Python API and compile go through, refuses it before anything is built."""
+    from cudalab import launch as L
+    from cudalab import runner
+    from cudalab.families import load
+
+    spec = catalog.family("transpose")
+    fam = load(spec.module)
+    problem = runner.make_problem(spec, fam, runner.RunRequest(family="transpose"))
+    v = spec.variant("tiled-32x8")
+    with pytest.raises(UsageError, match=r"-D ROWS=0 for this launch: tiled-32x8's ROWS is block_y.* at least 1"):
+        runner.plan_launch(v, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "block_y - 8"),))
+    ok = runner.plan_launch(v, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "block_y / 2"),))
+    assert dict(ok.defines)["ROWS"] == "4"
+    naive = spec.variant("naive")  # a variant without ROWS takes the macro and ignores it
+    assert runner.plan_launch(naive, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "0"),))
