@@ -1,12 +1,14 @@
-"""Builds the test session will need, run by nvcc on the cores the tests leave idle.
+"""Builds the test session will need, run by nvcc on the core the tests leave idle.
 
-Most of the suite is single-threaded Python; most of its wall time was nvcc building every kernel
-variant (tests/test_compile_all.py) one after another. At the start of a session these builds are
-queued for background threads (one per core but one; each build runs in a child process that keeps the
-session's cache folder), which take them from the end of the list while the
-tests ask from its front; a test that asks for a build still queued takes
-it over, one already running is waited for, and every build then comes from the session's cache as
-before. What a test sees does not change: ``build.build`` is the same call with the same result.
+Most of the suite is single-threaded Python, and about half of its CPU time was nvcc, one build after
+another. At the start of a session the builds it will ask for are queued: every kernel variant at its
+default launch (what tests/test_compile_all.py builds) and the list tests/data/build-manifest.json
+keeps (``CUDALAB_RECORD_BUILDS=1 python -m pytest`` rewrites it; a stale list only costs builds nobody
+asks for). Background threads (one per core but one) take them from the end of the queue, each through
+a child process that keeps the session's cache folder, while the tests ask from its front; a test that
+asks for a build still queued takes it over, one being built is waited for, and every build then comes
+from the session's cache as before. What a test sees does not change: ``build.build`` is the same call
+with the same result.
 """
 
 from __future__ import annotations
@@ -21,9 +23,20 @@ from pathlib import Path
 from typing import Any, Callable
 
 Key = tuple[str, tuple[tuple[str, str], ...], str]
-# A failed build is left to the test that needs it: it builds again and sees the error itself.
-_BUILD = ("import json, sys; from pathlib import Path; from cudalab import build; "
-          "build.build(Path(sys.argv[1]), dict(json.loads(sys.argv[2])), sys.argv[3])")
+# The child: one key a line in, one line out when it is built (a failed build is left to the test that
+# needs it: it builds again and sees the error itself).
+_LOOP = """
+import json, sys
+from pathlib import Path
+from cudalab import build
+for line in sys.stdin:
+    source, defines, arch = json.loads(line)
+    try:
+        build.build(Path(source), dict(defines), arch)
+    except Exception:
+        pass
+    print("done", flush=True)
+"""
 
 
 def _key(source: Any, defines: Any, arch: str) -> Key:
@@ -78,20 +91,28 @@ class Prefetch:
         self.build.build = self.real
 
     def _work(self) -> None:
-        while True:
-            with self.lock:
-                if not self.queue:
-                    return
-                key = self.queue.pop()  # from the end: the tests ask from the front, so the two meet midway
-                done = self.running[key] = threading.Event()
-            try:
-                # In a process of its own: the build cache is named by the environment, which tests
-                # change (monkeypatch.setenv) while this thread runs; a child keeps the session's.
-                source, defines, arch = key
-                subprocess.run([sys.executable, "-c", _BUILD, source, json.dumps(defines), arch],
-                               env=dict(os.environ, CUDALAB_CACHE=self.cache), capture_output=True, check=False)
-            finally:
-                done.set()
+        # One child per thread builds what it is sent: the build cache is named by the environment, which
+        # tests change (monkeypatch.setenv) while this thread runs; the child keeps the session's.
+        child = subprocess.Popen([sys.executable, "-c", _LOOP], env=dict(os.environ, CUDALAB_CACHE=self.cache),
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            while True:
+                with self.lock:
+                    if not self.queue:
+                        return
+                    key = self.queue.pop()  # from the end: the tests ask from the front, so the two meet midway
+                    done = self.running[key] = threading.Event()
+                try:
+                    child.stdin.write(json.dumps(key) + "\n")
+                    child.stdin.flush()
+                    child.stdout.readline()  # "" if the child died: the test builds it itself
+                finally:
+                    done.set()
+        except OSError:
+            return
+        finally:
+            child.kill()
+            child.wait()
 
     def wrapped(self, source: Any, defines: Any, arch: str = "sm_90") -> Any:
         if os.environ.get("CUDALAB_CACHE") == self.cache:  # tests with a private cache are left alone
@@ -103,3 +124,55 @@ class Prefetch:
             if done is not None:
                 done.wait()
         return self.real(source, defines, arch)
+
+
+# --- the manifest: what the rest of the suite builds ------------------------------------------------------
+
+MANIFEST = Path(__file__).parent / "data" / "build-manifest.json"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manifest_builds() -> list[Key]:
+    """The builds recorded by the last ``CUDALAB_RECORD_BUILDS=1 python -m pytest`` (sources relative to the
+    checkout), in the order the tests asked for them; ones whose source is gone are left out. A stale list
+    costs only builds nobody asks for, on a core that was idle."""
+    try:
+        rows = json.loads(MANIFEST.read_text())
+    except (OSError, ValueError):
+        return []
+    out = []
+    for source, defines, arch in rows:
+        path = ROOT / source
+        if path.is_file():
+            out.append(_key(path, dict(defines), arch))
+    return out
+
+
+class Recorder:
+    """Wraps ``build.build`` to note every build a test asks for in the session's cache (for the manifest)."""
+
+    def __init__(self, build_module: Any, cache: str):
+        self.build, self.cache = build_module, cache
+        self.inner: Callable[..., Any] = build_module.build
+        self.keys: list[Key] = []
+
+    def start(self) -> None:
+        self.build.build = self.wrapped
+
+    def wrapped(self, source: Any, defines: Any, arch: str = "sm_90") -> Any:
+        if os.environ.get("CUDALAB_CACHE") == self.cache:
+            key = _key(source, defines, arch)
+            if key not in self.keys:
+                self.keys.append(key)
+        return self.inner(source, defines, arch)
+
+    def stop(self) -> None:
+        self.build.build = self.inner
+        rows = []
+        for source, defines, arch in self.keys:
+            try:
+                rel = Path(source).resolve().relative_to(ROOT)
+            except ValueError:
+                continue  # a test's own temporary source
+            rows.append([str(rel), [list(d) for d in defines], arch])
+        MANIFEST.write_text(json.dumps(rows, indent=0) + "\n")

@@ -43,22 +43,27 @@ test_cache_dir.__test__ = False  # a helper, not a test
 @pytest.fixture(scope="session", autouse=True)
 def _build_cache(tmp_path_factory, request):
     """Keep the tests' nvcc builds out of the user's cache folder (and the user's builds out of the tests);
-    start building what tests/test_compile_all.py will ask for on the idle cores (build_prefetch.py)."""
+    start building what the tests will ask for on the idle cores (build_prefetch.py: every kernel variant,
+    and the builds tests/data/build-manifest.json lists; CUDALAB_RECORD_BUILDS=1 rewrites that list)."""
     before = os.environ.get("CUDALAB_CACHE")
     os.environ["CUDALAB_CACHE"] = str(test_cache_dir(tmp_path_factory))
-    prefetch = None
-    wanted = any(item.nodeid.startswith("tests/test_compile_all.py") for item in request.session.items)
-    if wanted and not nvcc_reason() and not os.environ.get("PYTEST_XDIST_WORKER"):
-        from build_prefetch import Prefetch, compile_all_builds
+    helper = None
+    if not nvcc_reason() and not os.environ.get("PYTEST_XDIST_WORKER"):
+        import build_prefetch as B
 
         from cudalab import build
 
-        threads = max(1, (os.cpu_count() or 2) - 1)
-        prefetch = Prefetch(build, os.environ["CUDALAB_CACHE"], compile_all_builds(), threads)
-        prefetch.start()
+        if os.environ.get("CUDALAB_RECORD_BUILDS"):  # refresh tests/data/build-manifest.json
+            helper = B.Recorder(build, os.environ["CUDALAB_CACHE"])
+        elif any(item.get_closest_marker("nvcc") or "compile" in item.nodeid for item in request.session.items):
+            keys = B.manifest_builds()
+            keys += [k for k in B.compile_all_builds() if k not in keys]
+            helper = B.Prefetch(build, os.environ["CUDALAB_CACHE"], keys, max(1, (os.cpu_count() or 2) - 1))
+        if helper is not None:
+            helper.start()
     yield
-    if prefetch is not None:
-        prefetch.stop()
+    if helper is not None:
+        helper.stop()
     if before is None:
         os.environ.pop("CUDALAB_CACHE", None)
     else:
