@@ -6,7 +6,6 @@ live flow with a fake ncu, saved runs, and that -lineinfo leaves the kernels' in
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 import subprocess
 import sys
@@ -225,7 +224,7 @@ def _sections(path: Path) -> dict[str, bytes]:
     return {d[so + h[0]:d.index(b"\0", so + h[0])].decode(): d[h[4]:h[4] + h[5]] for h in hdr}
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.nvcc
 @pytest.mark.parametrize("src", ["cuda_src/transpose/transpose.cu", "cuda_src/reduce/reduce.cu",
                                  "cuda_src/smem-square/smem_square.cu"])
 def test_lineinfo_adds_line_tables_not_instructions(src, tmp_path):
@@ -238,7 +237,7 @@ def test_lineinfo_adds_line_tables_not_instructions(src, tmp_path):
     out = {}
     for tag, flags in (("with", ["-lineinfo"]), ("without", [])):
         cubin = tmp_path / f"{tag}.cubin"
-        subprocess.run(["nvcc", "-cubin", "-arch=sm_90", *flags, "-DELEM_T=float", "-I", str(path.parent), "-o",
+        subprocess.run([build.find_nvcc(), "-cubin", "-arch=sm_90", *flags, "-DELEM_T=float", "-I", str(path.parent), "-o",
                         str(cubin), str(path)], check=True, capture_output=True)
         out[tag] = _sections(cubin)
     texts = [k for k in out["with"] if k.startswith(".text.")]

@@ -8,7 +8,6 @@ unstable rank) caught by the family's check; the launch plan and its refusals; n
 from __future__ import annotations
 
 import importlib
-import shutil
 
 import numpy as np
 import pytest
@@ -23,7 +22,6 @@ SPEC = catalog.family("sort")
 MOD = importlib.import_module("cudalab.families.sort")
 OS = importlib.import_module("cudalab.families.sort_onesweep")
 VARIANT = SPEC.variant("onesweep")
-HAS_NVCC = shutil.which("nvcc") is not None or __import__("os").path.exists("/usr/local/cuda/bin/nvcc")
 
 # --- the kernels, emulated ---------------------------------------------------------------------------------
 
@@ -341,7 +339,7 @@ def test_hist_and_init_grids():
     assert OS.init_grid(4, 132) == 1 and OS.init_grid(OS.scratch_words(2**28, 4096), 132) == 8 * 132
 
 
-@pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+@pytest.mark.nvcc
 @pytest.mark.parametrize("dtype", ("int32", "float32"))
 @pytest.mark.parametrize("block", ["256", "384"])
 def test_onesweep_kernels_compile_without_spills(dtype, block):
@@ -357,7 +355,7 @@ def test_onesweep_kernels_compile_without_spills(dtype, block):
     assert res["sort_onesweep_pass"].registers <= 65536 // (768 // int(block) * int(block))
 
 
-@pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+@pytest.mark.nvcc
 def test_mutations_compile_and_change_the_code():
     p = MOD.problem("2^24", None, "int32", {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
