@@ -20,22 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 HAVE_PYCUDA = importlib.util.find_spec("pycuda") is not None
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
 def env() -> dict[str, str]:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     return e
 
 
-def test_version():
+def test_version(invoke):
     res = invoke("--version")
     assert res.exit_code == 0 and __version__ in res.output and "cudalab" in res.output
 
 
-def test_help_lists_fixed_commands_and_every_family():
+def test_help_lists_fixed_commands_and_every_family(invoke):
     res = invoke("--help")
     assert res.exit_code == 0
     for name in ["list", "info", "compile", "sanitize", *catalog.load_catalog()]:
@@ -49,7 +45,7 @@ def test_python_dash_m():
     assert proc.returncode == 0 and __version__ in proc.stdout
 
 
-def test_list_families():
+def test_list_families(invoke):
     res = invoke("list")
     assert res.exit_code == 0
     for name, spec in catalog.load_catalog().items():
@@ -64,7 +60,7 @@ def test_piped_tables_carry_no_padding_at_line_ends():
     assert not [ln for ln in lines if ln != ln.rstrip()]
 
 
-def test_list_transpose_shows_variants_and_rules():
+def test_list_transpose_shows_variants_and_rules(invoke):
     res = invoke("list", "transpose")
     assert res.exit_code == 0
     for v in catalog.family("transpose").variants:
@@ -73,7 +69,7 @@ def test_list_transpose_shows_variants_and_rules():
 
 
 @pytest.mark.nvcc
-def test_compile_transpose_with_real_nvcc():
+def test_compile_transpose_with_real_nvcc(invoke):
     res = invoke("compile", "transpose")
     assert res.exit_code == 0, res.output
     assert "registers" in res.output
