@@ -51,12 +51,21 @@ def test_stop_does_not_wait_for_a_poll_in_flight_and_close_joins_it():
     import time
 
     gate = threading.Event()
+    inside = threading.Event()
 
     class Slow(FakeNVML):
-        def nvmlDeviceGetPowerUsage(self, h):
+        def _hang(self):
             if self.i > 1:
+                inside.set()
                 gate.wait(5)  # the second poll hangs inside "NVML" until released
+
+        def nvmlDeviceGetPowerUsage(self, h):
+            self._hang()
             return super().nvmlDeviceGetPowerUsage(h)
+
+        def nvmlDeviceGetFieldValues(self, h, ids):  # the instantaneous power, read first where it exists
+            self._hang()
+            return super().nvmlDeviceGetFieldValues(h, ids)
 
         def nvmlShutdown(self):
             self.alive_at_shutdown = poller.is_alive()
@@ -65,8 +74,7 @@ def test_stop_does_not_wait_for_a_poll_in_flight_and_close_joins_it():
     nvml = Slow()
     tele = Telemetry(nvml, "handle", our_pid=OUR, interval_s=0.001)
     w = tele.window().start()
-    while nvml.i < 2:
-        time.sleep(0.001)
+    assert inside.wait(5)  # the poller is in the hung call (polling i raced it on a loaded machine)
     t0 = time.perf_counter()
     r = w.stop()
     assert time.perf_counter() - t0 < 1.0 and r.sm_mhz == (1980, 1980)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from cudalab import runner
-from cudalab.errors import CudalabError, GpuUnavailableError
+from cudalab.errors import CudalabError
 from cudalab.progress import Observer
 from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
 from cudalab.session.slot import Slot, WorkerError
@@ -116,10 +116,7 @@ class Session:
         if slot is None:
             slot = Slot(device, self._spawn, self._energy)
             self.slots.append(slot)
-        try:
-            w = self._ready(slot)
-        except GpuUnavailableError as exc:
-            raise WorkerError(str(exc)) from None
+        w = self._ready(slot)
         w.send(**op)
         while True:
             ev = w.next(None)
@@ -136,10 +133,7 @@ class Session:
         Raises:
             WorkerError: it could not open its GPU.
         """
-        try:
-            self._ready(self.slots[0])
-        except GpuUnavailableError as exc:
-            raise WorkerError(str(exc)) from None
+        self._ready(self.slots[0])
         return self.slots[0].count
 
     # --- running -------------------------------------------------------------------------------
@@ -186,10 +180,7 @@ class Session:
         guess = W.visible_gpus()
         if guess:
             self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(1, guess)]
-        try:
-            self._ready(self.slots[0])
-        except GpuUnavailableError as exc:
-            raise WorkerError(str(exc)) from None
+        self._ready(self.slots[0])
         count = self.slots[0].count
         for extra in [s for s in self.slots if s.device >= count]:  # the guess saw more than CUDA does
             extra.drop()
@@ -233,35 +224,8 @@ class Session:
                 slot.close()
 
     def _ready(self, slot: Slot) -> Any:
-        """The slot's worker, started and ready (its GPU open).
-
-        Raises:
-            WorkerError: it could not open its GPU, or died before saying so.
-        """
-        slot.start()
-        w = slot.worker
-        while not slot.ready:
-            ev = w.next(TICK_S)
-            if self.stopping.is_set():
-                raise WorkerError("stopped")
-            if ev is None:
-                continue
-            if ev["ev"] == "ready":
-                slot.ready = True
-                slot.count = int(ev.get("count") or 1)
-                with self.lock:
-                    if slot.info is None:
-                        slot.info = dict(ev.get("device") or {})
-            elif ev["ev"] == "error":
-                slot.drop()
-                raise WorkerError(str(ev.get("message") or "the GPU worker could not start"))
-            elif ev["ev"] == "eof":
-                why = w.exit_text(1.0)
-                words = w.last_words()
-                slot.drop()
-                raise GpuUnavailableError(f"the GPU worker ended before opening GPU {slot.device} ({why})"
-                                          + (f": {words}" if words else ""))
-        return w
+        """The slot's worker, started and ready (:meth:`Slot.wait_ready`)."""
+        return slot.wait_ready(self.stopping, TICK_S)
 
     def _point(self, slot: Slot, index: int, run: runner.FamilyRun) -> None:
         run.gpu = slot.device
@@ -274,10 +238,7 @@ class Session:
             if restarts > MAX_RESTARTS:
                 self._give_up(run, remaining, "the GPU worker kept dying; the rows left were not run")
                 break
-            try:
-                w = self._ready(slot)
-            except GpuUnavailableError as exc:
-                raise WorkerError(str(exc)) from None
+            w = self._ready(slot)
             req = replace(run.req, device=slot.device, done=tuple(r.variant for r in run.results))
             w.send(op="point", id=index, request=req.to_dict())
             outcome = self._follow(slot, run, index)
@@ -393,7 +354,7 @@ class Session:
             return
         try:
             w = self._ready(slot)
-        except (WorkerError, GpuUnavailableError) as exc:
+        except WorkerError as exc:
             self._set_roofline(run, None, str(exc))
             return
         w.send(op="roofline", id=index, request=replace(run.req, device=slot.device).to_dict())

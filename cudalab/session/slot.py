@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from cudalab.errors import GpuUnavailableError
@@ -49,3 +50,32 @@ class Slot:
             bye = self.worker.close()
             self.bye = bye or self.bye
             self.worker = None
+
+    def wait_ready(self, stopping: threading.Event, tick_s: float) -> Any:
+        """The worker, started and ready (its GPU open); its facts and GPU count kept.
+
+        Raises:
+            WorkerError: it could not open its GPU, died before saying so, or the run is stopping.
+        """
+        self.start()
+        w = self.worker
+        while not self.ready:
+            ev = w.next(tick_s)
+            if stopping.is_set():
+                raise WorkerError("stopped")
+            if ev is None:
+                continue
+            if ev["ev"] == "ready":
+                self.ready = True
+                self.count = int(ev.get("count") or 1)
+                if self.info is None:
+                    self.info = dict(ev.get("device") or {})
+            elif ev["ev"] == "error":
+                self.drop()
+                raise WorkerError(str(ev.get("message") or "the GPU worker could not start"))
+            elif ev["ev"] == "eof":
+                why, words = w.exit_text(1.0), w.last_words()
+                self.drop()
+                raise WorkerError(f"the GPU worker ended before opening GPU {self.device} ({why})"
+                                  + (f": {words}" if words else ""))
+        return w
