@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from cudalab.defines import validate_define  # noqa: F401  (also the name other modules use)
 from cudalab.errors import CompileError, CudalabError, UsageError
 from cudalab.files import load_json, read_bytes
 from cudalab.tools import find_cuda_tool
@@ -33,11 +34,6 @@ FLAGS = ("-cubin", "-lineinfo", "-Xptxas", "-v")
 CACHE_FORMAT = 1
 
 _ARCH = re.compile(r"sm_\d+[af]?")  # sm_90, sm_90a, sm_100f
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# One token of a define value: a number with its C suffix (8u, 1.5f, 1e-3, 0x1F), an identifier,
-# or an arithmetic operator. Spaces separate tokens; nothing else may appear.
-_NUMBER = r"(?:0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFlLuU]*)"
-_TOKEN = re.compile(rf"{_NUMBER}(?![A-Za-z0-9_.])|[A-Za-z_][A-Za-z0-9_]*|<<|>>|[-+*/%()]| +", re.ASCII)
 
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\r\n]+)"', re.M)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
@@ -95,40 +91,6 @@ class Build:
 
 
 # --- validation ---------------------------------------------------------------------------------------
-
-def validate_define(name: str, value: str) -> None:
-    """Refuse a define that is not a plain C macro name and a plain value.
-
-    Values may hold numbers (``8``, ``8u``, ``1.5f``, ``0x20``), identifiers (``float``,
-    ``unsigned int``), ``+ - * / % << >> ( )`` and spaces; nothing that could end a line, start a
-    string or a directive.
-
-    Raises:
-        UsageError: one line naming the define and what is wrong with it.
-    """
-    if not _NAME.fullmatch(name):
-        raise UsageError(f"define name {name!r} is not a C identifier (example: -D UNROLL=8)")
-    if name.startswith("__") or re.match(r"_[A-Z]", name) or name == "defined":
-        raise UsageError(f"define name {name!r} is reserved for the compiler (as are all names starting "
-                         "with __ or with _ and a capital)")
-    if not isinstance(value, str) or not value.strip():
-        raise UsageError(f"define {name} has an empty value (example: -D {name}=8)")
-    pos = 0
-    depth = 0
-    while pos < len(value):
-        m = _TOKEN.match(value, pos)
-        if m is None:
-            word = re.match(r"[\w.]+", value[pos:])  # a malformed number such as 2x or 1.5.3
-            bad = f"{word.group()!r} is not a number or identifier" if word else f"{value[pos]!r} is not allowed"
-            raise UsageError(f"define {name}={value!r}: {bad}; a value holds numbers, identifiers, "
-                             "+ - * / % << >> ( ) and spaces")
-        depth += {"(": 1, ")": -1}.get(m.group(), 0)
-        if depth < 0:
-            break
-        pos = m.end()
-    if depth:
-        raise UsageError(f"define {name}={value!r}: unbalanced parentheses")
-
 
 def _check_path(source: Path) -> None:
     # The path goes into a #line string and from there, unescaped, into the PTX's .file directive,

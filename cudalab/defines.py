@@ -1,7 +1,7 @@
 """``-D NAME=VALUE`` overrides: parsed, and refused before any GPU work when they could not run (pure).
 
 A value reaches the compiler as a ``#define`` prelude (:mod:`cudalab.build`), never a command line, so
-:func:`cudalab.build.validate_define` only lets plain C tokens through. Two more rules need the family:
+:func:`validate_define` only lets plain C tokens through. Two more rules need the family:
 
 * a macro the family derives from the launch (``ROWS = "block_y"``, ``TILE = "block_x"``) is a tile
   size or a loop stride: the tiled transposes loop ``for (j = 0; j < TILE; j += ROWS)``, so ``ROWS=0``
@@ -27,6 +27,48 @@ from cudalab.specs import FamilySpec, VariantSpec
 _LAUNCH = re.compile(r"\b(block_[xyz]|threads|tile_[xyz]|warps)\b")
 # C integer suffixes (8u, 16UL) mean nothing to the evaluator: the value is the same.
 _SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
+
+
+#: A C macro name.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# One token of a define value: a number with its C suffix (8u, 1.5f, 1e-3, 0x1F), an identifier,
+# or an arithmetic operator. Spaces separate tokens; nothing else may appear.
+_NUMBER = r"(?:0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFlLuU]*)"
+_TOKEN = re.compile(rf"{_NUMBER}(?![A-Za-z0-9_.])|[A-Za-z_][A-Za-z0-9_]*|<<|>>|[-+*/%()]| +", re.ASCII)
+
+
+def validate_define(name: str, value: str) -> None:
+    """Refuse a define that is not a plain C macro name and a plain value.
+
+    Values may hold numbers (``8``, ``8u``, ``1.5f``, ``0x20``), identifiers (``float``,
+    ``unsigned int``), ``+ - * / % << >> ( )`` and spaces; nothing that could end a line, start a
+    string or a directive.
+
+    Raises:
+        UsageError: one line naming the define and what is wrong with it.
+    """
+    if not _NAME.fullmatch(name):
+        raise UsageError(f"define name {name!r} is not a C identifier (example: -D UNROLL=8)")
+    if name.startswith("__") or re.match(r"_[A-Z]", name) or name == "defined":
+        raise UsageError(f"define name {name!r} is reserved for the compiler (as are all names starting "
+                         "with __ or with _ and a capital)")
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"define {name} has an empty value (example: -D {name}=8)")
+    pos = 0
+    depth = 0
+    while pos < len(value):
+        m = _TOKEN.match(value, pos)
+        if m is None:
+            word = re.match(r"[\w.]+", value[pos:])  # a malformed number such as 2x or 1.5.3
+            bad = f"{word.group()!r} is not a number or identifier" if word else f"{value[pos]!r} is not allowed"
+            raise UsageError(f"define {name}={value!r}: {bad}; a value holds numbers, identifiers, "
+                             "+ - * / % << >> ( ) and spaces")
+        depth += {"(": 1, ")": -1}.get(m.group(), 0)
+        if depth < 0:
+            break
+        pos = m.end()
+    if depth:
+        raise UsageError(f"define {name}={value!r}: unbalanced parentheses")
 
 
 def _rules(spec: FamilySpec | None) -> dict[str, tuple[int, str]]:
@@ -92,10 +134,9 @@ def parse_defines(items: Iterable[str], spec: FamilySpec | None = None) -> tuple
         spec: the family, for its macros' rules (None: only the token rules).
 
     Raises:
-        UsageError: one line: not NAME=VALUE, a value :func:`cudalab.build.validate_define` refuses,
+        UsageError: one line: not NAME=VALUE, a value :func:`validate_define` refuses,
             division by zero, or a value below what the family's macro may take (with the rule).
     """
-    from cudalab.build import validate_define  # noqa: PLC0415  (build is heavier; only parsing needs it)
 
     rules = _rules(spec)
     out = []

@@ -13,8 +13,17 @@ import numpy as np
 import pytest
 
 from cudalab import compare as C
+from cudalab import gate as G
 from cudalab.bench import summarize
-from cudalab.results import PASSED, Result, Roofline, RunPoint, RunRecord, load_record, save_record
+from cudalab.results import (
+    PASSED,
+    Result,
+    Roofline,
+    RunPoint,
+    RunRecord,
+    load_record,
+    save_record,
+)
 
 RUNS = Path(__file__).parent / "data" / "runs"
 FIXTURES = sorted(RUNS.glob("*.json"))
@@ -83,11 +92,11 @@ def test_bootstrap_is_reproducible():
 
 
 def test_parse_options():
-    assert C.parse_percent("2%", "--min-effect") == pytest.approx(0.02)
-    assert C.parse_fail_on("slower:5%") == pytest.approx(0.05)
+    assert G.parse_percent("2%", "--min-effect") == pytest.approx(0.02)
+    assert G.parse_fail_on("slower:5%") == pytest.approx(0.05)
     for bad in ("faster:5%", "slower", "slower:x"):
-        with pytest.raises(C.UsageError):
-            C.parse_fail_on(bad)
+        with pytest.raises(G.UsageError):
+            G.parse_fail_on(bad)
 
 
 # --- compare and the gate ---------------------------------------------------------------------------
@@ -162,7 +171,8 @@ def test_across_gpus_the_time_ratio_is_shown_beside_the_judged_efficiency(invoke
 
 def test_across_gpus_the_plot_shows_time_and_efficiency(tmp_path, base):
     pytest.importorskip("matplotlib")
-    from cudalab import compare as C2, plot
+    from cudalab import compare as C2
+    from cudalab import plot
 
     fast = record([row("vec4", noisy(0.53 * 0.9, 40, 73), 5312.5)], device=H100, roof_gbs=5312.5)
     c = C2.compare(load_record(base), load_record(save(tmp_path, "fast.json", fast)), "base.json", "fast.json")

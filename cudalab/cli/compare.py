@@ -40,14 +40,15 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
       cudalab compare base.json new.json --fail-on slower:5% --markdown >> $GITHUB_STEP_SUMMARY
     """
     from cudalab import compare as C
+    from cudalab import gate as G
     from cudalab import plot, report
     from cudalab.errors import UsageError
     from cudalab.results import load_record
 
     if len(paths) < 2:
         raise UsageError("compare needs at least two run files (A.json B.json)")
-    effect = C.parse_percent(min_effect, "--min-effect")
-    threshold = C.parse_fail_on(fail_on) if fail_on else None
+    effect = G.parse_percent(min_effect, "--min-effect")
+    threshold = G.parse_fail_on(fail_on) if fail_on else None
     if allow_missing and threshold is None:
         raise UsageError("--allow-missing only changes the --fail-on gate; give --fail-on too")
     if plot_path:
@@ -57,7 +58,7 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
     if len(set(names)) < len(names):  # same file names in different folders: show the paths
         names = list(paths)
     comparisons = [C.compare(records[0], rec, names[0], name, effect) for rec, name in zip(records[1:], names[1:])]
-    failures = C.gate(comparisons, threshold, allow_missing) if threshold is not None else []  # before any output
+    failures = G.gate(comparisons, threshold, allow_missing) if threshold is not None else []  # before any output
     gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")] + failures
     con = report.console()
     for c in comparisons:
