@@ -49,6 +49,23 @@ def still_running(pids: set[int], wait_s: float = 2.0) -> set[int]:
         time.sleep(0.05)
 
 
+def signal_once_saved(proc: subprocess.Popen, out: Path, variant: str, signum: int, wait_s: float, settle_s: float,
+                      timeout: float) -> tuple[float, str, str, set[int]]:
+    """Wait until ``variant``'s row is in ``out`` (the run saved it and went on to one that hangs), let it
+    hang ``settle_s``, send ``signum``; returns (seconds to the end, stdout, stderr, the workers it had)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if out.exists() and variant in out.read_text():
+            break
+        time.sleep(0.05)
+    time.sleep(settle_s)
+    workers = children(proc.pid)
+    t0 = time.monotonic()
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return time.monotonic() - t0, stdout, stderr, workers
+
+
 class ThreadWorker:
     """:class:`cudalab.worker.process.WorkerProcess`'s interface over a thread running the real worker loop."""
 

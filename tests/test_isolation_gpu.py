@@ -67,19 +67,10 @@ def test_a_signal_during_a_hung_kernel_ends_the_run_within_2_s_with_the_json_kep
     out = tmp_path / "run.json"
     proc = _cudalab(["transpose", "--n", "1024", "--variant", "naive", "--add", hostile("hostile_hang"),
                      "--timeout", "600", "--json", str(out)])
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the first row saved, then the hang started
-        if out.exists() and "naive" in out.read_text():
-            break
-        time.sleep(0.1)
-    time.sleep(2.0)
-    from fake_workers import children, still_running
+    from fake_workers import signal_once_saved, still_running
 
-    workers = children(proc.pid)
-    t0 = time.monotonic()
-    proc.send_signal(signum)
-    stdout, stderr = proc.communicate(timeout=30)
-    took = time.monotonic() - t0
+    # the first row saved, then the hang started
+    took, stdout, stderr, workers = signal_once_saved(proc, out, "naive", signum, 120, 2.0, 30)
     assert took < 2.0, took
     assert proc.returncode == code, stderr
     data = json.loads(out.read_text())

@@ -185,19 +185,10 @@ def test_a_signal_during_a_hung_kernel_ends_the_run_in_2_s_keeping_the_json(tmp_
     env = dict(os.environ, FAKE_WORKER=json.dumps({"shared": "hang"}))
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # wait until the first row is saved and the second hangs
-        if out.exists() and "naive" in out.read_text():
-            break
-        time.sleep(0.05)
-    time.sleep(0.3)
-    from fake_workers import children, still_running
+    from fake_workers import signal_once_saved, still_running
 
-    workers = children(proc.pid)
-    t0 = time.monotonic()
-    proc.send_signal(signum)
-    stdout, stderr = proc.communicate(timeout=10)
-    assert time.monotonic() - t0 < 2.0
+    took, stdout, stderr, workers = signal_once_saved(proc, out, "naive", signum, 30, 0.3, 10)
+    assert took < 2.0
     assert proc.returncode == code, stderr
     data = json.loads(out.read_text())
     assert data["incomplete"] is True
