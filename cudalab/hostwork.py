@@ -192,8 +192,12 @@ def _diff2d(res: np.ndarray, ref: np.ndarray, r_off: int = 0) -> Diff:
         return Diff()
     side = 512
     rows, cols = res.shape
-    spans = [(r, min(rows, r + side), c, min(cols, c + side)) for r in range(0, rows, side)
-             for c in range(0, cols, side)]
+    if cols < side:  # narrow (a vector is n x 1): bands of whole rows, ~1M elements a task, not n/512 tasks
+        band = max(side, (1 << 20) // max(cols, 1))
+        spans = [(r, min(rows, r + band), 0, cols) for r in range(0, rows, band)]
+    else:
+        spans = [(r, min(rows, r + side), c, min(cols, c + side)) for r in range(0, rows, side)
+                 for c in range(0, cols, side)]
     diffs: list[Diff] = [Diff()] * len(spans)
 
     def one(k: int) -> None:

@@ -76,3 +76,17 @@ def test_bytes_equal_says_none_where_it_cannot_judge():
     assert bytes_equal(a, a[::-1].copy()) is False
     assert bytes_equal(a[::2], a[::2].copy()) is None
     assert bytes_equal(a, a[:50].copy()) is None
+
+
+def test_a_wrong_vector_is_compared_in_few_large_tasks(monkeypatch):
+    """A 1-D result is an n x 1 matrix to the block diff: 512-square blocks made it n/512 tasks (a
+    wrong 2^26 scan took > 10 s to check on an H100 host, and its worker was killed as hung)."""
+    counts = []
+    real = hostwork._run
+    monkeypatch.setattr(hostwork, "_run", lambda task, count: (counts.append(count), real(task, count))[1])
+    n = 1 << 22
+    ref = np.arange(n, dtype=np.int32)
+    res = ref + 1
+    d = hostwork.exact_diff(res, ref)
+    assert (d.first, d.wrong) == ((0,), n)
+    assert max(counts) <= 8, counts
