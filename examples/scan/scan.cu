@@ -96,9 +96,27 @@ extern "C" __global__ void scan_apply(int *y, const int *x, const int *sums, int
 // --- single pass: decoupled look-back (Merrill & Garland 2016) ----------------------------------
 // status[t] packs a flag (high 32 bits: 1 = the tile's own sum, 2 = its inclusive prefix) and a value.
 // Tiles are numbered in the order blocks start (an atomic counter), so every tile a block waits on
-// belongs to a block already running: no deadlock whatever the scheduler does.
+// belongs to a block already running: no deadlock whatever the scheduler does. The first warp looks
+// back 32 tiles at a time: each lane reads one predecessor's status; once all 32 have published, the
+// lanes up to the nearest PREFIX add their values (a warp sum) and the window moves on if none was.
 #define AGG 1ull
 #define PREFIX 2ull
+
+__device__ int look_back(const unsigned long long *status, int tile) {
+    int lane = threadIdx.x & 31, excl = 0;
+    for (int top = tile - 1;;) {
+        int j = top - lane;
+        unsigned long long s = j >= 0 ? *(volatile const unsigned long long *)&status[j] : (PREFIX << 32);
+        if (__any_sync(FULL, (s >> 32) == 0)) continue;  // a predecessor has not published yet: read again
+        unsigned prefixes = __ballot_sync(FULL, (s >> 32) == PREFIX);
+        int last = prefixes ? __ffs(prefixes) - 1 : 31;  // the nearest tile with its inclusive prefix
+        int v = lane <= last ? (int)(unsigned)(s & 0xffffffffull) : 0;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+        excl += v;
+        if (prefixes) return excl;
+        top -= 32;
+    }
+}
 
 extern "C" __global__ void scan_lookback(int *y, const int *x, unsigned long long *status, int *counter, int n) {
     __shared__ int tile_s, excl_s;
@@ -109,25 +127,18 @@ extern "C" __global__ void scan_lookback(int *y, const int *x, unsigned long lon
     int base = tile * blockDim.x * ITEMS;
     int mine = load_scan(x, base, n, v);
     int inc = block_scan(mine, &total);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) {
         int excl = 0;
 #ifndef NO_LOOKBACK
         if (tile == 0) {
-            atomicExch(&status[0], (PREFIX << 32) | (unsigned)total);
+            if (threadIdx.x == 0) atomicExch(&status[0], (PREFIX << 32) | (unsigned)total);
         } else {
-            atomicExch(&status[tile], (AGG << 32) | (unsigned)total);
-            for (int j = tile - 1; j >= 0;) {
-                unsigned long long s = *(volatile unsigned long long *)&status[j];
-                unsigned long long flag = s >> 32;
-                if (flag == 0) continue;  // that tile has not published yet
-                excl += (int)(unsigned)(s & 0xffffffffull);
-                if (flag == PREFIX) break;
-                --j;
-            }
-            atomicExch(&status[tile], (PREFIX << 32) | (unsigned)(excl + total));
+            if (threadIdx.x == 0) atomicExch(&status[tile], (AGG << 32) | (unsigned)total);
+            excl = look_back(status, tile);
+            if (threadIdx.x == 0) atomicExch(&status[tile], (PREFIX << 32) | (unsigned)(excl + total));
         }
 #endif
-        excl_s = excl;
+        if (threadIdx.x == 0) excl_s = excl;
     }
     __syncthreads();
     store(y, base, n, v, excl_s + inc - mine);
