@@ -87,3 +87,52 @@ extern "C" __global__ void softmax_warp_online(float *y, const float *x, int row
         for (int c = lane; c < cols; c += 32) yr[c] = expf(xr[c] - gm) * inv;
     }
 }
+
+// One block per row, the row read once: each thread keeps up to RV float4 vectors of it in registers
+// (RV x 4 x blockDim.x elements a row; the rest, and rows not 16-byte aligned, are read again from
+// global memory), so x is read once and y written once when the row fits: 16 KiB rows at 256 x 4.
+#ifndef RV
+#define RV 4
+#endif
+
+extern "C" __global__ void softmax_block_regs(float *y, const float *x, int rows, int cols) {
+    __shared__ float smem[32];
+    int r = blockIdx.y;
+    if (r >= rows) return;  // whole block: the barriers below stay uniform
+    const float *xr = x + (size_t)r * cols;
+    float *yr = y + (size_t)r * cols;
+    const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+    float4 *y4 = reinterpret_cast<float4 *>(yr);
+    int kept = (cols & 3) == 0 ? min(cols / 4, RV * (int)blockDim.x) : 0;  // vectors held in registers
+    int rest = kept * 4;                                                    // the first element not held
+    float4 v[RV];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < RV; ++k) {
+        int c = threadIdx.x + k * blockDim.x;
+        if (c < kept) {
+            v[k] = x4[c];
+            m = fmaxf(m, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
+        }
+    }
+    for (int c = rest + threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, xr[c]);
+    m = block_reduce<true>(m, smem);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RV; ++k) {
+        int c = threadIdx.x + k * blockDim.x;
+        if (c < kept) {
+            v[k] = make_float4(expf(v[k].x - m), expf(v[k].y - m), expf(v[k].z - m), expf(v[k].w - m));
+            s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+        }
+    }
+    for (int c = rest + threadIdx.x; c < cols; c += blockDim.x) s += expf(xr[c] - m);
+    s = block_reduce<false>(s, smem);
+    float inv = 1.0f / s;
+#pragma unroll
+    for (int k = 0; k < RV; ++k) {
+        int c = threadIdx.x + k * blockDim.x;
+        if (c < kept) y4[c] = make_float4(v[k].x * inv, v[k].y * inv, v[k].z * inv, v[k].w * inv);
+    }
+    for (int c = rest + threadIdx.x; c < cols; c += blockDim.x) yr[c] = expf(xr[c] - m) * inv;
+}
