@@ -3,6 +3,7 @@
 # and the benchmarks, keep logs and JSON under $OUT, print a short table last.
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest
+#                                          examples newuser badgpu
 #                                          (default: info tests ncu sanitizer bench)
 #
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
@@ -37,6 +38,28 @@ for stage in $stages; do
                      --json "$OUT/hostile.json" ;;
         # the memory plan's largest transpose: runs with its roofline, or is refused before GPU work
         largest) timeout -s KILL "$limit" python3 scripts/largest_transpose.py --json "$OUT/largest.json" ;;
+        # the three examples under run, every ncu metric set, --source, and compute-sanitizer
+        examples) for f in softmax scan histogram; do
+                      case $f in softmax) size="--shape 2048x1024";; *) size="--n 2^22";; esac
+                      echo "=== $f run"; CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 python3 -m cudalab $f \
+                          --json "$OUT/ex-$f.json"
+                      for m in smem memory time; do echo "=== $f ncu --metrics $m"
+                          CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 python3 -m cudalab ncu $f $size --metrics $m; done
+                      echo "=== $f ncu --source"; CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 python3 -m cudalab ncu $f $size --source --lines 4
+                      echo "=== $f sanitize"; CUDALAB_PATH=examples timeout -s KILL 240 env COLUMNS=160 python3 -m cudalab sanitize $f
+                  done ;;
+        # a new user: the wheel (built here into .dist/ and carried) in a fresh environment, an empty folder,
+        # a problem written from the README alone (docs/new-user/stencil)
+        newuser) ( set -e; python3 -m venv --system-site-packages /tmp/nu
+                   /tmp/nu/bin/python -m pip install -q --no-index --no-deps .dist/cudalab-*.whl
+                   d=$(mktemp -d); cp -r docs/new-user/stencil "$d/"; cd "$d"
+                   /tmp/nu/bin/python -c 'import cudalab, sys; print("cudalab from", cudalab.__file__)'
+                   CUDALAB_PATH=. timeout -s KILL 120 env COLUMNS=160 /tmp/nu/bin/cudalab stencil
+                   CUDALAB_PATH=. timeout -s KILL 120 env COLUMNS=160 /tmp/nu/bin/cudalab stencil --shape 1000x777 ) ;;
+        # inputs only a GPU machine judged before: each one line, exit 2, before any GPU work
+        badgpu) for args in "transpose --variant block -D ROWS=0" "transpose --budget nan" "transpose --seed -1" \
+                            "reduce --budget inf" "transpose --variant block -D TILE=1%0"; do
+                    echo "=== cudalab $args"; timeout -s KILL 60 python3 -m cudalab $args --n 1024; echo "exit $?"; done ;;
         *) echo "unknown stage $stage"; false ;;
     esac > "$OUT/$stage.log" 2>&1
     rc=$?
