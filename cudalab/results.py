@@ -18,6 +18,7 @@ from typing import Any
 
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
+from cudalab.instrument import Instrument
 from cudalab.files import atomic_write, load_json
 
 SCHEMA_VERSION = 2
@@ -159,6 +160,8 @@ class RunPoint:
         defines: ``-D`` overrides of this point.
         device: the index of the GPU that ran the point (None in records older than ``--devices``).
         roofline_note: why the point has no roofline although it wanted one ('' otherwise).
+        instruments: the instruments that added figures to the rows (``--ncu``): their columns and legend
+            (:mod:`cudalab.instrument`), so a table shows them from the point alone.
     """
 
     family: str
@@ -171,6 +174,7 @@ class RunPoint:
     defines: tuple[tuple[str, str], ...] = ()
     device: int | None = None
     roofline_note: str = ""
+    instruments: tuple[Instrument, ...] = ()
 
     @property
     def label(self) -> str:
@@ -188,7 +192,8 @@ class RunPoint:
                 "defines": [list(d) for d in self.defines], "protocol": self.protocol,
                 "roofline": self.roofline.to_dict() if self.roofline else None,
                 "roofline_note": self.roofline_note, "device": self.device,
-                "results": [r.to_dict() for r in self.results]}
+                "results": [r.to_dict() for r in self.results]} | (
+            {"instruments": [i.to_dict() for i in self.instruments]} if self.instruments else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], family: str = "", metric: str = "") -> "RunPoint":
@@ -200,6 +205,7 @@ class RunPoint:
             results=tuple(Result.from_dict(r) for r in _tables(d.get("results", ()), "results")),
             defines=tuple((str(k), str(v)) for k, v in d.get("defines") or ()),
             device=_device(d.get("device")), roofline_note=str(d.get("roofline_note") or ""),
+            instruments=tuple(Instrument.from_dict(i) for i in _tables(d.get("instruments") or (), "instruments")),
         )
 
 

@@ -422,7 +422,7 @@ def test_family_table_shows_ncu_columns_with_marks():
 
     point = RunPoint(family="transpose", metric="bandwidth", problem={}, results=(
         Result("block", "kernel", PASSED, extra={"ncu_ld_wpr": 32.16, "ncu_ld_ok": True, "ncu_ms": 0.000130272}),))
-    cols = [(k, h) for k, h in report.NCU_COLUMNS if k in point.results[0].extra]
+    cols = ncu.METRIC_SETS["smem"].instrument().present(point.results)  # what add_ncu gives the point
     con = report.console()
     with con.capture() as cap:
         con.print(report.results_table(point.results, "bandwidth", (), cols))

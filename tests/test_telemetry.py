@@ -6,18 +6,17 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from cudalab.gpu import EventTime
 from cudalab import gpu, report, runner, telemetry
 from cudalab.cli import cli
-from cudalab.families.model import Case
 from cudalab.gpu import DeviceInfo
 from cudalab.results import Result
 from cudalab.telemetry import Telemetry, TelemetryError, decode_reasons, open_telemetry
 from fake_nvml import FakeNVML
+from test_runcore import FakeDevice, good_copy
 
 OUR = 1000
 
@@ -235,28 +234,34 @@ def test_table_shows_telemetry_batch_and_other_process():
 # --- the command line, end to end with fakes --------------------------------------------------------
 
 
-class FakeGpu:
-    """What the CLI and ``FamilyRun._drive`` use of a Device; launches take 50 µs."""
+class FakeGpu(FakeDevice):
+    """A GPU whose copy kernels are NumPy (:class:`test_runcore.FakeDevice`), so the real worker runs the real
+    copy family on it; a launch takes 50 µs. ``on_open`` / ``on_launch``: what else happens on the GPU then."""
 
     opened: list[int] = []
+    on_open = None
+    on_launch = None
 
     def __init__(self, index=0):
+        super().__init__({"copy_naive": self._launched, "copy_shared": self._launched, "copy_vec4": self._launched,
+                          "copy_block": self._launched})
         FakeGpu.opened.append(index)
         self.info = DeviceInfo(0, "Fake GPU", (9, 0), 132, 80 * 2**30, 50 * 2**20, 1980, 2619, 5120, "13.0", "13.0")
-        self.launch_log = None
         self.launches = 0
-        on_open = getattr(FakeGpu, "on_open", None)
-        if on_open:
-            on_open()
+        if FakeGpu.on_open:
+            FakeGpu.on_open()
+
+    def _launched(self, *args):
+        self.launches += 1
+        if FakeGpu.on_launch:
+            FakeGpu.on_launch()
+        good_copy(*args)
 
     def close(self):
         pass
 
-    def synchronize(self):
-        pass
-
-    def flush_l2(self):
-        pass
+    def compile(self, source, defines, names, **kw):
+        return super().compile(source, defines, names)
 
     def time_ms(self, enqueue):
         before = self.launches
@@ -266,35 +271,14 @@ class FakeGpu:
 
 @pytest.fixture
 def fake_cli(monkeypatch, inline_worker):
+    """The command line on :class:`FakeGpu` and a fake NVML (returned), workers in-process."""
     nvml = FakeNVML()
     FakeGpu.opened = []
-    FakeGpu.on_open = None
+    FakeGpu.on_open = FakeGpu.on_launch = None
     monkeypatch.setattr(telemetry, "import_nvml", lambda: (nvml, ""))
     monkeypatch.setattr(gpu, "pci_bus_id", lambda index: "0000:01:00.0")
     monkeypatch.setattr(gpu, "Device", FakeGpu)
     return nvml
-
-
-def drive_one_copy_row(self, ctx=None):
-    """Stand-in for FamilyRun.run_variants in the (inline) worker: one copy kernel row through the real
-    ``_drive``, so the telemetry around it is the real one."""
-    v = next(x for x in self.variants if x.kind == "kernel")
-    ref = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
-    data = np.empty_like(ref)
-    dev = self.device
-
-    def run():
-        dev.launches += 1
-        data[:] = ref
-
-    def poison(byte=0xFF):
-        data.view(np.uint8)[:] = byte
-
-    case = Case(run=run, result=data.copy, poison=poison)
-    row = self._drive(Result(v.name, v.kind, runner.FAILED), v, case, ref)
-    self.results.append(row)
-    self.on_result(row)
-    return self.results
 
 
 def test_exclusive_refuses_in_one_line_without_opening_the_gpu(fake_cli):
@@ -313,22 +297,17 @@ def test_lock_clocks_refused_exits_2_without_gpu_work(fake_cli):
     assert FakeGpu.opened == []
 
 
-def test_lock_clocks_is_restored_after_the_run(fake_cli, monkeypatch):
-    monkeypatch.setattr(runner.FamilyRun, "run_variants", drive_one_copy_row)
+def test_lock_clocks_is_restored_after_the_run(fake_cli):
     res = CliRunner().invoke(cli, ["copy", "--n", "64", "--variant", "naive", "--no-roofline", "--lock-clocks", "1500", "--budget", "0.01"])
     assert res.exit_code == 0, res.output
     assert ("lock", 1500, 1500) in fake_cli.calls and fake_cli.calls[-1] == ("reset",)
     assert "SM clock locked at 1500 MHz" in res.output
 
 
-def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, monkeypatch, tmp_path):
+def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, tmp_path):
     FakeGpu.on_open = lambda: setattr(fake_cli, "pids", [os.getpid()])
-
-    def run_with_neighbour(self, ctx=None):
-        fake_cli.pids = [os.getpid(), 4242]  # someone else starts computing during our samples
-        return drive_one_copy_row(self)
-
-    monkeypatch.setattr(runner.FamilyRun, "run_variants", run_with_neighbour)
+    # someone else starts computing as our kernel runs
+    FakeGpu.on_launch = lambda: setattr(fake_cli, "pids", [os.getpid(), 4242])
     out = tmp_path / "run.json"
     res = CliRunner().invoke(cli, ["copy", "--n", "64", "--variant", "naive", "--no-roofline", "--budget", "0.01", "--json", str(out)])
     assert res.exit_code == 0, res.output
@@ -341,7 +320,6 @@ def test_second_process_on_the_gpu_prints_a_warning_and_flags_the_row(fake_cli, 
 
 
 def test_energy_measures_sustained_power_per_row_and_needs_nvml(fake_cli, monkeypatch, tmp_path):
-    monkeypatch.setattr(runner.FamilyRun, "run_variants", drive_one_copy_row)
     out = tmp_path / "run.json"
     res = CliRunner().invoke(cli, ["copy", "--n", "64", "--variant", "naive", "--no-roofline", "--budget", "0.01", "--energy",
                                    "--json", str(out)])

@@ -68,7 +68,7 @@ def run_ncu(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     else:
         rep = ncu.profile(requests[0], kw["metrics"], kw["export_path"], timeout=kw["timeout_s"],
                           source=bool(kw["source"] or kw["advice"]))
-    report.print_ncu(rep)
+    report.print_table(ncu.table(rep))
     advice = kw["advice"] if kw["advice"] is not None else bool(kw["source"])
     if kw["source"] or advice:
         print_source(rep, kw["source"], advice, kw["lines"])

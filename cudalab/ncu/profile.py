@@ -216,12 +216,11 @@ def source_extra(row) -> dict:
 
 def add_ncu(point: RunPoint, req: runner.RunRequest, metrics: str | None = None, ncu: str | None = None,
             run: Runner = subprocess.run, timeout: float = 600.0, source: bool = False) -> RunPoint:
-    """``cudalab <family> --ncu``: profile the point's request and merge ncu's figures into each row's
-    ``extra`` under the keys of :data:`cudalab.report.NCU_COLUMNS` (smem set when the family declares
-    smem expectations, else memory); a row ncu could not match gets ``ncu_status``/``ncu_note`` instead.
+    """``cudalab <family> --ncu``: profile the point's request and merge the figures its metric set keeps into
+    each row's ``extra`` (:meth:`cudalab.ncu.metrics.MetricSet.values`; smem set when the family declares
+    smem expectations, else memory), and the set's columns and legend into the point's instruments; a row ncu
+    could not match gets ``ncu_status``/``ncu_note`` instead.
     ``source``: also the per-line figures and the rules (``extra["ncu_lines"]``, ``extra["ncu_rules"]``)."""
-    from cudalab import report  # noqa: PLC0415  (the one metric -> column mapping lives there)
-
     rep = profile(req, metrics, None, ncu, run, timeout, source=source)
     by = {r.variant: r for r in rep.rows}
     rows = []
@@ -232,9 +231,11 @@ def add_ncu(point: RunPoint, req: runner.RunRequest, metrics: str | None = None,
             continue
         extra = dict(r.extra)
         if nr.launch is not None:
-            extra.update(report.ncu_values(nr, rep.metric_set))
+            extra.update(rep.metric_set.values(nr))
             extra.update(source_extra(nr))
         elif nr.status != r.status:
             extra.update(ncu_status=str(nr.status), ncu_note=nr.note)
         rows.append(replace(r, extra=extra))
-    return replace(point, results=tuple(rows))
+    inst = rep.metric_set.instrument()
+    others = tuple(i for i in point.instruments if i.name != inst.name)
+    return replace(point, results=tuple(rows), instruments=others + (inst,))

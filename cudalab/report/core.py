@@ -1,4 +1,5 @@
-"""Run tables and headers (rich); the JSON and CSV writers live in :mod:`cudalab.files`."""
+"""Run tables and headers (rich); the JSON and CSV writers live in :mod:`cudalab.files`. An instrument's
+columns and legend come from the point (:mod:`cudalab.instrument`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Iterable, Sequence
 from rich.console import Console
 from rich.text import Text
 
+from cudalab import instrument
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
 from cudalab.report.grid import Column, Grid
@@ -84,17 +86,6 @@ def device_line(device: dict[str, Any]) -> str:
             f"CUDA {g('cuda_version')} (pycuda build)")
 
 
-#: ncu columns a family table gains with ``--ncu`` (keys in ``Result.extra``): shared memory, or the
-#: ``memory`` set (the book's Table 3-6: global load/store efficiency). Shown when any row has them.
-NCU_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("ncu_ld_wpr", "smem ld wf/req"), ("ncu_st_wpr", "smem st wf/req"),
-    ("ncu_ld_conflicts", "ld conflicts"), ("ncu_st_conflicts", "st conflicts"),
-    ("ncu_dram", "DRAM % peak"), ("ncu_gld", "gld eff %"), ("ncu_gst", "gst eff %"), ("ncu_l2", "L2 hit %"),
-    ("ncu_ms", "ncu ms"),
-)
-#: (ncu_ld_ok / ncu_st_ok hold the ✓/✗ of the wf/req columns; see :func:`ncu_values`.)
-
-
 def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = (),
                 header: bool = True, wide: bool | None = None) -> None:
     """Print one point of a run record: header lines, the table, its legend and notes.
@@ -122,8 +113,9 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     # saved sweep of 1,000 points would pay ten times a point.
     con.print("\n".join(lines), markup=False, highlight=False)
     rows = point.results
-    ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
-    con.print(results_table(rows, point.metric, extra_columns, ncu_cols, wide=WIDE.get() if wide is None else wide))
+    instruments = instrument.of(point)
+    con.print(results_table(rows, point.metric, extra_columns, instrument.columns_of(instruments, rows),
+                            wide=WIDE.get() if wide is None else wide))
     notes = []
     if any("telemetry_polls" in r.extra for r in rows):
         notes.append("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
@@ -133,15 +125,7 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         notes.append("--energy: W busy = board power with the row's launches back to back for a second or more "
                      "(NVML's energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.")
     notes.append(LEGEND.get(point.metric, LEGEND["none"]))
-    if ncu_cols:
-        from cudalab.report.tools import ncu_legend  # noqa: PLC0415  (tools imports this module)
-
-        smem = any(k.endswith("_wpr") for k, _ in ncu_cols)
-        notes += ncu_legend("smem" if smem else "memory")
-        notes.append("ncu ms is from a second process under ncu, where some kernels run at another speed (README, "
-                     "Nsight Compute): it can differ from the median by more than the timing error.")
-    notes += [f"ncu: {r.variant} {r.extra['ncu_status']}: {r.extra.get('ncu_note', '')}"
-              for r in rows if r.extra.get("ncu_status")]
+    notes += instrument.notes_of(instruments, rows)  # the columns' legend, rows the instrument could not measure
     if any(r.legacy for r in rows):
         notes.append("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
                      f"{point.family}`); its correct twin runs beside it.")
@@ -218,8 +202,8 @@ def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str
                       highlight=False)
     rows = [r for p in record.points for r in p.results]
     labels = [p.label for p in record.points for _ in p.results]
-    ncu_cols = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
-    con.print(results_table(rows, first.metric, extra_columns, ncu_cols, points=labels,
+    cols = instrument.columns_of([i for p in record.points for i in instrument.of(p)], rows)
+    con.print(results_table(rows, first.metric, extra_columns, cols, points=labels,
                             wide=WIDE.get() if wide is None else wide))
     con.print(LEGEND.get(first.metric, LEGEND["none"]) + " Speedups restart at each point.", markup=False)
 

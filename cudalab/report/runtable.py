@@ -8,9 +8,10 @@ is drawn by :class:`cudalab.report.grid.Grid`: numbers and names never split, re
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Sequence
 
+from cudalab.instrument import Column as InstrumentColumn
+from cudalab.instrument import fmt as _fmt
 from cudalab.report.grid import Column, Grid
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, TIMEOUT, Result
 
@@ -20,12 +21,6 @@ _DROP = {"± IQR": 1, "grid": 2, "block": 3, "speedup": 4, "check": 5}
 _LEFT = ("point", "#", "variant", "block", "grid", "status", "check")
 
 
-def _fmt(x: float | None, digits: int = 1) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    return f"{x:,.{digits}f}"
-
-
 def _ms(x: float) -> str:
     if 0 < x < 0.01:  # batched kernels of a few µs: keep 10 ns steps
         return f"{x:.5f}"
@@ -33,7 +28,7 @@ def _ms(x: float) -> str:
 
 
 def results_table(results: Sequence[Result], metric: str, extra_columns: Iterable[tuple[str, str]] = (),
-                  ncu_columns: Iterable[tuple[str, str]] = (), points: Sequence[str] | None = None,
+                  instrument_columns: Iterable[InstrumentColumn] = (), points: Sequence[str] | None = None,
                   wide: bool = True) -> Grid:
     """The comparison table: one row per variant, in the order they ran.
 
@@ -41,11 +36,13 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     ``points`` (one label per row, ``--layout long``) adds a point column; speedups restart at each point.
 
     Args:
+        instrument_columns: instruments' columns (``--ncu``: :func:`cudalab.instrument.columns_of`), shown
+            in the default view too.
         wide: every column (sample count, step, the family's columns, telemetry); False: the default
             view (what :func:`cudalab.report.print_point` shows without ``--wide``).
     """
     extra_columns = list(extra_columns) if wide else []
-    ncu_columns = list(ncu_columns)
+    inst_columns = list(instrument_columns)
     tele_columns = telemetry_columns(results) if wide else []
     rate = RATE_HEADER.get(metric)
     cols = (["point"] if points else []) + (["#"] if wide else []) + ["variant", "block", "grid", "median ms", "± IQR"]
@@ -53,7 +50,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     if rate:
         cols += [rate, "% roofline" if metric == "bandwidth" else "% of ref"]
     cols += ["speedup"] + (["step"] if wide else [])
-    cols += [h for _, h in extra_columns] + [h for _, h in ncu_columns] + [h for _, h in tele_columns]
+    cols += [h for _, h in extra_columns] + [c.header for c in inst_columns] + [h for _, h in tele_columns]
     cols += ["check", "status"]
     t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
     first = prev = None
@@ -78,12 +75,10 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         if rate:
             row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), _fmt(r.pct_roofline, 1)]
         row += [_fmt(speed, 2) + "×" if speed else "–"] + ([_fmt(step, 2) + "×" if step else "–"] if wide else [])
-        for key, _ in extra_columns + ncu_columns:
+        for key, _ in extra_columns:
             v = r.extra.get(key)
-            text = _fmt(v, 6 if key == "ncu_ms" else 4 if key.endswith("_ms") else 2) if isinstance(v, float) \
-                else "–" if v is None else str(v)
-            ok = r.extra.get(key.replace("_wpr", "_ok")) if key.endswith("_wpr") else None
-            row.append(text + (" ✓" if ok is True else " ✗" if ok is False else ""))
+            row.append(_fmt(v, 4 if key.endswith("_ms") else 2) if isinstance(v, float) else "–" if v is None else str(v))
+        row += [c.cell(r.extra) for c in inst_columns]
         row += [telemetry_cell(key, r.extra) for key, _ in tele_columns]
         if r.max_error is None:
             row.append("–")
