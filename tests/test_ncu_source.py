@@ -343,3 +343,13 @@ def test_views_are_registered_by_the_keys_they_own():
     text = instruments.render_views(rows, 100)
     assert any("advice ~12%" in t and "R: Do this." in t and "that" not in t for t in text)
     assert instruments.views_of([Result("b", "kernel", PASSED)]) == []
+
+
+def test_a_kernel_path_captured_in_another_checkout_reads_from_its_kernel_folder(tmp_path, monkeypatch):
+    from cudalab.report import source as view
+
+    monkeypatch.chdir(tmp_path)
+    assert view._short("/elsewhere/checkout/cuda_src/transpose/transpose.cu") == "cuda_src/transpose/transpose.cu"
+    assert view._short("/usr/lib/python3/site-packages/cudalab/kernels/reduce/reduce.cu") == "kernels/reduce/reduce.cu"
+    assert view._short(str(tmp_path / "mine.cu")) == "mine.cu"
+    assert view._short("/opt/my/kernel.cu") == "/opt/my/kernel.cu"

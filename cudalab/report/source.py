@@ -136,12 +136,21 @@ def _fit(text: str, width: int) -> str:
 
 
 def _short(path: str) -> str:
-    """A path as shown: relative to the working folder when inside it."""
+    """A path as shown: relative to the working folder when inside it; a kernel of cudalab's own tree
+    captured elsewhere (another checkout, the installed package, a saved export from another machine)
+    from its ``cuda_src/`` (or ``kernels/``) folder on, so a committed export reads the same anywhere."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
-        return path
-    return rel if not rel.startswith("..") else path
+        rel = ".."
+    if not rel.startswith(".."):
+        return rel
+    parts = path.replace("\\", "/").split("/")
+    for anchor in ("cuda_src", "kernels"):
+        if anchor in parts[:-1]:
+            i = len(parts) - 1 - parts[::-1].index(anchor)
+            return "/".join(parts[i:])
+    return path
 
 
 def source_lines(variant: str, kernel: str, lines: Sequence[Any], n: int = DEFAULT_LINES,
