@@ -20,7 +20,7 @@ def ncu_options() -> list[click.Parameter]:
     """What ``cudalab ncu FAMILY`` adds to the family's problem options."""
     return [
         click.Option(["--metrics"], default=None,
-                     help="smem | memory | time | a comma list of ncu metric names (default: smem for families "
+                     help="smem | memory | time | tensor | a comma list of ncu metric names (default: smem for families "
                           "that declare expected bank conflicts, memory otherwise)."),
         click.Option(["--import", "import_path"], default=None,
                      help="Render a saved ncu CSV (any machine) or .ncu-rep (needs ncu, no GPU) instead of profiling."),
