@@ -44,6 +44,7 @@ _LAZY = {
     "ProblemFamily": ("cudalab.problems", "ProblemFamily"),
     "CudalabError": ("cudalab.errors", "CudalabError"),
     "UsageError": ("cudalab.errors", "UsageError"),
+    "load_ipython_extension": ("cudalab.magic", "load_ipython_extension"),  # %load_ext cudalab
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -242,6 +242,18 @@ class RunRecord:
         """Every (point, row) pair."""
         return [(p, r) for p in self.points for r in p.results]
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the tables, coloured as on a terminal (:func:`cudalab.notebook.record_html`)."""
+        from cudalab.notebook import record_html  # noqa: PLC0415
+
+        return record_html(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's text form: the tables, not every raw sample (:func:`cudalab.notebook.record_text`)."""
+        from cudalab.notebook import record_text  # noqa: PLC0415
+
+        p.text("RunRecord(...)" if cycle else record_text(self))
+
     def to_rows(self) -> list[dict[str, Any]]:
         """One flat dict per (point, variant): the point's size, dtype, options, block and defines, then the
         row's launch, time, rate, check and status (what :meth:`to_pandas` tabulates)."""
