@@ -13,7 +13,8 @@ from rich.console import Console
 
 from cudalab import report
 from cudalab.compare import FASTER, SAME, SLOWER, UNSURE
-from cudalab.report.core import LEGEND, NCU_COLUMNS, _point_title
+from cudalab import instrument
+from cudalab.report.core import LEGEND, _point_title
 from cudalab.results import FAILED, PASSED, RunRecord
 from cudalab.watch.core import Version, Watcher
 
@@ -126,13 +127,13 @@ def _tables(con: Console, record: RunRecord, version: Version, extra: list[tuple
     from cudalab.report.runtable import results_table  # noqa: PLC0415
 
     judged = version.number > 1
-    vs = [(VS_KEY, VS_HEADER)] if judged else []
+    vs = [instrument.Column(VS_KEY, VS_HEADER)] if judged else []
     points = record.points
     metric = points[0].metric
     if layout == "long" and len(points) > 1:
         rows = [r for p in points for r in _rows_with_cells(version, p)]
         labels = [p.label for p in points for _ in p.results]
-        ncu = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
+        ncu = instrument.columns_of([i for p in points for i in instrument.of(p)], rows)
         grid = results_table(rows, metric, extra, ncu + vs, points=labels, wide=wide)
         _style_column(grid, version, labels, rows)
         con.print(grid)
@@ -148,7 +149,7 @@ def _tables(con: Console, record: RunRecord, version: Version, extra: list[tuple
                 lines.append(f"roofline unavailable: {p.roofline_note}")
             con.print("\n".join(lines), markup=False, highlight=False)
             rows = _rows_with_cells(version, p)
-            ncu = [(k, h) for k, h in NCU_COLUMNS if any(k in r.extra for r in rows)]
+            ncu = instrument.columns_of(instrument.of(p), rows)
             grid = results_table(rows, p.metric, extra, ncu + vs, wide=wide)
             _style_column(grid, version, [p.label] * len(rows), rows)
             con.print(grid)
