@@ -12,14 +12,14 @@ The GPU module (and so pycuda) is imported only when a run starts: ``import cuda
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from cudalab import catalog, sweep, user
-from cudalab.bench import Protocol
-from cudalab.families import load
-from cudalab.results import RunRecord
+from cudalab import catalog
 
-__all__ = ["run"]
+if TYPE_CHECKING:
+    from cudalab.results import RunRecord
+
+__all__ = ["run", "command_options"]
 
 
 def _text(value: Any) -> Any:
@@ -33,16 +33,60 @@ def _text(value: Any) -> Any:
     return str(value)
 
 
+def _define(name: str, value: Any) -> str:
+    """One ``-D`` text: ``UNROLL=8``, or ``UNROLL=2,4,8`` for a list (a sweep)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return f"{name}={','.join(str(v) for v in values)}"
+
+
+def command_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
+                    dtype: str | Sequence[str] | None = None, block: Any = None, grid: str | None = None,
+                    add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
+                    budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True,
+                    energy: bool = False, exclusive: bool = False, lock_clocks: int | None = None, force: bool = False,
+                    device: int = 0, devices: Sequence[int] | str | None = None, timeout: float | None = None,
+                    **options: Any) -> dict[str, Any]:
+    """:func:`run`'s arguments as the family command's keyword arguments (click's names), which
+    :func:`cudalab.session.run.run_points` takes from both.
+
+    Raises:
+        UsageError: an option the family does not have.
+    """
+    from cudalab.errors import UsageError  # noqa: PLC0415
+
+    known = [o.name.replace("-", "_") for o in fam.OPTIONS]
+    for name in options:
+        if name.replace("-", "_") not in known:
+            raise UsageError(f"no option {name!r}; valid: {', '.join(o.name for o in fam.OPTIONS) or 'none'}")
+    kw: dict[str, Any] = {
+        "variants": variants if variants is None or isinstance(variants, str) else ",".join(variants),
+        "all_": False, "n": _text(n), "shape": _text(shape),
+        "dtype": dtype if dtype is None or isinstance(dtype, str) else list(dtype),
+        "block": _text(block), "grid": grid, "add": (add,) if isinstance(add, str) else tuple(add),
+        "defines": tuple(_define(k, v) for k, v in (defines or {}).items()), "seed": seed,
+        "budget": budget, "min_samples": min_samples, "hot": hot, "no_roofline": not roofline,
+        "energy": energy, "exclusive": exclusive, "lock_clocks": lock_clocks, "force": force, "device": device,
+        "devices": devices if devices is None or isinstance(devices, str) else ",".join(str(int(d)) for d in devices),
+        "timeout": timeout,
+    }
+    for name in known:  # every option of the family, as the command line passes them (None: its default)
+        kw[name] = None
+    kw.update({name.replace("-", "_"): value for name, value in options.items()})
+    return kw
+
+
 def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
         dtype: str | Sequence[str] | None = None, block: Any = None, grid: str | None = None,
         add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
-        budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True, device: int = 0,
-        devices: Sequence[int] | str | None = None, timeout: float | None = None,
+        budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True,
+        energy: bool = False, exclusive: bool = False, lock_clocks: int | None = None, force: bool = False,
+        device: int = 0, devices: Sequence[int] | str | None = None, timeout: float | None = None,
         progress: bool = False, show: bool = False, **options: Any) -> RunRecord:
     """Run variants of one family on the GPU and return the record.
 
     Every axis may be a list (or a comma text, as on the command line); the cross product runs,
-    one :class:`~cudalab.results.RunPoint` per point.
+    one :class:`~cudalab.results.RunPoint` per point. The run is the command line's
+    (``cudalab FAMILY`` with the same options: :func:`cudalab.session.run.run_points`).
 
     Args:
         family: family name (``transpose``), or a :class:`cudalab.Problem` defined inline (its
@@ -54,6 +98,11 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
         defines: ``-D`` overrides, ``{"UNROLL": 8}`` or ``{"UNROLL": [2, 4, 8]}`` (a sweep).
         seed: random seed of the inputs.
         budget, min_samples, hot, roofline: the timing protocol, as on the command line.
+        energy: ``--energy``: each GPU row's energy from a second of back-to-back launches (needs NVML).
+        exclusive: ``--exclusive``: refuse to start while another process computes on the GPU (needs NVML).
+        lock_clocks: ``--lock-clocks MHZ``: the SM clock locked during the run, restored after (needs NVML
+            and permission to set clocks).
+        force: ``--force``: run even when the memory plan says the GPU's free memory is too small.
         device: GPU index.
         devices: spread the points over these GPUs (``"all"`` or a list), one worker each.
         timeout: seconds a kernel may run before its worker is killed and its row is ``timeout``.
@@ -64,32 +113,27 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
     Raises:
         UsageError: a bad name, size, option or ``add`` text (before the GPU is opened).
         GpuUnavailableError: no pycuda, driver or GPU.
+        TelemetryError: ``exclusive`` with another process on the GPU, or ``lock_clocks`` refused.
     """
     from cudalab import progress as P  # noqa: PLC0415
-    from cudalab import report  # noqa: PLC0415
+    from cudalab import report, sweep  # noqa: PLC0415
+    from cudalab.families import load  # noqa: PLC0415
+    from cudalab.session.run import run_points  # noqa: PLC0415
 
+    args = dict(n=n, shape=shape, dtype=dtype, block=block, grid=grid, add=add, defines=defines, seed=seed,
+                budget=budget, min_samples=min_samples, hot=hot, roofline=roofline, energy=energy,
+                exclusive=exclusive, lock_clocks=lock_clocks, force=force, device=device, devices=devices,
+                timeout=timeout)
     if not isinstance(family, str):  # a problem object: a family folder while it runs (workers find it)
         from cudalab.problems.inline import materialized  # noqa: PLC0415
 
-        args = dict(n=n, shape=shape, dtype=dtype, block=block, grid=grid, add=add, defines=defines, seed=seed,
-                    budget=budget, min_samples=min_samples, hot=hot, roofline=roofline, device=device,
-                    devices=devices, timeout=timeout, progress=progress, show=show)
         with materialized(family) as name:
-            return run(name, variants, **args, **options)
-    spec = catalog.family(family)
-    fam = load(spec.module)
-    names = variants if variants is None or isinstance(variants, str) else ",".join(variants)
-    adds = user.parse_adds([add] if isinstance(add, str) else list(add))
-    base = sweep.base_request(spec, fam, variants=names, grid=grid, add=adds,
-                              protocol=Protocol(budget_s=budget, min_samples=min_samples, flush_l2=not hot),
-                              seed=seed, roofline=roofline, device=device, keep_outputs=False)
-    ax = sweep.axes(spec, fam, n=_text(n), shape=_text(shape), dtype=dtype, block=_text(block), options=options,
-                    defines=[(k, [str(x) for x in v] if isinstance(v, (list, tuple)) else str(v))
-                             for k, v in (defines or {}).items()])
-    reqs = sweep.requests(spec, base, ax)
-    counts = sweep.precheck_points(reqs)
-    gpus = "all" if devices == "all" else [device] if devices is None else [int(d) for d in devices]
-    ex = sweep.execute(reqs, P.for_stderr(quiet=not progress), sum(counts), devices=gpus, timeout=timeout)
+            return run(name, variants, **args, progress=progress, show=show, **options)
+    with catalog.held():  # read once for the run, as a command does
+        spec = catalog.family(family)
+        fam = load(spec.module)
+        kw = command_options(fam, variants, **args, **options)
+        ex = run_points(spec, fam, kw, P.for_stderr(quiet=not progress)).executed
     refused = ex.refusal()
     if refused is not None:
         raise refused

@@ -6,6 +6,7 @@ family is a folder here plus a module in ``cudalab/families``. Nothing else list
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import os
@@ -161,19 +162,65 @@ def _variant(raw: dict[str, Any], family_dir: Path, where: str) -> VariantSpec:
     )
 
 
+#: Every family.toml this process has parsed: its path -> (its text, its tables or the parse error). A
+#: command reads the catalog several times (the command line, the precheck of each point, the record), and
+#: parsing every family.toml each time cost ~40 ms a read; keyed on the text, so an edited file is parsed again.
+_PARSED: dict[str, tuple[str, dict[str, Any] | str]] = {}
+#: The specs built from them: ``str(directory)`` -> (the text, the spec). A hit still checks that the kernel
+#: sources are there (a .cu removed since is refused as a fresh read would).
+_SPECS: dict[str, tuple[str, FamilySpec]] = {}
+
+
+def clear_cache() -> None:
+    """Forget every family.toml parsed in this process (tests; a long-lived process that wants a fresh read
+    need not: an edited file is parsed again)."""
+    _PARSED.clear()
+    _SPECS.clear()
+
+
+def _tables(path: Path, text: str) -> dict[str, Any]:
+    """``tomllib.loads(text)`` of ``path``, once per process per text (the dict is shared: read, never change it).
+
+    Raises:
+        CatalogError: not TOML (the same message every time it is asked).
+    """
+    hit = _PARSED.get(str(path))
+    if hit is None or hit[0] != text:
+        try:
+            hit = (text, tomllib.loads(text))
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
+            hit = (text, f"{path}: {exc if not isinstance(exc, RecursionError) else 'nested too deeply'}")
+        _PARSED[str(path)] = hit
+    if isinstance(hit[1], str):
+        raise CatalogError(hit[1])
+    return hit[1]
+
+
+def _sources_present(spec: FamilySpec) -> bool:
+    return all((spec.directory / v.source).is_file() for v in spec.variants if v.kind == "kernel")
+
+
 def load_family(directory: Path) -> FamilySpec:
-    """Read and validate one family folder.
+    """Read and validate one family folder (parsed once per process while its text stays the same).
 
     Raises:
         CatalogError: naming the file and the rule broken.
     """
     path = directory / "family.toml"
     try:  # bounded: a family.toml is a page of text, never /dev/zero or a gigabyte
-        data = tomllib.loads(read_text(path, limit=2**20))
+        text = read_text(path, limit=2**20)
     except UsageError as exc:
         raise CatalogError(str(exc)) from None
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise CatalogError(f"{path}: {exc if not isinstance(exc, RecursionError) else 'nested too deeply'}") from None
+    hit = _SPECS.get(str(directory))
+    if hit is not None and hit[0] == text and _sources_present(hit[1]):
+        return hit[1]
+    spec = _validated(directory, path, _tables(path, text))
+    _SPECS[str(directory)] = (text, spec)
+    return spec
+
+
+def _validated(directory: Path, path: Path, data: dict[str, Any]) -> FamilySpec:
+    """The spec of one family.toml's tables, every rule checked."""
     fam = data.get("family", {})
     raw_variants = data.get("variant", [])
     # Shapes first: a value of the wrong type would otherwise fail later as a TypeError.
@@ -272,6 +319,28 @@ class Catalog(Mapping[str, FamilySpec]):
         return next((b.reason for b in self.broken if b.name == name), None)
 
 
+#: While :func:`held` is active: the catalogs read, by (root, CUDALAB_SRC, CUDALAB_PATH). None: not held.
+_HELD: dict[tuple[str | None, str | None, str | None], Catalog] | None = None
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Within the block, :func:`load_catalog` reads the families once and returns that same catalog (for
+    the same root and environment): one command or one ``cudalab.run`` reads its catalog once, however
+    many parts of it ask (the command line, each point's precheck, the record). Nested blocks share the
+    outer one's. Outside a block each call looks at the folders again (each family.toml still parsed once
+    per process while its text stays the same)."""
+    global _HELD
+    if _HELD is not None:
+        yield
+        return
+    _HELD = {}
+    try:
+        yield
+    finally:
+        _HELD = None
+
+
 def load_catalog(root: Path | None = None) -> Catalog:
     """Read every family under ``root`` (default :func:`src_root`), each on its own.
 
@@ -283,6 +352,18 @@ def load_catalog(root: Path | None = None) -> Catalog:
         CatalogError: one line, when the root itself is unusable: ``CUDALAB_SRC`` is bad (see
             :func:`src_root`), or the folder holds no ``<family>/family.toml`` at all.
     """
+    held_now = _HELD
+    key = (None if root is None else str(root), os.environ.get(SRC_ENV), os.environ.get("CUDALAB_PATH"))  # discovery.PATH_ENV
+    if held_now is not None and key in held_now:
+        return held_now[key]
+    cat = _read_catalog(root)
+    if held_now is not None:
+        held_now[key] = cat
+    return cat
+
+
+def _read_catalog(root: Path | None) -> Catalog:
+    """:func:`load_catalog` without :func:`held`: the folders read now."""
     from_env = root is None and os.environ.get(SRC_ENV) is not None
     extend = root is None
     root = root if root is not None else src_root()

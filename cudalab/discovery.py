@@ -170,10 +170,46 @@ def outside(taken: set[str]) -> tuple[list[tuple[Any, str]], list[tuple[Path, st
     return good, broken
 
 
+def _may_declare(group: str) -> bool:
+    """False only when no installed distribution can declare ``group``: every ``entry_points.txt`` that
+    :mod:`importlib.metadata` would read (the ``*.dist-info`` and ``*.egg-info`` folders of each folder on
+    ``sys.path``, an egg's ``EGG-INFO``) was read and none names the group. True (ask importlib.metadata)
+    when in doubt: a zip on the path, a finder of distributions other than the path's, a file unreadable."""
+    import importlib.machinery  # noqa: PLC0415
+
+    if any(hasattr(f, "find_distributions") and f is not importlib.machinery.PathFinder for f in sys.meta_path):
+        return True
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            children = os.listdir(folder)
+        except NotADirectoryError:
+            return True  # a zip (or an egg file): its metadata is read another way
+        except OSError:
+            continue  # no such folder: importlib.metadata finds nothing there either
+        egg = os.path.basename(folder).lower().endswith(".egg")
+        for child in children:
+            low = child.lower()
+            if not (low.endswith((".dist-info", ".egg-info")) or (egg and low == "egg-info")):
+                continue
+            try:
+                with open(os.path.join(folder, child, "entry_points.txt"), encoding="utf-8") as f:
+                    if group in f.read():
+                        return True
+            except FileNotFoundError:
+                continue
+            except (OSError, UnicodeDecodeError):
+                return True
+    return False
+
+
 @functools.lru_cache(maxsize=1)
 def entry_point_values() -> tuple[tuple[str, str], ...]:
-    """``(name, value)`` of each ``cudalab.families`` entry point, read once a process (reading the
-    installed packages' metadata takes ~20 ms, and the catalog is read several times a command)."""
+    """``(name, value)`` of each ``cudalab.families`` entry point, read once a process. Where no installed
+    package declares the group (:func:`_may_declare`, ~2 ms), importlib.metadata is not imported at all:
+    it costs ~20-40 ms a command (its import and a pass over every distribution)."""
+    if not _may_declare(GROUP):
+        return ()
     from importlib.metadata import entry_points  # noqa: PLC0415
 
     return tuple((ep.name, ep.value) for ep in entry_points(group=GROUP))

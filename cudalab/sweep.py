@@ -138,11 +138,11 @@ def precheck_points(reqs: Sequence[runner.RunRequest]) -> list[int]:
     """
     counts, first, runnable = [], None, 0
     for req in reqs:
-        counts.append(len(runner.precheck(req, strict=False)[3]))
-        try:
-            runner.precheck(req)
+        try:  # strict only decides whether to raise: a point that passes it is planned once
+            counts.append(len(runner.precheck(req)[3]))
             runnable += 1
         except (UsageError, LaunchConfigError) as exc:
+            counts.append(len(runner.precheck(req, strict=False)[3]))  # a bad size raises here too, at once
             first = first or exc
     if not runnable and first is not None:
         raise first
@@ -264,10 +264,12 @@ def point_of(run: runner.FamilyRun, spec: FamilySpec) -> RunPoint:
 
 
 def record(spec: FamilySpec, runs: Sequence[runner.FamilyRun], incomplete: bool, device: dict[str, Any],
-           command: Sequence[str], started: float | None = None, points: Sequence[RunPoint] | None = None) -> RunRecord:
-    """The saved record of a run (``points`` when a tool has added columns to them)."""
+           command: Sequence[str], started: float | None = None, points: Sequence[RunPoint] | None = None,
+           host: dict[str, Any] | None = None) -> RunRecord:
+    """The saved record of a run (``points`` when a tool has added columns to them; ``host``: the host's
+    facts when the caller has them already, :func:`cudalab.machine.facts` otherwise, ~20 ms with git)."""
     from cudalab import machine  # noqa: PLC0415
 
     pts = tuple(points) if points is not None else tuple(point_of(r, spec) for r in runs)
     return RunRecord(cudalab=__version__, command=tuple(command), started=started or time.time(), device=device,
-                     points=pts, incomplete=incomplete, machine=machine.facts())
+                     points=pts, incomplete=incomplete, machine=host if host is not None else machine.facts())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,13 +117,13 @@ def test_entry_points_are_families(tmp_path, monkeypatch):
     pkg = tmp_path / "site" / "mypkg"
     make_family(tmp_path / "site", name="mypkg")  # the package folder holds family.toml and kernels
     (pkg / "__init__.py").write_text((pkg / "mypkg.py").read_text())
+    dist = tmp_path / "site" / "mypkg-1.0.dist-info"  # installed as pip would: its metadata declares the entry point
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[{discovery.GROUP}]\nmypkg = mypkg\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delenv("CUDALAB_PATH", raising=False)
-
-    class EP:
-        name, value = "mypkg", "mypkg"
-
-    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [EP] if group == discovery.GROUP else [])
+    assert discovery._may_declare(discovery.GROUP)
     discovery.entry_point_values.cache_clear()
     try:
         cat = catalog.load_catalog()
@@ -130,6 +131,26 @@ def test_entry_points_are_families(tmp_path, monkeypatch):
         discovery.entry_point_values.cache_clear()
     assert cat.origin("mypkg") == "entry point mypkg"
     assert cudalab.families.load(cat["mypkg"].module).SIGNATURE.startswith("void KERNEL(")
+
+
+def test_entry_points_are_not_looked_up_where_no_package_declares_the_group(tmp_path, monkeypatch):
+    # importlib.metadata costs a command 20-40 ms: it is skipped where no entry_points.txt names the group
+    site = tmp_path / "site"
+    (site / "other-1.0.dist-info").mkdir(parents=True)
+    (site / "other-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing")])
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: pytest.fail("importlib.metadata was asked"))
+    discovery.entry_point_values.cache_clear()
+    try:
+        assert discovery.entry_point_values() == ()
+        (site / "other-1.0.dist-info" / "entry_points.txt").write_text(f"[{discovery.GROUP}]\nx = x\n")
+        assert discovery._may_declare(discovery.GROUP)
+        (site / "other-1.0.dist-info" / "entry_points.txt").unlink()
+        (tmp_path / "a.zip").write_bytes(b"")  # a zip on the path is read another way: ask importlib.metadata
+        sys.path.append(str(tmp_path / "a.zip"))
+        assert discovery._may_declare(discovery.GROUP)
+    finally:
+        discovery.entry_point_values.cache_clear()
 
 
 @pytest.mark.nvcc

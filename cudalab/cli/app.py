@@ -40,6 +40,35 @@ def family_subcommand(name: str, make: Callable[[catalog.FamilySpec], click.Comm
     return _unusable(name, CatalogError(f"broken family {name}: {reason}")) if reason else None
 
 
+def family_summary(name: str) -> click.Command | None:
+    """What a help listing shows for family ``name``: a stand-in command with its family.toml description
+    (or why it is broken), so that listing the families imports none of their modules (nor NumPy)."""
+    try:
+        cat = catalog.load_catalog()
+    except CudalabError as exc:
+        return _unusable(name, exc)
+    if name in cat:
+        return click.Command(name, short_help=cat[name].description)
+    reason = cat.broken_reason(name)
+    return _unusable(name, CatalogError(f"broken family {name}: {reason}")) if reason else None
+
+
+#: ``ctx.meta`` key set while a group's help lists its commands.
+LISTING = "cudalab.listing"
+
+
+class FamilyListing:
+    """Mixed into a group whose commands include the families: its help lists them by
+    :func:`family_summary` instead of building each one's command (``cudalab --help`` stays fast)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        ctx.meta[LISTING] = True
+        try:
+            super().format_commands(ctx, formatter)  # type: ignore[misc]
+        finally:
+            ctx.meta.pop(LISTING, None)
+
+
 def _unusable(name: str, error: CudalabError) -> click.Command:
     """A command that only reports ``error`` (one line, exit 2), whatever its arguments."""
 
@@ -50,7 +79,7 @@ def _unusable(name: str, error: CudalabError) -> click.Command:
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
-class CudalabGroup(click.Group):
+class CudalabGroup(FamilyListing, click.Group):
     """A group whose subcommands include one per kernel family, and which turns cudalab's errors
     into one message and an exit code (a traceback only with ``--debug``)."""
 
@@ -62,6 +91,8 @@ class CudalabGroup(click.Group):
         cmd = super().get_command(ctx, name)
         if cmd is not None:
             return cmd
+        if ctx.meta.get(LISTING):
+            return family_summary(name)
         from cudalab.cli.family import family_command  # noqa: PLC0415
 
         return family_subcommand(name, family_command)
@@ -76,8 +107,13 @@ class CudalabGroup(click.Group):
             ctx.exit(exc.exit_code)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        """Run as click does, but a usage error is one line (``cudalab: ...``, exit 2), as every other
-        refusal: click's own form is three (usage, hint, error)."""
+        """Run as click does, the catalog read once for the whole command (:func:`cudalab.catalog.held`)."""
+        with catalog.held():
+            return self._main(*args, standalone_mode=standalone_mode, **kwargs)
+
+    def _main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """A usage error is one line (``cudalab: ...``, exit 2), as every other refusal: click's own form
+        is three (usage, hint, error)."""
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:

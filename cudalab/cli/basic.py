@@ -10,35 +10,52 @@ from cudalab import catalog
 from cudalab.cli.app import cli
 from cudalab.cli.options import parse_defines, wide_option
 from cudalab.errors import CudalabError
-from cudalab.families import load
 from cudalab.launch import fmt_dims
+
+
+#: ``cudalab list``'s table: its columns, title and the columns that wrap on a narrow terminal.
+LIST_COLUMNS = ("family", "variants", "description", "from")
+LIST_TITLE = "cudalab families (cudalab list FAMILY for details)"
+LIST_WRAP = ("variants", "description")
+
+
+def list_rows(cat: catalog.Catalog) -> tuple[list[tuple[str, ...]], list[tuple[str, str]]]:
+    """``cudalab list``'s rows (from the family.toml files alone) and the broken families with why.
+
+    An outside family's module is imported here (one that fails is broken too); the built-in families'
+    modules are not (their command imports them when it runs).
+    """
+    broken = [(b.name, b.reason) for b in cat.broken]
+    if cat.origins:
+        from cudalab.families import load  # noqa: PLC0415
+    for name in cat.origins:
+        try:
+            load(cat[name].module)
+        except CudalabError as exc:
+            broken.append((name, str(exc)))
+    bad = {name for name, _ in broken}
+    rows = [(f.name, ", ".join(f.names()), f.description, cat.origin(f.name)) for f in cat.values() if f.name not in bad]
+    return rows, broken
 
 
 @cli.command("list")
 @click.argument("family", required=False)
 def list_cmd(family: str | None) -> None:
     """List families, or one family's variants with their launch rules."""
-    from cudalab import report
+    if family is None:  # plain text from the family.toml files: no rich, NumPy or family module (fast)
+        from cudalab.cli.plain import echo_table  # noqa: PLC0415
 
-    con = report.console()
-    if family is None:
-        cat = catalog.load_catalog()
-        broken = [(b.name, b.reason) for b in cat.broken]
-        for name in cat.origins:  # an outside family's module is imported here: one that fails is broken too
-            try:
-                load(cat[name].module)
-            except CudalabError as exc:
-                broken.append((name, str(exc)))
-        bad = {name for name, _ in broken}
-        con.print(report.simple_table(
-            ["family", "variants", "description", "from"],
-            [(f.name, ", ".join(f.names()), f.description, cat.origin(f.name)) for f in cat.values() if f.name not in bad],
-            title="cudalab families (cudalab list FAMILY for details)", wrap=("variants", "description")))
+        rows, broken = list_rows(catalog.load_catalog())
+        echo_table(LIST_COLUMNS, rows, title=LIST_TITLE, wrap=LIST_WRAP)
         for name, reason in broken:  # the others work; each broken one gets its line, and the exit says so
             click.echo(f"cudalab: broken family {name}: {reason}", err=True)
         if broken:
             sys.exit(2)
         return
+    from cudalab import report  # noqa: PLC0415
+    from cudalab.families import load  # noqa: PLC0415
+
+    con = report.console()
     spec = catalog.family(family)
     rows = []
     for v in spec.variants:
@@ -65,6 +82,7 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
     """Show every GPU (name, compute capability, SMs, memory, L2, clocks, versions, roofline), host
     memory, and per family the largest --n whose memory plan fits."""
     from cudalab import memplan, report
+    from cudalab.families import load
     from cudalab.gpu import DeviceInfo
     from cudalab.results import Roofline
     from cudalab.session import Session
@@ -124,6 +142,7 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
     from cudalab import build, report, runner
     from cudalab import launch as L
     from cudalab.errors import UsageError
+    from cudalab.families import load
     from cudalab.plan import variant_arch as plan_arch
 
     spec = catalog.family(family)

@@ -1,23 +1,33 @@
-"""``cudalab <family>``: run the variants of one family, print the table, save the record."""
+"""``cudalab <family>``: run the variants of one family, print the table, save the record.
+
+Building the command imports the family's module (its options); the run's modules (workers, tables,
+records) are imported when it runs, so ``cudalab FAMILY --help`` does without them.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from cudalab import catalog, files, progress, report, runner, sweep
+from cudalab import catalog
 from cudalab.cli.app import CONTEXT
-from cudalab.cli.options import problem_options, requests_from, timing_options
+from cudalab.cli.options import problem_options, timing_options
 from cudalab.errors import UsageError
-from cudalab.families import Family, load
-from cudalab.results import RunRecord, Status, save_record
+
+if TYPE_CHECKING:
+    from cudalab import runner
+    from cudalab.families import Family
+    from cudalab.results import RunRecord
 
 
 def family_command(spec: catalog.FamilySpec) -> click.Command:
     """Build ``cudalab <family>`` from the family's spec and its options."""
+    from cudalab.families import load  # noqa: PLC0415
+
     fam = load(spec.module)
 
     def callback(**kw: Any) -> None:
@@ -45,43 +55,46 @@ def worker_options() -> list[click.Option]:
     ]
 
 
-def start_session(kw: dict[str, Any]) -> Any:
-    """Start the GPU workers now, so they open their GPUs while this process plans the run.
-
-    ``--exclusive`` and ``--lock-clocks`` first ask NVML about the GPU (the run starts the workers
-    after that), so no worker starts here then.
-
-    Raises:
-        UsageError: a bad ``--devices`` or ``--timeout``.
-    """
-    from cudalab.session import Session, parse_devices  # noqa: PLC0415
-
-    timeout = kw.get("timeout")
-    if timeout is not None and not (timeout > 0 and timeout < float("inf")):
-        raise UsageError(f"--timeout must be a positive number of seconds (got {timeout})")
-    devices = parse_devices(kw.get("devices"), kw.get("device", 0))
-    session = Session(devices, timeout=timeout, energy=bool(kw.get("energy")))
-    if not (kw.get("exclusive") or kw.get("lock_clocks") is not None):
-        session.start()
-    return session
-
-
 class Saver:
     """Writes ``--json`` and ``--csv`` as rows arrive (atomic replace each time): a run killed later
-    keeps what it measured."""
+    keeps what it measured. The host's facts (:func:`cudalab.machine.facts`: git, package versions) are
+    read once a run, not once a row (~20-40 ms a read), while the GPU works (:meth:`read_host_soon`)."""
 
     def __init__(self, spec: catalog.FamilySpec, kw: dict[str, Any], started: float, info: dict[str, Any]):
         self.spec, self.kw, self.started, self.info = spec, kw, started, info
+        self._host: dict[str, Any] | None = None
+        self._host_lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+
+    def host(self) -> dict[str, Any]:
+        """The host's facts (read now unless read already)."""
+        with self._host_lock:
+            if self._host is None:
+                from cudalab import machine  # noqa: PLC0415
+
+                self._host = machine.facts()
+            return self._host
+
+    def read_host_soon(self) -> None:
+        """Read the host's facts in a thread (the run is under way: the record will need them)."""
+        if self._reader is None:
+            self._reader = threading.Thread(target=self.host, daemon=True)
+            self._reader.start()
 
     def save(self, runs: list[runner.FamilyRun], incomplete: bool = True, info: dict[str, Any] | None = None) -> None:
         """Write both files for ``runs`` as they stand."""
         if not (self.kw["json_path"] or self.kw["csv_path"]):
             return
-        record = sweep.record(self.spec, runs, incomplete, info or self.info, sys.argv, self.started)
+        from cudalab import sweep  # noqa: PLC0415
+
+        record = sweep.record(self.spec, runs, incomplete, info or self.info, sys.argv, self.started, host=self.host())
         self.write(record)
 
     def write(self, record: RunRecord) -> None:
         """Write ``record`` to ``--json`` and its rows to ``--csv``."""
+        from cudalab import report  # noqa: PLC0415
+        from cudalab.results import save_record  # noqa: PLC0415
+
         if self.kw["json_path"]:
             save_record(self.kw["json_path"], record)
         if self.kw["csv_path"]:
@@ -90,8 +103,11 @@ class Saver:
 
 def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Start the workers, precheck on the CPU meanwhile, run every point, render, save; exit 1 on a bad row."""
-    session = start_session(kw)
-    try:
+    from cudalab import files, progress, report, sweep  # noqa: PLC0415
+    from cudalab.results import Status  # noqa: PLC0415
+    from cudalab.session.run import run_points  # noqa: PLC0415
+
+    def check() -> None:
         for opt in ("json", "csv", "plot"):  # refused now, not after minutes of measuring
             if kw[f"{opt}_path"] is not None:
                 files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
@@ -99,22 +115,20 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
             from cudalab import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
 
             plot.check(kw["plot_path"])
-        requests = requests_from(spec, fam, kw)
-        counts = sweep.precheck_points(requests)  # what can be refused without a GPU, before using one
-    except BaseException:
-        session.kill()
-        raise
+
     started = time.time()
     opened: dict[str, Any] = {}
 
-    def on_open(device: dict[str, Any]) -> None:
+    def on_open(device: dict[str, Any], requests: list[runner.RunRequest]) -> None:
         if not opened:
             opened.update(device)
+            saver.read_host_soon()
         print_header(device, requests[0])
 
     saver = Saver(spec, kw, started, opened)
-    ex = sweep.execute(requests, progress.for_stderr(kw.get("quiet", False)), sum(counts), on_open=on_open,
-                       session=session, on_change=saver.save)
+    ran = run_points(spec, fam, kw, progress.for_stderr(kw.get("quiet", False)), check=check, on_open=on_open,
+                     on_change=saver.save)
+    requests, ex = ran.requests, ran.executed
     runs, incomplete, info = ex.runs, ex.incomplete, ex.info
     refused = ex.refusal()
     if refused is not None and not incomplete:  # nothing ran: a bad size for this GPU is bad input
@@ -124,7 +138,7 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
         from cudalab import ncu  # noqa: PLC0415
 
         points = [ncu.add_ncu(p, req) for p, req in zip(points, requests)]
-    record = sweep.record(spec, runs, incomplete, info, sys.argv, started, points)
+    record = sweep.record(spec, runs, incomplete, info, sys.argv, started, points, host=saver.host())
     saver.write(record)  # the final record first: a broken terminal cannot cost it
     con = report.console()
     if kw.get("layout") == "long" and len(record.points) > 1:
@@ -150,6 +164,8 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
 
 def print_header(device: dict[str, Any], req: runner.RunRequest) -> None:
     """What runs where, printed as the GPU opens: a user waiting on a slow run sees what it is."""
+    from cudalab import report  # noqa: PLC0415
+
     con = report.console()
     for text in report.header_lines(device, f"cudalab {req.family}", "", req.protocol, None):
         if text:

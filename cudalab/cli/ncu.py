@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,7 +13,9 @@ from cudalab.cli.app import CONTEXT, cli
 from cudalab.cli.options import requests_from
 from cudalab.cli.tools import FamilyToolGroup
 from cudalab.errors import UsageError
-from cudalab.families import Family
+
+if TYPE_CHECKING:
+    from cudalab.families import Family
 
 
 def ncu_options() -> list[click.Parameter]:

@@ -1,20 +1,24 @@
 """The one option set of a family run, shared by the family command, ``ncu`` and ``sanitize``,
-and the requests built from it."""
+and the requests built from it.
+
+Light on purpose (``cudalab --help`` and ``cudalab list`` import it): the run's modules (NumPy among
+them) are imported by :func:`requests_from`, when a command runs.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from cudalab import sweep, user
-from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec
 from cudalab.defines import parse_defines  # noqa: F401  (re-exported: cli.basic and older callers)
-from cudalab.errors import UsageError
-from cudalab.families import Family
-from cudalab.runner import RunRequest
+
+if TYPE_CHECKING:
+    from cudalab.families import Family
+    from cudalab.runner import RunRequest
 
 
 class _PositiveSeconds(click.ParamType):
@@ -54,10 +58,14 @@ def wide_option(text: str = "") -> click.Option:
     view fits 100-120 columns. Set for the whole command (:data:`cudalab.report.console.WIDE`), so every
     table the command prints follows it."""
 
-    def set_wide(_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-        from cudalab.report.console import WIDE  # noqa: PLC0415
+    def set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        ctx.meta["cudalab.wide"] = bool(value)
+        # The report package (rich, NumPy) only when --wide is given or it is loaded already (an earlier
+        # command in this process may have set it): `cudalab list` prints without it.
+        if value or "cudalab.report.console" in sys.modules:
+            from cudalab.report.console import WIDE  # noqa: PLC0415
 
-        WIDE.set(bool(value))
+            WIDE.set(bool(value))
         return value
 
     return click.Option(["--wide"], is_flag=True, callback=set_wide, expose_value=False, is_eager=True,
@@ -132,23 +140,11 @@ def timing_options() -> list[click.Parameter]:
 
 
 def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[RunRequest]:
-    """The runs a command line asks for: the cross product of every comma list (a sweep), else one.
+    """The runs a command line asks for (:func:`cudalab.session.run.requests_from`, imported when asked).
 
     Raises:
         UsageError: conflicting or malformed options, a missing ``--add`` file.
     """
-    if kw.get("all_") and kw.get("variants"):
-        raise UsageError("give --all or --variant, not both")
-    if kw.get("budget", 1.0) <= 0 or kw.get("min_samples", 1) < 1:
-        raise UsageError("--budget must be positive and --min-samples at least 1")
-    protocol = Protocol(budget_s=kw.get("budget", 0.5), min_samples=kw.get("min_samples", 10),
-                        flush_l2=not kw.get("hot", False), energy_s=1.0 if kw.get("energy") else 0.0)
-    base = sweep.base_request(
-        spec, fam, variants=kw.get("variants"), grid=kw.get("grid"), add=user.parse_adds(kw.get("add") or ()),
-        protocol=protocol, seed=kw.get("seed"), roofline=not kw.get("no_roofline", False), device=kw.get("device", 0),
-        keep_outputs=bool(kw.get("show") or kw.get("example")), force=bool(kw.get("force")), exclusive=bool(kw.get("exclusive")),
-        lock_clocks=kw.get("lock_clocks"))
-    options = {o.name: kw.get(o.name.replace("-", "_")) for o in fam.OPTIONS}
-    ax = sweep.axes(spec, fam, n=kw.get("n"), shape=kw.get("shape"), dtype=kw.get("dtype"), block=kw.get("block"),
-                    options=options, defines=parse_defines(kw.get("defines") or (), spec))
-    return sweep.requests(spec, base, ax)
+    from cudalab.session.run import requests_from as build  # noqa: PLC0415  (NumPy: only for a run)
+
+    return build(spec, fam, kw)

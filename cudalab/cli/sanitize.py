@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,7 +12,9 @@ from cudalab.catalog import FamilySpec
 from cudalab.cli.app import CONTEXT, cli
 from cudalab.cli.options import requests_from
 from cudalab.cli.tools import FamilyToolGroup
-from cudalab.families import Family
+
+if TYPE_CHECKING:
+    from cudalab.families import Family
 
 
 def sanitize_options() -> list[click.Parameter]:

@@ -4,20 +4,22 @@ plus the tool's options."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from cudalab.catalog import FamilySpec
-from cudalab.cli.app import CONTEXT, family_names, family_subcommand
+from cudalab.cli.app import CONTEXT, LISTING, FamilyListing, family_names, family_subcommand, family_summary
 from cudalab.cli.options import problem_options
-from cudalab.families import Family, load
+
+if TYPE_CHECKING:
+    from cudalab.families import Family
 
 #: (spec, family, the command's keyword arguments) -> None
-Handler = Callable[[FamilySpec, Family, dict[str, Any]], None]
+Handler = Callable[[FamilySpec, "Family", dict[str, Any]], None]
 
 
-class FamilyToolGroup(click.Group):
+class FamilyToolGroup(FamilyListing, click.Group):
     """A group whose subcommands are the catalog's families, built on demand like ``CudalabGroup``'s."""
 
     def __init__(self, *args: Any, tool_params: Callable[[], list[click.Parameter]], handler: Handler,
@@ -31,9 +33,13 @@ class FamilyToolGroup(click.Group):
         return family_names()
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if ctx.meta.get(LISTING):
+            return family_summary(name)
         return family_subcommand(name, self._command)
 
     def _command(self, spec: FamilySpec) -> click.Command:
+        from cudalab.families import load  # noqa: PLC0415  (the family's module: only for its own command)
+
         fam = load(spec.module)
         handler = self.handler
 
