@@ -341,6 +341,14 @@ def held() -> Iterator[None]:
         _HELD = None
 
 
+def reread() -> None:
+    """Within a :func:`held` block, read the families again at the next ask (``cudalab watch``: each
+    version of a watched session reads the family.toml it runs; each file is still parsed only when its
+    text changed)."""
+    if _HELD is not None:
+        _HELD.clear()
+
+
 def load_catalog(root: Path | None = None) -> Catalog:
     """Read every family under ``root`` (default :func:`src_root`), each on its own.
 

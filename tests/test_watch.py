@@ -318,3 +318,18 @@ def test_an_outside_familys_module_is_watched_and_a_broken_one_is_shown(gpu, inv
     assert "cudalab: " in v[2] and "dbl.py:18: importing it raised NameError" in v[2]
     assert "re-ran bad, good (2 of 2 rows)" in v[3]
     assert "k.cu" in res.output.split("watching")[-1]
+
+
+def test_an_edited_family_toml_is_read_again(gpu, invoke, monkeypatch, family_tree):
+    """The command holds its catalog (one read a command); each watched version reads it again, so a
+    changed block in family.toml is what the next version runs."""
+    root = family_tree("transpose")
+    toml = root / "transpose" / "family.toml"
+    text = toml.read_text()
+    assert text.count('block = "32x32"\ndescription = "global memory only') == 1
+    edits = Edits(lambda: write(toml, text.replace('block = "32x32"\ndescription = "global memory only',
+                                                   'block = "16x16"\ndescription = "global memory only')))
+    res = watch(invoke, monkeypatch, edits, "transpose", "--n", "64", "--variant", "naive", "--no-roofline")
+    v = versions(res.output)
+    assert len(v) == 2, res.output
+    assert " 32x32 " in row(v[0], "naive") and " 16x16 " in row(v[1], "naive"), res.output

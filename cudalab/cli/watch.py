@@ -52,7 +52,8 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     """
     from cudalab import catalog, files, progress, report, sweep  # noqa: PLC0415
     from cudalab.cli.app import family_subcommand  # noqa: PLC0415
-    from cudalab.cli.family import family_command, start_session  # noqa: PLC0415
+    from cudalab.cli.family import family_command  # noqa: PLC0415
+    from cudalab.session.run import start_session  # noqa: PLC0415
     from cudalab.cli.options import requests_from  # noqa: PLC0415
     from cudalab.families import load  # noqa: PLC0415
     from cudalab.report.console import WIDE  # noqa: PLC0415
@@ -77,6 +78,7 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
             files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
 
     def plan() -> core.Plan:
+        catalog.reread()  # this version's family.toml, not the one the command started with
         spec = catalog.family(family)
         fam = load(spec.module)
         return core.Plan(spec, fam, requests_from(spec, fam, kw))
