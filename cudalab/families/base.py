@@ -3,8 +3,9 @@
 A family is a folder ``cuda_src/<family>/`` (its ``family.toml`` and kernels) plus one module
 ``cudalab/families/<module>.py`` that defines a subclass of :class:`Family` and an instance of it
 named ``FAMILY``. runner, cli, ncu and sanitize talk to a family only through this class; nothing
-looks hooks up by name. A family module may bind its module-level functions as the hooks
-(``extent = staticmethod(extent)``), so helpers stay importable on their own for tests.
+looks hooks up by name. Hooks are plain methods of the subclass; what several families share is a
+module of functions (:mod:`cudalab.families.matrix`, :mod:`~cudalab.families.product`,
+:mod:`~cudalab.families.smem_tile`), never a base class.
 
 Required hooks raise :class:`NotImplementedError` here; optional ones have the default written
 next to them.

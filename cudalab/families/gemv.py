@@ -3,7 +3,7 @@
 A memory-bound pass over A: the rate is GB/s of the necessary bytes, (M·N + N + M)·4 (A and x
 read, z written; y adds M·4 when β ≠ 0, since only then is it read), as a % of the copy roofline.
 z is a separate output, so every timed launch does the same work. Verification is matmul's
-with N-term sums (bounds grow with sqrt(N), see :mod:`cudalab.families.matmul`).
+with N-term sums (bounds grow with sqrt(N), see :mod:`cudalab.families.product`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,8 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, product
 from cudalab.families.base import Family
-from cudalab.families.matmul import (
-    check_product,
-    cublas_function,
-    cupy_module,
-    host_case,
-    upload,
-)
 
 DEFAULT_N = 8192
 
@@ -42,9 +35,9 @@ def _cublas_case(variant: VariantSpec, d_a, d_x, d_y, d_z, alpha: float, beta: f
     """
     from cudalab import gpu  # noqa: PLC0415
 
-    cupy = cupy_module(variant)
+    cupy = product.cupy_module(variant)
     av, xv, zv = gpu.cupy_view(d_a), gpu.cupy_view(d_x), gpu.cupy_view(d_z)
-    sgemv = cublas_function("gemv")
+    sgemv = product.cublas_function("gemv")
     notes: dict[str, Any] = {}
     if sgemv is not None:
         def run() -> None:
@@ -134,7 +127,7 @@ void KERNEL(const float *A,    // M x N, row-major
 
     def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
         """Bounds for N-term sums (matmul's)."""
-        return check_product(result, ref, problem.dims[1])
+        return product.check_product(result, ref, problem.dims[1])
 
     def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
         """Build the case for one gemv variant."""
@@ -143,8 +136,8 @@ void KERNEL(const float *A,    // M x N, row-major
         if variant.kind == "host":
             a, x, y = inputs["a"], inputs["x"], inputs["y"]
             a32, b32 = np.float32(alpha), np.float32(beta)
-            return host_case(lambda: a32 * (a @ x) + b32 * y)
-        d_a, d_x, d_y = upload(ctx, inputs, "a", "x", "y")
+            return product.host_case(lambda: a32 * (a @ x) + b32 * y)
+        d_a, d_x, d_y = product.upload(ctx, inputs, "a", "x", "y")
         d_z = ctx.device.empty((m,), np.float32)
         if variant.kind == "library":
             try:

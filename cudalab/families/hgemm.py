@@ -11,7 +11,7 @@ Verification. The reference is the fp32 NumPy product of the *rounded* inputs, s
 no error: a product of two 16-bit floats is exact in fp32 and only the K-term sums round. Both the
 kernel and the reference sum in fp32 (the tensor cores add each 16-product group into the fp32
 accumulator, with their own internal rounding), so they differ by a few units of u·sqrt(K)·|C|
-(u = 2⁻²⁴). The bounds are matmul's (:func:`cudalab.families.matmul.check_product`, relative
+(u = 2⁻²⁴). The bounds are matmul's (:func:`cudalab.families.product.check_product`, relative
 Frobenius 1e-6·sqrt(K), element 1e-5·sqrt(K) of rms|C|) taken for :data:`TERMS_PER_K` × K terms,
 i.e. 8 times wider: room for two fp32 sums and the tensor cores' accumulation, while a dropped K slice
 of 16 is off by sqrt(16/K) (0.06 at K = 4096, 200 times the bound) and a wrong tile by far more.
@@ -32,19 +32,9 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import GpuError, SizeError, UsageError
-from cudalab.families import Case, Check, Launch, Problem, Work
+from cudalab.families import Case, Check, Launch, Problem, Work, product
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
-from cudalab.families.matmul import (
-    SIZE_HELP,
-    check_product,
-    cupy_module,
-    host_case,
-    mkn_problem,
-    refuse_large_host,
-    upload,
-)
-from cudalab.families.matmul import tolerances as matmul_tolerances
 
 #: The check's bounds are matmul's for this many times K terms (sqrt(64) = 8 times matmul's).
 TERMS_PER_K = 64
@@ -97,12 +87,7 @@ def as_float32(arr: np.ndarray, dtype: str) -> np.ndarray:
 def tolerances(k: int) -> tuple[float, float]:
     """(relative Frobenius bound, element bound in units of rms|C|) for fp32 sums of k products
     on the tensor cores: matmul's for :data:`TERMS_PER_K` · k terms."""
-    return matmul_tolerances(TERMS_PER_K * max(1, k))
-
-
-def check_note(problem: Problem) -> dict[str, str]:
-    """The note a sketch-checked row carries (JSON ``extra.check``)."""
-    return {"check": "sketch: sampled rows and columns, Freivalds projections"} if sketch.sketched(problem.dims) else {}
+    return product.tolerances(TERMS_PER_K * max(1, k))
 
 
 # --- sm_90a and TMA (the wgmma rung) -----------------------------------------------------------------
@@ -154,7 +139,7 @@ def cublas_module(variant: VariantSpec):
     Raises:
         UsageError: CuPy (or its gemmEx binding) is missing: the row is skipped, saying so.
     """
-    cupy_module(variant)
+    product.cupy_module(variant)
     for name in ("cupy_backends.cuda.libs.cublas", "cupy.cuda.cublas"):
         try:
             module = importlib.import_module(name)
@@ -187,14 +172,14 @@ def _cublas_case(variant: VariantSpec, problem: Problem, d_a, d_b, d_c) -> Case:
 
     return Case(
         run=run, result=d_c.download, poison=d_c.poison, close=d_c.free,
-        notes={"reference": "cublasGemmEx (CUBLAS_COMPUTE_32F) through CuPy", **check_note(problem)},
+        notes={"reference": "cublasGemmEx (CUBLAS_COMPUTE_32F) through CuPy", **product.check_note(problem)},
     )
 
 
 class Hgemm(Family):
     """Tensor-core C = A·B: bf16 or fp16 in, fp32 accumulation and out."""
 
-    SIZE_HELP = SIZE_HELP
+    SIZE_HELP = product.SIZE_HELP
     #: A multiple of every tile (128x128, 128x256), and a size that is not one in any dimension with
     #: whole 16-byte rows (K, N multiples of 8), so the asynchronous copies' zero fill runs too.
     SANITIZE_SIZES = ({"n": "256"}, {"shape": "136x72x200"})
@@ -224,7 +209,7 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
         Raises:
             UsageError: both given, a malformed size, or a matrix too large for the kernels' int sizes.
         """
-        p = mkn_problem(n, shape, dtype, options)
+        p = product.mkn_problem(n, shape, dtype, options)
         return HalfProblem(dims=p.dims, dtype=p.dtype, options=p.options)
 
     def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
@@ -275,17 +260,17 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
         k = problem.dims[1]
         if isinstance(ref, sketch.Sketch):
             return sketch.check(np.asarray(result), ref, *tolerances(k))
-        return check_product(result, ref, TERMS_PER_K * max(1, k))
+        return product.check_product(result, ref, TERMS_PER_K * max(1, k))
 
     def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
         """Build the case for one hgemm variant."""
         m, k, n = problem.dims
         if variant.kind == "host":
-            refuse_large_host(problem, variant)
+            product.refuse_large_host(problem, variant)
             a = as_float32(inputs["a"], problem.dtype)
             b = as_float32(inputs["b"], problem.dtype)
-            return host_case(lambda: a @ b)
-        d_a, d_b = upload(ctx, inputs, "a", "b")
+            return product.host_case(lambda: a @ b)
+        d_a, d_b = product.upload(ctx, inputs, "a", "b")
         d_c = ctx.device.empty((m, n), np.float32)
         if variant.kind == "library":
             try:
@@ -312,7 +297,7 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
         return Case(
             run=lambda: kern.launch(launch.grid, launch.block, args, launch.shared),
             result=d_c.download, poison=d_c.poison, close=close,
-            notes={"registers": kern.num_regs, **({"arch": arch} if arch else {}), **check_note(problem)},
+            notes={"registers": kern.num_regs, **({"arch": arch} if arch else {}), **product.check_note(problem)},
         )
 
 
