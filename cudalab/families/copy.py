@@ -1,23 +1,16 @@
-"""copy family: matrix copy, the roofline of every matrix operation (:mod:`cudalab.roofline`)."""
+"""copy family: matrix copy, the roofline of every matrix operation: its memcpy_dtod row and its kernel
+marked ``params.roofline = true`` are what :mod:`cudalab.roofline` measures."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec, family
-from cudalab.errors import UsageError
+from cudalab import roofline
+from cudalab.catalog import VariantSpec
 from cudalab.families import Case, Check, Launch, Problem, Work, matrix
 from cudalab.families.base import Family
-from cudalab.results import PASSED, Roofline
-
-
-def roofline_variant() -> VariantSpec:
-    """The copy kernel marked ``roofline = true`` in family.toml (the best one)."""
-    for v in family("copy").variants:
-        if v.param("roofline"):
-            return v
-    raise UsageError("the copy family marks no variant with params.roofline = true")
+from cudalab.results import Roofline
 
 
 class Copy(Family):
@@ -88,14 +81,9 @@ void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` el
         return Case(run=run, result=d_out.chunks, poison=d_out.poison, close=d_out.free, notes=notes, padded=padded)
 
     def own_roofline(self, problem: Problem, results) -> Roofline | None:
-        """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its roofline."""
-        rows = {r.variant: r for r in results if r.status == PASSED and r.gbs}
-        dtod, best = rows.get("memcpy_dtod"), rows.get(roofline_variant().name)
-        if dtod is None or best is None:
-            return None
-        if best.gbs > dtod.gbs:
-            return Roofline(gbs=best.gbs, source=f"copy {best.variant}", dtod_gbs=dtod.gbs, kernel_gbs=best.gbs)
-        return Roofline(gbs=dtod.gbs, source="memcpy_dtod", dtod_gbs=dtod.gbs, kernel_gbs=best.gbs)
+        """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its
+        roofline (:func:`cudalab.roofline.from_rows`)."""
+        return roofline.from_rows(results)
 
 
 FAMILY = Copy()
