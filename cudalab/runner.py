@@ -17,8 +17,9 @@ from cudalab import memplan, roofline, user
 from cudalab import launch as L
 from cudalab.bench import measure, summarize
 from cudalab.catalog import VariantSpec
-from cudalab.errors import CudalabError, LaunchConfigError, UsageError
+from cudalab.errors import CudalabError, LaunchConfigError, SkipRow
 from cudalab.families import Case, Launch
+from cudalab.families.model import SetupContext
 from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
 from cudalab.plan import variant_arch as plan_arch
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
@@ -37,7 +38,8 @@ HOST_ONE_SAMPLE_S = 0.25
 
 
 class Context:
-    """What a family's ``setup`` gets: the device, the random generator and a per-run cache."""
+    """A run's shared state: the device, the random generator and a per-run cache (a family's
+    ``setup`` reaches it through its :class:`~cudalab.families.model.SetupContext`)."""
 
     def __init__(self, device: Any, rng: np.random.Generator):
         self.device = device
@@ -232,15 +234,13 @@ class FamilyRun:
                     return self.device.compile(_src, _def, [name], **_kw)[name]
             else:
                 lau = Launch(block=(1, 1, 1), grid=(1, 1, 1), tile=(1, 1, 1))
-
-                def kernels(name: str):
-                    raise CudalabError(f"{v.name} is a {v.kind} row and has no kernels")
-            case = self.family.setup(ctx, v, lau, self.problem, inputs, kernels)
+                kernels = None  # a host, driver or library row has none
+            case = self.family.setup(SetupContext(v, lau, self.problem, inputs, ctx, kernels))
             self.on_stage(v.name, "running")
             return self._drive(base, v, case, ref)
         except user.SignatureError as exc:  # the user's kernel does not fit: an error, not a rule to skip
             return replace(base, status=FAILED, reason=str(exc))
-        except (UsageError, LaunchConfigError) as exc:
+        except (SkipRow, LaunchConfigError) as exc:
             return replace(base, status=SKIPPED, reason=str(exc))
         except KeyboardInterrupt:
             raise

@@ -12,8 +12,8 @@ import pytest
 from cudalab import build, catalog
 from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
-from cudalab.families import Problem, load
-from cudalab.families import product
+from cudalab.families import Problem, load, product
+from cudalab.families.model import SetupContext
 from cudalab.runner import RunRequest, plan_launch, precheck
 
 FAMILIES = ("matmul", "gemm", "gemv")
@@ -141,7 +141,7 @@ def test_host_row_refuses_large():
     spec = catalog.family("matmul")
     big = Problem(dims=(8192, 8192, 8192), dtype="float32")
     with pytest.raises(SizeError, match="skipped above 4096"):
-        mm.setup(None, spec.variant("host"), None, big, {}, None)
+        mm.setup(SetupContext(spec.variant("host"), None, big, {}, None))
 
 
 # --- verification math ---------------------------------------------------------------------------

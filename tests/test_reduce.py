@@ -13,6 +13,7 @@ import pytest
 from cudalab import build, catalog, runner
 from cudalab import launch as L
 from cudalab.errors import CompileError, SizeError, UsageError
+from cudalab.families.model import SetupContext
 
 SPEC = catalog.family("reduce")
 MOD = importlib.import_module("cudalab.families.reduce")  # helpers too, not only the contract
@@ -278,7 +279,7 @@ def test_host_case_restores_its_input():
     p = _problem(1000, "float64")
     x = MOD.FAMILY.make_inputs(p, np.random.default_rng(3))
     ctx = runner.Context(device=None, rng=np.random.default_rng(0))
-    case = MOD.FAMILY.setup(ctx, SPEC.variant("cpu"), None, p, x, None)
+    case = MOD.FAMILY.setup(SetupContext(SPEC.variant("cpu"), None, p, x, ctx))
     ref = MOD.FAMILY.reference(p, x)
     values = []
     for _ in range(3):

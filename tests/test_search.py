@@ -12,6 +12,7 @@ from cudalab import catalog, runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
+from cudalab.families.model import SetupContext
 
 SPEC = catalog.family("search")
 MOD = importlib.import_module("cudalab.families.search")
@@ -202,7 +203,7 @@ def test_host_rows_pass_and_count_items(dtype, key):
     ref = MOD.FAMILY.reference(p, inp)
     for name in ("host-linear", "host-all", "host-binary"):
         v = SPEC.variant(name)
-        c = MOD.FAMILY.setup(None, v, None, p, inp, None)
+        c = MOD.FAMILY.setup(SetupContext(v, None, p, inp, None))
         assert c.timer == "host"
         c.run()
         assert MOD.FAMILY.check(p, c.result(), ref).ok, name

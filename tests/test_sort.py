@@ -16,6 +16,7 @@ from cudalab import launch as L
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
 from cudalab.families import load
+from cudalab.families.model import SetupContext
 from cudalab.results import PASSED, Result
 
 SPEC = catalog.family("sort")
@@ -161,7 +162,7 @@ def test_stable_order_is_computed_only_when_asked():
 def test_host_row(kind):
     p = _problem("2001", "float32", kind)
     inp = _inputs(p)
-    c = MOD.FAMILY.setup(None, SPEC.variant("host"), None, p, inp, None)
+    c = MOD.FAMILY.setup(SetupContext(SPEC.variant("host"), None, p, inp, None))
     c.run()
     assert c.timer == "host" and c.items == 2001
     assert MOD.FAMILY.check(p, c.result(), MOD.FAMILY.reference(p, inp)).ok

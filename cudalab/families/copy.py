@@ -8,7 +8,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab import roofline
 from cudalab.catalog import VariantSpec
-from cudalab.families import Case, Check, Launch, Problem, Work, matrix
+from cudalab.families import Case, Check, Problem, SetupContext, Work, matrix
 from cudalab.families.base import Family
 from cudalab.results import Roofline
 
@@ -60,8 +60,9 @@ void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` el
         """Exact, chunk by chunk as the result downloads (:func:`cudalab.families.matrix.check`)."""
         return matrix.check(result, ref)
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one copy variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         a = inputs["a"]
         if variant.kind == "host":
             return matrix.host_case(np.copy, a)
@@ -73,7 +74,7 @@ void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` el
             run = lambda: ctx.device.memcpy_dtod(d_out, d_in, d_in.nbytes)  # noqa: E731
         else:
             padded = (d_out,)  # a kernel must leave the row padding alone
-            k = kernels(variant.kernel)
+            k = ctx.kernel()
             rows, cols = problem.dims
             args = (d_out, d_in, np.int32(rows), np.int32(cols), np.int32(d_in.pitch_elems))
             run = lambda: k.launch(launch.grid, launch.block, args, launch.shared)  # noqa: E731

@@ -16,7 +16,7 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, product
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
 from cudalab.families.base import Family
 
 
@@ -135,8 +135,9 @@ void KERNEL(const float *A,    // M x K, row-major
         """Print the inputs and the result of a small problem (``--show``)."""
         return product.show(problem, inputs, result)
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one gemm variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         m, k, n = problem.dims
         alpha, beta = scalars(problem)
         if variant.kind == "host":
@@ -152,7 +153,7 @@ void KERNEL(const float *A,    // M x K, row-major
             except Exception:
                 d_z.free()
                 raise
-        kern = kernels(variant.kernel)
+        kern = ctx.kernel()
         args: tuple[Any, ...] = (d_a, d_b, d_c, d_z, np.int32(m), np.int32(n), np.int32(k),
                                  np.float32(alpha), np.float32(beta))
         return Case(

@@ -16,7 +16,7 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, product
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
 from cudalab.families.base import Family
 
 DEFAULT_N = 8192
@@ -129,8 +129,9 @@ void KERNEL(const float *A,    // M x N, row-major
         """Bounds for N-term sums (matmul's)."""
         return product.check_product(result, ref, problem.dims[1])
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one gemv variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         m, n = problem.dims
         alpha, beta = scalars(problem)
         if variant.kind == "host":
@@ -152,7 +153,7 @@ void KERNEL(const float *A,    // M x N, row-major
             # once on the host and uploaded untimed, shared with any later variant.
             matrix = ctx.shared("at", lambda: ctx.device.to_device(np.ascontiguousarray(inputs["a"].T)))
             notes["input"] = "A transposed (column-major), uploaded untimed"
-        kern = kernels(variant.kernel)
+        kern = ctx.kernel()
         notes["registers"] = kern.num_regs
         args = (matrix, d_x, d_y, d_z, np.int32(m), np.int32(n), np.float32(alpha), np.float32(beta))
         return Case(

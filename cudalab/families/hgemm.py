@@ -31,8 +31,8 @@ import numpy as np
 from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import GpuError, SizeError, UsageError
-from cudalab.families import Case, Check, Launch, Problem, Work, product
+from cudalab.errors import GpuError, SizeError, SkipRow
+from cudalab.families import Case, Check, Problem, SetupContext, Work, product
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
 
@@ -137,7 +137,7 @@ def cublas_module(variant: VariantSpec):
     """CuPy's raw cuBLAS bindings that have ``gemmEx``.
 
     Raises:
-        UsageError: CuPy (or its gemmEx binding) is missing: the row is skipped, saying so.
+        SkipRow: CuPy (or its gemmEx binding) is missing: the row is skipped, saying so.
     """
     product.cupy_module(variant)
     for name in ("cupy_backends.cuda.libs.cublas", "cupy.cuda.cublas"):
@@ -147,7 +147,7 @@ def cublas_module(variant: VariantSpec):
             continue
         if hasattr(module, "gemmEx"):
             return module
-    raise UsageError(f"{variant.name}: this CuPy has no cuBLAS gemmEx binding; reference row skipped")
+    raise SkipRow(f"{variant.name}: this CuPy has no cuBLAS gemmEx binding; reference row skipped")
 
 
 def _cublas_case(variant: VariantSpec, problem: Problem, d_a, d_b, d_c) -> Case:
@@ -262,8 +262,9 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
             return sketch.check(np.asarray(result), ref, *tolerances(k))
         return product.check_product(result, ref, TERMS_PER_K * max(1, k))
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one hgemm variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         m, k, n = problem.dims
         if variant.kind == "host":
             product.refuse_large_host(problem, variant)
@@ -279,7 +280,7 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
                 d_c.free()
                 raise
         arch = variant.param("arch")
-        kern = kernels(variant.kernel)  # built for params.arch (sm_90a for wgmma) by the runner
+        kern = ctx.kernel()  # built for params.arch (sm_90a for wgmma) by the runner
         args: tuple[Any, ...] = (d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k))
         close = d_c.free
         if variant.param("tma"):

@@ -18,8 +18,8 @@ import numpy as np
 from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import SizeError, UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, product
+from cudalab.errors import SizeError, SkipRow, UsageError
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
 
@@ -158,8 +158,9 @@ void KERNEL(const float *A,    // M x K, row-major
         numpy = self.reference(problem, inputs) if result is None and problem.opt("example") and inputs else None
         return product.show(problem, inputs, result, numpy)
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one matmul variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         m, k, n = problem.dims
         if variant.kind == "host":
             product.refuse_large_host(problem, variant)
@@ -172,7 +173,7 @@ void KERNEL(const float *A,    // M x K, row-major
 
             try:
                 cupy = product.cupy_module(variant)
-            except UsageError:
+            except SkipRow:
                 d_c.free()
                 raise
             av, bv, cv = gpu.cupy_view(d_a), gpu.cupy_view(d_b), gpu.cupy_view(d_c)
@@ -182,7 +183,7 @@ void KERNEL(const float *A,    // M x K, row-major
                 notes={"reference": "cupy.matmul (cuBLAS SGEMM)", "tf32": os.environ.get("CUPY_TF32", "0"),
                        **product.check_note(problem)},
             )
-        kern = kernels(variant.kernel)
+        kern = ctx.kernel()
         args: list[Any] = [d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k)]
         if variant.param("runtime_tile"):
             args.append(np.int32(launch.block[0]))

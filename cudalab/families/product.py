@@ -28,7 +28,7 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import SizeError, UsageError
+from cudalab.errors import SizeError, SkipRow, UsageError
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.model import Case, Check, Problem
 from cudalab.families.model import where as first_at
@@ -170,12 +170,12 @@ def cupy_module(variant: VariantSpec):
     """Import CuPy for a library row.
 
     Raises:
-        UsageError: CuPy is not installed (the runner shows the row as skipped).
+        SkipRow: CuPy is not installed (the runner shows the row as skipped).
     """
     try:
         import cupy  # noqa: PLC0415  (optional: only the reference rows use it)
     except ImportError:
-        raise UsageError(f"{variant.name}: CuPy is not installed (pip install cupy-cuda12x); reference row skipped") from None
+        raise SkipRow(f"{variant.name}: CuPy is not installed (pip install cupy-cuda12x); reference row skipped") from None
     return cupy
 
 

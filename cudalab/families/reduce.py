@@ -40,8 +40,8 @@ import numpy as np
 from cudalab import gpu, hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Check, Launch, Problem, Work, compare
+from cudalab.errors import SkipRow, UsageError
+from cudalab.families import Case, Check, Launch, Problem, SetupContext, Work, compare
 from cudalab.families.base import Family
 
 
@@ -155,11 +155,11 @@ def _library_case(d_x, problem: Problem) -> Case:
     """The ``cub`` reference row: CuPy's sum over a view of the pristine device input.
 
     Raises:
-        UsageError: CuPy is not installed (the runner turns this into a Skipped row).
+        SkipRow: CuPy is not installed (the runner turns this into a Skipped row).
     """
     view = gpu.cupy_view(d_x)
     if view is None:
-        raise UsageError("CuPy is not installed: the cub reference row needs it (pip install cupy-cuda13x)")
+        raise SkipRow("CuPy is not installed: the cub reference row needs it (pip install cupy-cuda13x)")
     box: dict = {}
 
     def run() -> None:
@@ -282,13 +282,14 @@ void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or i
             return compare(np.asarray(result).astype(np.int32), ref, tolerance=0.0, relative=False)
         return compare(result, ref, tolerance=tolerance(problem), relative=True)
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one reduce variant.
 
         Raises:
-            UsageError: a two- or three-dimensional block or grid (the kernels are one-dimensional),
+            SkipRow: a two- or three-dimensional block or grid (the kernels are one-dimensional),
                 or CuPy missing for the ``cub`` row.
         """
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         x = inputs["x"]
         if variant.kind == "host":
             return _host_case(problem, x)
@@ -296,12 +297,12 @@ void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or i
         if variant.kind == "library":
             return _library_case(d_x, problem)
         if variant.kind != "kernel":
-            raise UsageError(f"reduce has no {variant.kind} rows ({variant.name})")
+            raise SkipRow(f"reduce has no {variant.kind} rows ({variant.name})")
         if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-            raise UsageError(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                             f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+            raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
+                          f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
         n = problem.dims[0]
-        k = kernels(variant.kernel)
+        k = ctx.kernel()
         blocks = launch.grid[0]
         d_part = ctx.device.empty((blocks,), x.dtype)
         inplace = bool(variant.param("inplace", True))

@@ -29,8 +29,8 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.errors import SkipRow, UsageError
+from cudalab.families import Case, Check, FamilyOption, Launch, Problem, SetupContext, Work
 from cudalab.families.base import Family
 
 KEY_CHOICES = ("present", "absent")
@@ -61,7 +61,7 @@ def op_of(variant: VariantSpec) -> str:
     """The operation a variant performs (``params.op``)."""
     op = variant.param("op")
     if op not in OPS:
-        raise UsageError(f"search variant {variant.name} has params.op {op!r}; expected one of {', '.join(OPS)}")
+        raise SkipRow(f"search variant {variant.name} has params.op {op!r}; expected one of {', '.join(OPS)}")
     return op
 
 
@@ -144,8 +144,8 @@ def _items(op: str, problem: Problem) -> int:
 
 def _one_dim(variant: VariantSpec, launch: Launch) -> None:
     if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-        raise UsageError(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                         f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+        raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
+                      f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
 
 
 def _scalar(problem: Problem, value: Any):
@@ -246,17 +246,18 @@ class Search(Family):
                          f" ({wrong.size} wrong; first at {i}: {what}, expected {int(expected[i])})")
         return Check(True, 0.0, 0.0)
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one search variant.
 
         Raises:
-            UsageError: a 2-D block or grid, or a kind this family has no rows for.
+            SkipRow: a 2-D block or grid, or a kind this family has no rows for.
         """
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         op = op_of(variant)
         if variant.kind == "host":
             return _host_case(op, problem, inputs)
         if variant.kind != "kernel":
-            raise UsageError(f"search has no {variant.kind} rows ({variant.name})")
+            raise SkipRow(f"search has no {variant.kind} rows ({variant.name})")
         _one_dim(variant, launch)
         n, q = sizes(problem)
         dev = ctx.device
@@ -264,7 +265,7 @@ class Search(Family):
         notes: dict[str, Any] = {}
         if op == "linear":
             d_x = ctx.shared("x", lambda: dev.to_device(inputs["x"]))
-            k, fin = kernels(variant.kernel), kernels("search_linear_finish")
+            k, fin = ctx.kernel(), ctx.kernel("search_linear_finish")
             d_first = dev.empty((1,), np.int32)
             args = (d_x, np.int32(n), key, d_first)
 
@@ -278,11 +279,11 @@ class Search(Family):
                         poison=lambda byte=None: d_first.poison(POISON), one_poison=True, close=d_first.free, items=n, notes=notes)
         if op == "all":
             d_x = ctx.shared("x", lambda: dev.to_device(inputs["x"]))
-            count_k, scan_k, scatter_k = (kernels(variant.kernel), kernels("search_all_scan"),
-                                          kernels("search_all_scatter"))
+            count_k, scan_k, scatter_k = (ctx.kernel(), ctx.kernel("search_all_scan"),
+                                          ctx.kernel("search_all_scatter"))
             blocks = launch.grid[0]
             if blocks * launch.tile[0] < n:
-                raise UsageError(f"{variant.name}: --grid {blocks} does not cover {n} elements in chunks of {launch.tile[0]}")
+                raise SkipRow(f"{variant.name}: --grid {blocks} does not cover {n} elements in chunks of {launch.tile[0]}")
             bufs = [dev.empty((blocks,), np.int32), dev.empty((blocks,), np.int32), dev.empty((1,), np.int32),
                     dev.empty((n,), np.int32)]
             d_counts, d_offsets, d_total, d_out = bufs
@@ -310,7 +311,7 @@ class Search(Family):
         # binary
         d_sorted = ctx.shared("sorted", lambda: dev.to_device(inputs["sorted"]))
         d_q = ctx.shared("queries", lambda: dev.to_device(inputs["queries"]))
-        k = kernels(variant.kernel)
+        k = ctx.kernel()
         d_out = dev.empty((q,), np.int32)
         args = (d_sorted, np.int32(n), d_q, np.int32(q), d_out)
         return Case(run=lambda: k.launch(launch.grid, launch.block, args, launch.shared),

@@ -19,7 +19,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, smem_tile
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, smem_tile
 from cudalab.families.base import Family
 from cudalab.families.smem_tile import Pattern
 
@@ -126,10 +126,9 @@ void KERNEL(int *out)          // blocks x 16 x 32 ints: block b writes out[b * 
         blocks, by, bx = problem.dims
         return smem_tile.model_wavefronts(PATTERNS, variant.kernel, bx, by, ipad(problem))
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Allocate out, launch the variant's kernel and un-permute its out for the check."""
-        return smem_tile.case(ctx, variant, launch, problem, kernels, PATTERNS, ipad(problem),
-                              self.smem_expect(problem, variant))
+        return smem_tile.case(ctx, PATTERNS, ipad(ctx.problem), self.smem_expect(ctx.problem, ctx.variant))
 
 
 FAMILY = SmemRect()

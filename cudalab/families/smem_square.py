@@ -21,7 +21,7 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.families import Case, Check, Launch, Problem, Work, smem_tile
+from cudalab.families import Case, Check, Problem, SetupContext, Work, smem_tile
 from cudalab.families.base import Family
 from cudalab.families.smem_tile import Pattern
 
@@ -113,10 +113,9 @@ void KERNEL(int *out)          // blocks x 32 x 32 ints: block b writes out[b * 
         exp = variant.param("smem_expect")
         return {k: float(v) for k, v in exp.items()} if exp else None
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Allocate out, launch the variant's kernel and un-permute its out for the check."""
-        return smem_tile.case(ctx, variant, launch, problem, kernels, PATTERNS, SQUARE_IPAD,
-                              self.smem_expect(problem, variant))
+        return smem_tile.case(ctx, PATTERNS, SQUARE_IPAD, self.smem_expect(ctx.problem, ctx.variant))
 
 
 FAMILY = SmemSquare()

@@ -15,14 +15,14 @@ wrong or unwritten (poisoned: -1) element shows as a difference.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.families.model import Case, Check, FamilyOption, Problem, SetupContext, Work, compare
 
 WARP, BANKS = 32, 32
 
@@ -170,10 +170,10 @@ def fmt_expect(expect: dict | None) -> str:
     return "/".join(f"{float(expect[k]):g}" for k in ("ld", "st"))
 
 
-def case(ctx: Any, variant: VariantSpec, launch: Launch, problem: Problem, kernels: Callable[[str], Any],
-         patterns: dict[str, Pattern], ipad: int, expect: dict[str, float] | None) -> Case:
+def case(ctx: SetupContext, patterns: dict[str, Pattern], ipad: int, expect: dict[str, float] | None) -> Case:
     """Allocate out, launch the variant's kernel and un-permute its out for the check (a ``--add``
     kernel, whose pattern is unknown, is checked as a permutation per block)."""
+    variant, launch, problem = ctx.variant, ctx.launch, ctx.problem
     blocks, by, bx = problem.dims
     if variant.param("user"):
         canon = sort_blocks
@@ -181,7 +181,7 @@ def case(ctx: Any, variant: VariantSpec, launch: Launch, problem: Problem, kerne
         perm = read_permutation(patterns, variant.kernel, bx, by, ipad)
         canon = lambda out: unpermute(out, perm)  # noqa: E731
     d_out = ctx.device.empty(problem.dims, np.int32)
-    k = kernels(variant.kernel)
+    k = ctx.kernel()
     args = (d_out,)
     return Case(
         run=lambda: k.launch(launch.grid, launch.block, args, launch.shared),

@@ -33,8 +33,8 @@ import numpy as np
 from cudalab import gpu
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.errors import SkipRow, UsageError
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work
 from cudalab.families.base import Family
 from cudalab.families.sort_onesweep import onesweep_case
 from cudalab.families.sort_radix import radix_case
@@ -98,7 +98,7 @@ def key_poison(x: np.ndarray) -> int:
         value = np.frombuffer(bytes([b]) * 4, dtype=np.int32)[0]
         if not np.any(x == value):
             return b
-    raise UsageError("no poison byte pattern is free of the input keys (8 candidates all present)")
+    raise SkipRow("no poison byte pattern is free of the input keys (8 candidates all present)")
 
 
 # --- cases ---------------------------------------------------------------------------------------
@@ -116,11 +116,11 @@ def _library_case(d_x, problem: Problem) -> Case:
     """The ``cupy`` reference row: cupy.sort (a copy sorted by CUB's radix sort).
 
     Raises:
-        UsageError: CuPy is not installed (the runner turns this into a Skipped row).
+        SkipRow: CuPy is not installed (the runner turns this into a Skipped row).
     """
     view = gpu.cupy_view(d_x)
     if view is None:
-        raise UsageError("CuPy is not installed: the cupy reference row needs it (pip install cupy-cuda13x)")
+        raise SkipRow("CuPy is not installed: the cupy reference row needs it (pip install cupy-cuda13x)")
     import cupy  # noqa: PLC0415  (present: cupy_view succeeded)
 
     box: dict = {}
@@ -155,17 +155,18 @@ LEVELS = {"sort_bitonic_step": 1, "sort_bitonic_step2": 2, "sort_bitonic_step3":
 KERNEL_OF_LEVELS = {v: k for k, v in LEVELS.items()}
 
 
-def _bitonic_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x, poison: int, kernels) -> Case:
+def _bitonic_case(ctx: SetupContext, d_x, poison: int) -> Case:
+    variant, launch, problem = ctx.variant, ctx.launch, ctx.problem
     n = problem.dims[0]
     tile = launch.tile[0]
     if tile & (tile - 1):
-        raise UsageError(f"{variant.name} needs a power-of-two tile (got {tile})")
+        raise SkipRow(f"{variant.name} needs a power-of-two tile (got {tile})")
     n2 = max(pow2_at_least(n), tile)
     tiles = n2 // tile
     if launch.grid != (tiles, 1, 1):
-        raise UsageError(f"{variant.name} sets its own grid ({tiles} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
-                         "does not match")
-    ks = {name: kernels(name) for name in ("sort_bitonic_tile", "sort_bitonic_merge", *LEVELS)}
+        raise SkipRow(f"{variant.name} sets its own grid ({tiles} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
+                      "does not match")
+    ks = {name: ctx.kernel(name) for name in ("sort_bitonic_tile", "sort_bitonic_merge", *LEVELS)}
     d_buf = ctx.device.empty((n2,), problem.np_dtype)
     steps = []
     for name, k, j in bitonic_plan(n2, tile):
@@ -187,10 +188,11 @@ def _bitonic_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d
                 notes={"passes": 1 + len(steps), "padded": n2, "registers": first.num_regs})
 
 
-def _merge_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x, poison: int, kernels) -> Case:
+def _merge_case(ctx: SetupContext, d_x, poison: int) -> Case:
+    launch, problem = ctx.launch, ctx.problem
     n = problem.dims[0]
     tile = launch.tile[0]
-    first, merge = kernels(variant.kernel), kernels("sort_merge_pass")
+    first, merge = ctx.kernel(), ctx.kernel("sort_merge_pass")
     dev = ctx.device
     keys = [dev.empty((n,), problem.np_dtype) for _ in range(2)]
     vals = [dev.empty((n,), np.int32) for _ in range(2)]
@@ -325,12 +327,13 @@ class Sort(Family):
                              f" ({bad.size} indices wrong, first at {i}: {int(order[i])}, expected {int(ref.order[i])}; {why})")
         return Check(True, 0.0, 0.0)
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one sort variant.
 
         Raises:
-            UsageError: a 2-D block or grid, CuPy missing for the cupy row, or a grid that does not fit.
+            SkipRow: a 2-D block or grid, CuPy missing for the cupy row, or a grid that does not fit.
         """
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         x = inputs["x"]
         if variant.kind == "host":
             return _host_case(problem, x)
@@ -338,20 +341,20 @@ class Sort(Family):
         if variant.kind == "library":
             return _library_case(d_x, problem)
         if variant.kind != "kernel":
-            raise UsageError(f"sort has no {variant.kind} rows ({variant.name})")
+            raise SkipRow(f"sort has no {variant.kind} rows ({variant.name})")
         if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-            raise UsageError(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                             f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+            raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
+                          f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
         poison = ctx.shared("poison", lambda: key_poison(x))
         if variant.param("pad_pow2"):
-            return _bitonic_case(ctx, variant, launch, problem, d_x, poison, kernels)
+            return _bitonic_case(ctx, d_x, poison)
         if variant.param("radix"):
-            return radix_case(ctx, variant, launch, problem, d_x, poison, kernels, answer=Sorted)
+            return radix_case(ctx, d_x, poison, answer=Sorted)
         if variant.param("onesweep"):
-            return onesweep_case(ctx, variant, launch, problem, d_x, poison, kernels, answer=Sorted)
+            return onesweep_case(ctx, d_x, poison, answer=Sorted)
         if launch.grid[0] * launch.tile[0] < problem.dims[0]:
-            raise UsageError(f"{variant.name}: --grid {launch.grid[0]} does not cover {problem.dims[0]} keys in tiles of {launch.tile[0]}")
-        return _merge_case(ctx, variant, launch, problem, d_x, poison, kernels)
+            raise SkipRow(f"{variant.name}: --grid {launch.grid[0]} does not cover {problem.dims[0]} keys in tiles of {launch.tile[0]}")
+        return _merge_case(ctx, d_x, poison)
 
 
 FAMILY = Sort()

@@ -9,7 +9,7 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.families import Case, Check, Launch, Problem, Work, matrix
+from cudalab.families import Case, Check, Problem, SetupContext, Work, matrix
 from cudalab.families.base import Family
 
 
@@ -64,15 +64,16 @@ void KERNEL(float *out,        // cols x rows output: out[c * pitch_out + r] = i
         """Exact, chunk by chunk as the result downloads (:func:`cudalab.families.matrix.check`)."""
         return matrix.check(result, ref)
 
-    def setup(self, ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Build the case for one transpose variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         a = inputs["a"]
         if variant.kind == "host":
             return matrix.host_case(lambda x: np.ascontiguousarray(x.T), a)
         rows, cols = problem.dims
         d_in = matrix.upload(ctx, a)
         d_out = ctx.device.empty((cols, rows), a.dtype, pitched=True)
-        k = kernels(variant.kernel)
+        k = ctx.kernel()
         args = (d_out, d_in, np.int32(rows), np.int32(cols), np.int32(d_in.pitch_elems), np.int32(d_out.pitch_elems))
         return Case(
             run=lambda: k.launch(launch.grid, launch.block, args, launch.shared),
