@@ -28,6 +28,8 @@ _LAZY = {
     "compare_runs": ("cudalab.compare", "compare"),
     "Comparison": ("cudalab.compare", "Comparison"),
     "Family": ("cudalab.families", "Family"),
+    "SetupContext": ("cudalab.families", "SetupContext"),
+    "Case": ("cudalab.families", "Case"),
     "family": ("cudalab.catalog", "family"),
     "load_catalog": ("cudalab.catalog", "load_catalog"),
     "Problem": ("cudalab.problems", "Problem"),
@@ -44,6 +46,7 @@ _LAZY = {
     "ProblemFamily": ("cudalab.problems", "ProblemFamily"),
     "CudalabError": ("cudalab.errors", "CudalabError"),
     "UsageError": ("cudalab.errors", "UsageError"),
+    "SkipRow": ("cudalab.errors", "SkipRow"),
     "load_ipython_extension": ("cudalab.magic", "load_ipython_extension"),  # %load_ext cudalab
 }
 

@@ -34,7 +34,14 @@ class LaunchConfigError(CudalabError):
         self.limit = limit
 
 
-class SizeError(UsageError):
+class SkipRow(UsageError):
+    """One row cannot run here: a rule of its variant (a block, a tile, a grid it does not take), a
+    library that is not installed, a host row too slow at this size. A family's ``setup`` or
+    ``extent`` raises it; the runner shows the row as skipped with this message and runs the others.
+    Outside a run (``cudalab compile`` planning a launch) it is a usage error like any other."""
+
+
+class SizeError(SkipRow):
     """A problem size a variant cannot take (not a multiple of its tile, too large...)."""
 
 

@@ -11,7 +11,7 @@ from cudalab import launch as L
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.defines import check_launch_defines
-from cudalab.errors import CudalabError, LaunchConfigError, SizeError, UsageError
+from cudalab.errors import CudalabError, LaunchConfigError, SizeError, SkipRow, UsageError
 from cudalab.expr import evaluate
 from cudalab.families import Family, Launch, Problem, load
 
@@ -105,14 +105,14 @@ def plan_launch(
     Raises:
         LaunchConfigError: a device limit or the coverage rule is broken.
         SizeError: the size breaks the variant's divisibility rule.
-        UsageError: the block breaks the variant's own rule (power of two, fixed block).
+        SkipRow: the block breaks the variant's own rule (power of two, fixed block).
     """
     default = fam.default_block(variant, problem)
     b = L.parse_dims(block) if block else default
     if variant.fixed_block and b != default:
-        raise UsageError(f"{variant.name} is compiled for block {L.fmt_dims(default)} only (got {L.fmt_dims(b)})")
+        raise SkipRow(f"{variant.name} is compiled for block {L.fmt_dims(default)} only (got {L.fmt_dims(b)})")
     if variant.block_pow2 and L.threads(b) & (L.threads(b) - 1):
-        raise UsageError(f"{variant.name} needs a power-of-two block size (got {L.threads(b)} threads)")
+        raise SkipRow(f"{variant.name} needs a power-of-two block size (got {L.threads(b)} threads)")
     tile = L.tile_of(b, variant.per_thread)
     names = names_for(problem, b, tile)
     if variant.tile:
@@ -121,7 +121,7 @@ def plan_launch(
         names = names_for(problem, b, tile)
     for rule in variant.require:
         if not evaluate(rule, names):
-            raise UsageError(f"{variant.name} needs {rule} (block {L.fmt_dims(b)})")
+            raise SkipRow(f"{variant.name} needs {rule} (block {L.fmt_dims(b)})")
     extent = fam.extent(problem, variant)
     if variant.divisible:
         for axis in range(3):
@@ -163,14 +163,14 @@ def variant_arch(variant: VariantSpec, device_arch: str) -> str:
     the GPU's. The build ``cudalab compile`` shows is the build a run loads.
 
     Raises:
-        UsageError: the variant's arch is for another GPU generation (the row is skipped, saying so).
+        SkipRow: the variant's arch is for another GPU generation (the row is skipped, saying so).
     """
     wanted = str(variant.param("arch") or "")
     if not wanted or wanted == device_arch:
         return device_arch
     if wanted.rstrip("af") != device_arch:  # sm_90a runs on sm_90 only
-        raise UsageError(f"{variant.name} is {wanted} code: it runs on {wanted.rstrip('af')} GPUs only, "
-                         f"not {device_arch}")
+        raise SkipRow(f"{variant.name} is {wanted} code: it runs on {wanted.rstrip('af')} GPUs only, "
+                      f"not {device_arch}")
     return wanted
 
 

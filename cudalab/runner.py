@@ -13,20 +13,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab import memplan, user
+from cudalab import memplan, roofline, user
 from cudalab import launch as L
-from cudalab.bench import Protocol, measure, summarize
+from cudalab.bench import measure, summarize
 from cudalab.catalog import VariantSpec
-from cudalab.errors import CudalabError, LaunchConfigError, UsageError
+from cudalab.errors import CudalabError, LaunchConfigError, SkipRow
 from cudalab.families import Case, Launch
-from cudalab.families import copy as copy_family  # the roofline is a copy
+from cudalab.families.model import SetupContext
 from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
 from cudalab.plan import variant_arch as plan_arch
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 from cudalab.sampling import Timing, sustained_energy, time_case
 from cudalab.verify import verified_launches
 
-__all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "measure_roofline", "plan_launch", "precheck",
+__all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "plan_launch", "precheck",
            "PASSED", "INCORRECT", "FAILED", "SKIPPED", "Result", "Roofline"]
 
 
@@ -38,7 +38,8 @@ HOST_ONE_SAMPLE_S = 0.25
 
 
 class Context:
-    """What a family's ``setup`` gets: the device, the random generator and a per-run cache."""
+    """A run's shared state: the device, the random generator and a per-run cache (a family's
+    ``setup`` reaches it through its :class:`~cudalab.families.model.SetupContext`)."""
 
     def __init__(self, device: Any, rng: np.random.Generator):
         self.device = device
@@ -188,9 +189,9 @@ class FamilyRun:
             # data; a matrix input of copy's shape is even the same device buffer)
             source = next(iter(self.inputs.values()), None)
             nbytes = self.family.roofline_bytes(self.problem)
-            copied = roofline_matrix(nbytes, source, self.rng)
+            copied = roofline.source_matrix(nbytes, source, self.rng)
             ctx.release(keep=copied)  # the variants' buffers go first: the peak stays one variant's
-            return measure_roofline(self.device, nbytes, self.req.protocol, copied, ctx), ""
+            return roofline.measure(self.device, nbytes, self.req.protocol, copied, ctx), ""
         except KeyboardInterrupt:
             raise
         except Exception as exc:  # memory, a fault, a missing copy kernel: the rows stand without it
@@ -233,15 +234,13 @@ class FamilyRun:
                     return self.device.compile(_src, _def, [name], **_kw)[name]
             else:
                 lau = Launch(block=(1, 1, 1), grid=(1, 1, 1), tile=(1, 1, 1))
-
-                def kernels(name: str):
-                    raise CudalabError(f"{v.name} is a {v.kind} row and has no kernels")
-            case = self.family.setup(ctx, v, lau, self.problem, inputs, kernels)
+                kernels = None  # a host, driver or library row has none
+            case = self.family.setup(SetupContext(v, lau, self.problem, inputs, ctx, kernels))
             self.on_stage(v.name, "running")
             return self._drive(base, v, case, ref)
         except user.SignatureError as exc:  # the user's kernel does not fit: an error, not a rule to skip
             return replace(base, status=FAILED, reason=str(exc))
-        except (UsageError, LaunchConfigError) as exc:
+        except (SkipRow, LaunchConfigError) as exc:
             return replace(base, status=SKIPPED, reason=str(exc))
         except KeyboardInterrupt:
             raise
@@ -345,50 +344,3 @@ def with_roofline(r: Result, roofline: Roofline | None) -> Result:
 def _arch(device: Any) -> str:
     """The device's nvcc architecture (``sm_90``); sm_90 where a fake device has none."""
     return str(getattr(getattr(device, "info", None), "arch", "") or "sm_90")
-
-
-def roofline_matrix(nbytes: int, source: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
-    """The float32 matrix the roofline copies: ``source`` itself when it is a float32 matrix of those
-    bytes, else a view of ``source``'s first ``nbytes`` as rows of 4096, else fresh random data."""
-    if source is not None and source.dtype == np.float32 and source.ndim == 2 and source.nbytes == nbytes:
-        return source  # the very array the family uploaded: its device copy is reused
-    elems = max(1, nbytes // 4)
-    cols = min(elems, 4096)
-    rows = max(1, elems // cols)
-    if source is not None and source.flags.c_contiguous and source.nbytes >= rows * cols * 4:
-        return source.reshape(-1).view(np.uint8)[: rows * cols * 4].view(np.float32).reshape(rows, cols)
-    from cudalab import hostwork  # noqa: PLC0415
-
-    return hostwork.uniform(rng, (rows, cols), np.float32)
-
-
-def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.ndarray | None = None,
-                     ctx: Context | None = None) -> Roofline:
-    """Measure the copy roofline for a buffer of ``nbytes``: the driver copy and the copy family's
-    best kernel (``params.roofline = true``) on the same bytes; the faster is the roofline.
-
-    Args:
-        device: the GPU.
-        nbytes: bytes the copy reads (and writes).
-        protocol: the run's timing protocol.
-        source: what to copy: a float32 matrix is copied as it is (see :func:`roofline_matrix`).
-        ctx: the run's context: an input already uploaded there is not uploaded again.
-    """
-    best = copy_family.roofline_variant()
-    ready = source is not None and source.dtype == np.float32 and source.ndim == 2
-    a = source if ready else roofline_matrix(nbytes, source, np.random.default_rng())
-    rows, cols = a.shape
-    # force: the copy's peak (its source, already on the device, and one destination) is within the
-    # plan of the run it serves, whose variants' buffers were released first; checking it again against
-    # the free memory left beside the kept source refused the largest transpose the plan allowed.
-    req = RunRequest(family="copy", variants=f"memcpy_dtod,{best.name}", shape=f"{rows}x{cols}",
-                     roofline=False, protocol=protocol, force=True)
-    rows_ = {r.variant: r for r in FamilyRun(req, device, inputs={"a": a}).run(ctx)}
-    dtod = rows_["memcpy_dtod"]
-    kern = rows_[best.name]
-    if dtod.status != PASSED or not dtod.gbs:
-        raise CudalabError(f"the roofline copy failed: {dtod.reason}")
-    kgbs = kern.gbs if kern.status == PASSED else None
-    if kgbs and kgbs > dtod.gbs:
-        return Roofline(gbs=kgbs, source=f"copy {best.name}", dtod_gbs=dtod.gbs, kernel_gbs=kgbs)
-    return Roofline(gbs=dtod.gbs, source="memcpy_dtod", dtod_gbs=dtod.gbs, kernel_gbs=kgbs)

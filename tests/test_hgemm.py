@@ -16,6 +16,7 @@ from cudalab.errors import SizeError
 from cudalab.families import load
 from cudalab.families import hgemm as hg
 from cudalab.families import matmul_sketch as sketch
+from cudalab.families import product as prod
 from cudalab.runner import RunRequest, plan_launch, precheck
 
 LIMITS = L.DeviceLimits()
@@ -178,9 +179,9 @@ def test_bounds_grow_with_sqrt_k_and_are_8x_matmuls():
 def test_large_products_use_the_sketch():
     _, module, problem, _ = setup_problem(shape="8192x8192x8193")
     assert sketch.sketched(problem.dims)
-    assert "check" in hg.check_note(problem)
+    assert "check" in prod.check_note(problem)
     _, _, small, _ = setup_problem(n="8192")
-    assert not sketch.sketched(small.dims) and hg.check_note(small) == {}
+    assert not sketch.sketched(small.dims) and prod.check_note(small) == {}
 
 
 def test_sketch_check_catches_a_dropped_k_slice():

@@ -12,8 +12,8 @@ import pytest
 from cudalab import build, catalog
 from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
-from cudalab.families import Problem, load
-from cudalab.families import matmul as matmul_module
+from cudalab.families import Problem, load, product
+from cudalab.families.model import SetupContext
 from cudalab.runner import RunRequest, plan_launch, precheck
 
 FAMILIES = ("matmul", "gemm", "gemv")
@@ -141,14 +141,14 @@ def test_host_row_refuses_large():
     spec = catalog.family("matmul")
     big = Problem(dims=(8192, 8192, 8192), dtype="float32")
     with pytest.raises(SizeError, match="skipped above 4096"):
-        mm.setup(None, spec.variant("host"), None, big, {}, None)
+        mm.setup(SetupContext(spec.variant("host"), None, big, {}, None))
 
 
 # --- verification math ---------------------------------------------------------------------------
 
 def test_tolerance_grows_with_sqrt_k():
-    f1, e1 = matmul_module.tolerances(1)
-    f4, e4 = matmul_module.tolerances(4096)
+    f1, e1 = product.tolerances(1)
+    f4, e4 = product.tolerances(4096)
     assert math.isclose(f4 / f1, 64) and math.isclose(e4 / e1, 64)
 
 

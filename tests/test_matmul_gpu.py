@@ -80,7 +80,7 @@ def test_gemv(device, shape, alpha, beta):
 @pytest.mark.parametrize("family,shape,fn", [("gemm", "200x300x100", "gemm"), ("gemv", "300x200", "gemv")])
 def test_cublas_rows_call_cublas(device, family, shape, fn):
     """Where CuPy has cupy.cublas.<fn>, the reference row is one cuBLAS call (not matmul + elementwise)."""
-    from cudalab.families.matmul import cublas_function
+    from cudalab.families.product import cublas_function
 
     if cublas_function(fn) is None:
         pytest.skip(f"this CuPy has no cupy.cublas.{fn}")

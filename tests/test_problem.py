@@ -209,3 +209,20 @@ def test_a_host_row_times_the_numpy_reference(path):
     make_family(path, more='\n[[variant]]\nname = "numpy"\nkind = "host"\n')
     row = rows(variants="numpy")["numpy"]
     assert row.status == "passed" and row.extra["reference"] == "NumPy on the CPU"
+
+
+def test_the_advanced_family_of_the_docs_runs_as_written(path):
+    """docs/family-contract.md's Family example, verbatim: verified, rated, and SkipRow a skipped row."""
+    text = (Path(__file__).parent.parent / "docs" / "family-contract.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    folder = path / "scale"
+    folder.mkdir()
+    (folder / "scale.py").write_text(code)
+    (folder / "k.cu").write_text('extern "C" __global__ void scale(float *y, const float *x, int n) {}\n')
+    (folder / "family.toml").write_text(
+        '[family]\nname = "scale"\ndescription = "y = 2x"\ndtypes = ["float32"]\n\n'
+        '[[variant]]\nname = "good"\nsource = "k.cu"\nkernel = "scale"\n\n'
+        '[[variant]]\nname = "square"\nsource = "k.cu"\nkernel = "scale"\nblock = "16x16"\n')
+    got = rows("scale", kernels={"scale": good}, n="4096")
+    assert got["good"].status == "passed" and got["good"].gbs == pytest.approx(2 * 4096 * 4 / 1e-3 / 1e9)
+    assert got["square"].status == "skipped" and got["square"].reason == "square is one-dimensional"

@@ -13,6 +13,7 @@ import pytest
 from cudalab import build, catalog, runner
 from cudalab import launch as L
 from cudalab.errors import CompileError, SizeError, UsageError
+from cudalab.families.model import SetupContext
 
 SPEC = catalog.family("reduce")
 MOD = importlib.import_module("cudalab.families.reduce")  # helpers too, not only the contract
@@ -26,7 +27,7 @@ EXPECTED = [
 
 
 def _problem(n: int | str = "2^24", dtype: str = "float64"):
-    return MOD.problem(str(n), None, dtype, {})
+    return MOD.FAMILY.problem(str(n), None, dtype, {})
 
 
 def _plan(name: str, n: int | str = "2^24", dtype: str = "float64", block: str | None = None, grid: str | None = None):
@@ -179,19 +180,19 @@ def test_precheck_refuses_when_every_chosen_variant_refuses():
 
 def test_problem_parsing():
     assert _problem().dims == (2**24,)
-    assert MOD.problem(None, None, "float64", {}).dims == (16_777_216,)
+    assert MOD.FAMILY.problem(None, None, "float64", {}).dims == (16_777_216,)
     assert _problem("16M").dims == (2**24,)
     with pytest.raises(UsageError, match="--n"):
-        MOD.problem(None, "4x4", "float64", {})
+        MOD.FAMILY.problem(None, "4x4", "float64", {})
     with pytest.raises(UsageError, match="32-bit"):
         _problem(2**31 + 1)
 
 
 def test_work_and_memory():
     p = _problem(2**24, "float64")
-    assert MOD.work(p).bytes == 2**24 * 8
-    assert MOD.extent(p, SPEC.variant("modern")) == (2**24, 1, 1)
-    assert MOD.device_bytes(p) >= 2 * 2**24 * 8 + (2**24 // 512) * 8
+    assert MOD.FAMILY.work(p).bytes == 2**24 * 8
+    assert MOD.FAMILY.extent(p, SPEC.variant("modern")) == (2**24, 1, 1)
+    assert MOD.FAMILY.device_bytes(p) >= 2 * 2**24 * 8 + (2**24 // 512) * 8
 
 
 # --- host sum, reference, tolerance -------------------------------------------------------------------
@@ -201,11 +202,11 @@ def test_work_and_memory():
 def test_pairwise_sum_matches_numpy(n, dtype):
     rng = np.random.default_rng(n)
     p = _problem(n, dtype)
-    x = MOD.make_inputs(p, rng)["x"]
+    x = MOD.FAMILY.make_inputs(p, rng)["x"]
     assert x.dtype == np.dtype(dtype) and x.shape == (n,) and np.all(x != 0)
     got = MOD.pairwise_sum(x.copy())
-    ref = MOD.reference(p, {"x": x})
-    assert MOD.check(p, np.array([got], dtype=dtype), ref).ok
+    ref = MOD.FAMILY.reference(p, {"x": x})
+    assert MOD.FAMILY.check(p, np.array([got], dtype=dtype), ref).ok
     if dtype != "float32":
         assert float(got) == pytest.approx(float(np.sum(x, dtype=np.float64)), rel=1e-12)
 
@@ -219,13 +220,13 @@ def test_pairwise_sum_is_in_place_and_wraps_ints():
 
 def test_float_inputs_are_positive_so_the_relative_bound_holds():
     for dtype in ("float32", "float64"):
-        x = MOD.make_inputs(_problem(10000, dtype), np.random.default_rng(0))["x"]
+        x = MOD.FAMILY.make_inputs(_problem(10000, dtype), np.random.default_rng(0))["x"]
         assert x.min() >= 0.5 and x.max() < 1.5
 
 
 def test_int_inputs_are_small_positive_and_cannot_wrap():
     # Positive: no dropped block can sum to 0 and no partial can equal a poison (-1, 0x7F7F7F7F).
-    x = MOD.make_inputs(_problem(100000, "int32"), np.random.default_rng(0))["x"]
+    x = MOD.FAMILY.make_inputs(_problem(100000, "int32"), np.random.default_rng(0))["x"]
     assert x.dtype == np.int32 and x.min() >= 1 and x.max() <= 100 and x.min() < x.max()
     assert MOD.int_limit(2**31) == 1 and MOD.int_limit(2**24) == 100
     assert MOD.int_limit(2**26) * 2**26 < 2**31
@@ -246,20 +247,20 @@ def test_check_floats():
     p = _problem(2**24, "float32")
     ref = np.array([16777216.0])
     tol = MOD.tolerance(p)
-    assert MOD.check(p, np.array([ref[0] * (1 + tol / 2)], np.float32), ref).ok
-    assert not MOD.check(p, np.array([ref[0] * (1 + 3 * tol)], np.float32), ref).ok
-    assert not MOD.check(p, np.array([np.nan], np.float32), ref).ok
+    assert MOD.FAMILY.check(p, np.array([ref[0] * (1 + tol / 2)], np.float32), ref).ok
+    assert not MOD.FAMILY.check(p, np.array([ref[0] * (1 + 3 * tol)], np.float32), ref).ok
+    assert not MOD.FAMILY.check(p, np.array([np.nan], np.float32), ref).ok
     p64 = _problem(2**24, "float64")
     # One element (about 1) lost out of 2^24 fails in float64.
-    assert not MOD.check(p64, np.array([ref[0] - 0.5]), ref).ok
+    assert not MOD.FAMILY.check(p64, np.array([ref[0] - 0.5]), ref).ok
 
 
 def test_check_ints_exact_modulo_2_32():
     p = _problem(10, "int32")
-    ref = MOD.reference(p, {"x": np.array([2**30] * 4 + [1] * 6, dtype=np.int32)})
+    ref = MOD.FAMILY.reference(p, {"x": np.array([2**30] * 4 + [1] * 6, dtype=np.int32)})
     assert ref.dtype == np.int32 and ref[0] == 6    # 2^32 + 6 wraps to 6, as the GPU's int adds do
-    assert MOD.check(p, np.array([6], np.int32), ref).ok
-    assert not MOD.check(p, np.array([7], np.int32), ref).ok
+    assert MOD.FAMILY.check(p, np.array([6], np.int32), ref).ok
+    assert not MOD.FAMILY.check(p, np.array([7], np.int32), ref).ok
 
 
 def test_finish_adds_partials_wide_and_poison_shows():
@@ -276,16 +277,16 @@ def test_finish_adds_partials_wide_and_poison_shows():
 
 def test_host_case_restores_its_input():
     p = _problem(1000, "float64")
-    x = MOD.make_inputs(p, np.random.default_rng(3))
+    x = MOD.FAMILY.make_inputs(p, np.random.default_rng(3))
     ctx = runner.Context(device=None, rng=np.random.default_rng(0))
-    case = MOD.setup(ctx, SPEC.variant("cpu"), None, p, x, None)
-    ref = MOD.reference(p, x)
+    case = MOD.FAMILY.setup(SetupContext(SPEC.variant("cpu"), None, p, x, ctx))
+    ref = MOD.FAMILY.reference(p, x)
     values = []
     for _ in range(3):
         case.reset()
         case.run()
         values.append(case.result()[0])
-    assert len(set(values)) == 1 and MOD.check(p, case.result(), ref).ok
+    assert len(set(values)) == 1 and MOD.FAMILY.check(p, case.result(), ref).ok
     case.reset()
-    assert MOD.check(p, np.array([case.to_result()]), ref).ok
+    assert MOD.FAMILY.check(p, np.array([case.to_result()]), ref).ok
     assert case.timer == "host"

@@ -12,7 +12,8 @@ import pytest
 from cudalab.gpu import EventTime
 from cudalab import runner
 from cudalab.bench import Protocol
-from cudalab.errors import GpuError
+from cudalab.errors import GpuError, SkipRow, UsageError
+from cudalab.families import load
 from cudalab.launch import DeviceLimits
 from cudalab.results import Status
 
@@ -145,6 +146,24 @@ def test_a_crashing_kernel_becomes_a_failed_row():
     dev = FakeDevice({"copy_naive": crashes, "copy_shared": good_copy, "copy_vec4": good_copy})
     rows = run(dev, variants="naive,shared", n="16", roofline=False)
     assert rows["naive"].status == Status.FAILED and "illegal memory access" in rows["naive"].reason
+    assert rows["shared"].status == Status.PASSED
+
+
+@pytest.mark.parametrize("error, status", [(SkipRow, Status.SKIPPED), (UsageError, Status.FAILED)])
+def test_skiprow_from_setup_is_a_skipped_row_any_other_error_a_failed_one(monkeypatch, error, status):
+    """"Skip this row" is its own type: a plain UsageError from setup is a family bug, not a rule."""
+    copy = load("copy")
+    real = copy.setup
+
+    def setup(ctx):
+        if ctx.variant.name == "naive":
+            raise error("naive cannot run here")
+        return real(ctx)
+
+    monkeypatch.setattr(copy, "setup", setup)
+    dev = FakeDevice({"copy_naive": good_copy, "copy_shared": good_copy})
+    rows = run(dev, variants="naive,shared", n="16", roofline=False)
+    assert rows["naive"].status == status and rows["naive"].reason == "naive cannot run here"
     assert rows["shared"].status == Status.PASSED
 
 

@@ -12,6 +12,7 @@ from cudalab import catalog, runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
+from cudalab.families.model import SetupContext
 
 SPEC = catalog.family("search")
 MOD = importlib.import_module("cudalab.families.search")
@@ -21,11 +22,11 @@ POISON_INT = np.frombuffer(bytes([MOD.POISON]) * 4, dtype=np.int32)[0]
 
 
 def _problem(n="1000", dtype="int32", key="present", queries=0):
-    return MOD.problem(str(n), None, dtype, {"key": key, "queries": queries})
+    return MOD.FAMILY.problem(str(n), None, dtype, {"key": key, "queries": queries})
 
 
 def _inputs(p, seed=3):
-    return MOD.make_inputs(p, np.random.default_rng(seed))
+    return MOD.FAMILY.make_inputs(p, np.random.default_rng(seed))
 
 
 # --- catalog ----------------------------------------------------------------------------------------
@@ -57,16 +58,16 @@ def test_list_shows_the_family():
 # --- problem ------------------------------------------------------------------------------------------
 
 def test_problem_parsing():
-    p = MOD.problem(None, None, "int32", {})
+    p = MOD.FAMILY.problem(None, None, "int32", {})
     assert p.dims == (2**24,) and p.opt("queries") == 2**24 and p.opt("key") == "present"
     p = _problem("1000003", "float32", "absent", 77)
     assert p.dims == (1000003,) and p.opt("queries") == 77 and p.opt("key") == "absent"
     assert MOD.sizes(p) == (1000003, 77)
     assert _problem("1").dims == (1,)
     with pytest.raises(UsageError, match="--n"):
-        MOD.problem(None, "4x4", "int32", {})
+        MOD.FAMILY.problem(None, "4x4", "int32", {})
     with pytest.raises(UsageError, match="out of range"):
-        MOD.problem("2^30", None, "int32", {})
+        MOD.FAMILY.problem("2^30", None, "int32", {})
     with pytest.raises(UsageError, match="--key"):
         _problem(key="maybe")
     with pytest.raises(UsageError, match="--queries"):
@@ -75,9 +76,9 @@ def test_problem_parsing():
 
 def test_extent_follows_the_operation():
     p = _problem("1000", queries=5000)
-    assert MOD.extent(p, SPEC.variant("binary")) == (5000, 1, 1)
-    assert MOD.extent(p, SPEC.variant("linear")) == (1000, 1, 1)
-    assert MOD.extent(p, SPEC.variant("all")) == (1000, 1, 1)
+    assert MOD.FAMILY.extent(p, SPEC.variant("binary")) == (5000, 1, 1)
+    assert MOD.FAMILY.extent(p, SPEC.variant("linear")) == (1000, 1, 1)
+    assert MOD.FAMILY.extent(p, SPEC.variant("all")) == (1000, 1, 1)
 
 
 # --- inputs and references -------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def test_references_by_hand():
 
 def test_answers_are_lazy_and_cached():
     p = _problem("1000")
-    ref = MOD.reference(p, _inputs(p))
+    ref = MOD.FAMILY.reference(p, _inputs(p))
     assert ref._cache == {}
     a = ref.get("linear")
     assert ref.get("linear") is a and set(ref._cache) == {"linear"}
@@ -129,47 +130,47 @@ def test_answers_are_lazy_and_cached():
 def case():
     p = _problem("5000")
     inp = _inputs(p)
-    return p, inp, MOD.reference(p, inp)
+    return p, inp, MOD.FAMILY.reference(p, inp)
 
 
 def test_check_passes_the_right_answers(case):
     p, inp, ref = case
-    assert MOD.check(p, Found("linear", ref.get("linear")), ref).ok
-    assert MOD.check(p, Found("all", ref.get("all"), ref.get("all").size), ref).ok
-    assert MOD.check(p, Found("binary", ref.get("binary")), ref).ok
+    assert MOD.FAMILY.check(p, Found("linear", ref.get("linear")), ref).ok
+    assert MOD.FAMILY.check(p, Found("all", ref.get("all"), ref.get("all").size), ref).ok
+    assert MOD.FAMILY.check(p, Found("binary", ref.get("binary")), ref).ok
 
 
 def test_check_catches_a_wrong_first_index(case):
     p, inp, ref = case
     all_ = ref.get("all")
     assert all_.size >= 2
-    assert not MOD.check(p, Found("linear", all_[1:2]), ref).ok               # a later hit, not the first
-    assert not MOD.check(p, Found("linear", np.array([-1], np.int32)), ref).ok  # 'not found' for a present key
-    assert not MOD.check(p, Found("linear", np.array([POISON_INT])), ref).ok    # never written
+    assert not MOD.FAMILY.check(p, Found("linear", all_[1:2]), ref).ok               # a later hit, not the first
+    assert not MOD.FAMILY.check(p, Found("linear", np.array([-1], np.int32)), ref).ok  # 'not found' for a present key
+    assert not MOD.FAMILY.check(p, Found("linear", np.array([POISON_INT])), ref).ok    # never written
 
 
 def test_check_catches_found_when_absent():
     p = _problem("5000", key="absent")
     inp = _inputs(p)
-    ref = MOD.reference(p, inp)
+    ref = MOD.FAMILY.reference(p, inp)
     assert ref.get("linear").tolist() == [-1]
-    assert MOD.check(p, Found("linear", np.array([-1], np.int32)), ref).ok
-    assert not MOD.check(p, Found("linear", np.array([0], np.int32)), ref).ok
-    assert MOD.check(p, Found("all", np.array([], np.int32), 0), ref).ok
-    assert not MOD.check(p, Found("all", np.array([], np.int32), POISON_INT), ref).ok  # count never written
+    assert MOD.FAMILY.check(p, Found("linear", np.array([-1], np.int32)), ref).ok
+    assert not MOD.FAMILY.check(p, Found("linear", np.array([0], np.int32)), ref).ok
+    assert MOD.FAMILY.check(p, Found("all", np.array([], np.int32), 0), ref).ok
+    assert not MOD.FAMILY.check(p, Found("all", np.array([], np.int32), POISON_INT), ref).ok  # count never written
 
 
 def test_check_catches_a_missing_or_wrong_index_in_all(case):
     p, inp, ref = case
     good = ref.get("all")
     missing = good[:-1]
-    assert not MOD.check(p, Found("all", missing, missing.size), ref).ok      # one hit lost, count agrees
-    assert not MOD.check(p, Found("all", missing, good.size), ref).ok         # count right, an index lost
+    assert not MOD.FAMILY.check(p, Found("all", missing, missing.size), ref).ok      # one hit lost, count agrees
+    assert not MOD.FAMILY.check(p, Found("all", missing, good.size), ref).ok         # count right, an index lost
     shuffled = good[::-1].copy()
-    assert not MOD.check(p, Found("all", shuffled, good.size), ref).ok        # not ascending
+    assert not MOD.FAMILY.check(p, Found("all", shuffled, good.size), ref).ok        # not ascending
     hole = good.copy()
     hole[-1] = POISON_INT
-    chk = MOD.check(p, Found("all", hole, good.size), ref)
+    chk = MOD.FAMILY.check(p, Found("all", hole, good.size), ref)
     assert not chk.ok and "poison" in chk.detail
 
 
@@ -177,14 +178,14 @@ def test_check_catches_binary_errors(case):
     p, inp, ref = case
     good = ref.get("binary")
     upper = np.searchsorted(inp["sorted"], inp["queries"], side="right").astype(np.int32)
-    assert not MOD.check(p, Found("binary", upper), ref).ok                   # upper bound is not lower bound
+    assert not MOD.FAMILY.check(p, Found("binary", upper), ref).ok                   # upper bound is not lower bound
     off = good.copy()
     off[7] += 1
-    chk = MOD.check(p, Found("binary", off), ref)
+    chk = MOD.FAMILY.check(p, Found("binary", off), ref)
     assert not chk.ok and chk.max_error == 1.0
     unwritten = good.copy()
     unwritten[-1] = POISON_INT
-    assert not MOD.check(p, Found("binary", unwritten), ref).ok
+    assert not MOD.FAMILY.check(p, Found("binary", unwritten), ref).ok
 
 
 def test_poison_is_never_an_answer():
@@ -199,13 +200,13 @@ def test_poison_is_never_an_answer():
 def test_host_rows_pass_and_count_items(dtype, key):
     p = _problem("3001", dtype, key, queries=500)
     inp = _inputs(p)
-    ref = MOD.reference(p, inp)
+    ref = MOD.FAMILY.reference(p, inp)
     for name in ("host-linear", "host-all", "host-binary"):
         v = SPEC.variant(name)
-        c = MOD.setup(None, v, None, p, inp, None)
+        c = MOD.FAMILY.setup(SetupContext(v, None, p, inp, None))
         assert c.timer == "host"
         c.run()
-        assert MOD.check(p, c.result(), ref).ok, name
+        assert MOD.FAMILY.check(p, c.result(), ref).ok, name
         assert c.items == (500 if name == "host-binary" else 3001)
         if name == "host-linear":
             assert c.notes["found"] == ref.get("linear")[0]
@@ -226,7 +227,7 @@ def test_launch_plans(n):
 
 
 def test_sanitize_sizes_one_multiple_of_the_chunk_one_not():
-    sizes = [int(s["n"]) for s in MOD.SANITIZE_SIZES]
+    sizes = [int(s["n"]) for s in MOD.FAMILY.SANITIZE_SIZES]
     assert any(s % 2048 == 0 for s in sizes) and any(s % 2048 for s in sizes)
     assert max(sizes) <= 8192
 
@@ -236,7 +237,7 @@ def test_sanitize_sizes_one_multiple_of_the_chunk_one_not():
 def test_kernels_compile_for_both_dtypes(dtype):
     from cudalab import build
 
-    defines = dict(MOD.defines(_problem(dtype=dtype), SPEC.variant("all")), ITEMS="8")
+    defines = dict(MOD.FAMILY.defines(_problem(dtype=dtype), SPEC.variant("all")), ITEMS="8")
     res = {k.name: k for k in build.build(SPEC.directory / "search.cu", defines, 'sm_90').kernels}
     assert set(res) >= {"search_linear", "search_linear_finish", "search_all_count", "search_all_scan",
                         "search_all_scatter", "search_binary"}

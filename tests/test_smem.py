@@ -28,7 +28,7 @@ def fam(name):
 
 def prob(name, **opts):
     spec, mod = fam(name)
-    return mod.problem(opts.pop("n", None), None, "int32", {o.name: o.default for o in mod.OPTIONS} | opts)
+    return mod.FAMILY.problem(opts.pop("n", None), None, "int32", {o.name: o.default for o in mod.FAMILY.OPTIONS} | opts)
 
 
 @pytest.mark.nvcc
@@ -61,8 +61,8 @@ def test_model_reproduces_declared_expectations(family):
     spec, mod = fam(family)
     p = prob(family)  # default options (rect: ipad 2, the value family.toml declares for)
     for v in spec.variants:
-        model = mod.smem_expect(p, v) if family == "smem-rect" else \
-            __import__("cudalab.families.smem_square", fromlist=["x"]).model_wavefronts(
+        model = mod.FAMILY.smem_expect(p, v) if family == "smem-rect" else \
+            __import__("cudalab.families.smem_tile", fromlist=["x"]).model_wavefronts(
                 mod.PATTERNS, v.kernel, 32, 32, 1)
         assert model == {k: float(x) for k, x in v.param("smem_expect").items()}, v.name
 
@@ -77,7 +77,7 @@ def test_design_figures():
     spec = catalog.family("smem-rect")
     for ipad, pad_ld in ((2, 1.0), (1, 2.0), (0, 16.0)):
         p = prob("smem-rect", ipad=ipad)
-        got = {v.name: rc.smem_expect(p, v) for v in spec.variants}
+        got = {v.name: rc.FAMILY.smem_expect(p, v) for v in spec.variants}
         assert got["row-row"] == {"ld": 1.0, "st": 1.0}
         assert got["col-col"] == {"ld": 16.0, "st": 16.0}
         assert got["row-col"] == got["row-col-dyn"] == {"ld": 16.0, "st": 1.0}
@@ -85,7 +85,7 @@ def test_design_figures():
 
 
 def test_bank_model_basics():
-    from cudalab.families.smem_square import wavefronts_per_request
+    from cudalab.families.smem_tile import wavefronts_per_request
 
     assert wavefronts_per_request(np.arange(32)) == 1.0
     assert wavefronts_per_request(np.arange(32) * 32) == 32.0
@@ -124,23 +124,23 @@ def test_expected_out_rect_independent():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_verification_path(family):
-    from cudalab.families.smem_square import read_permutation, unpermute
+    from cudalab.families.smem_tile import read_permutation, unpermute
 
     spec, mod = fam(family)
     p = prob(family, blocks=4)
-    ref = mod.reference(p, mod.make_inputs(p, np.random.default_rng(0)))
+    ref = mod.FAMILY.reference(p, mod.FAMILY.make_inputs(p, np.random.default_rng(0)))
     for v in spec.variants:
         _, by, bx = p.dims
         ipad = p.opt("ipad", 1)
         perm = read_permutation(mod.PATTERNS, v.kernel, bx, by, ipad)
         good = mod.expected_out(p, v)
-        assert mod.check(p, unpermute(good, perm), ref).ok, v.name
+        assert mod.FAMILY.check(p, unpermute(good, perm), ref).ok, v.name
         bad = good.copy()
         bad[1, 0, 0], bad[1, 0, 1] = bad[1, 0, 1], bad[1, 0, 0]
-        assert not mod.check(p, unpermute(bad, perm), ref).ok
+        assert not mod.FAMILY.check(p, unpermute(bad, perm), ref).ok
         unwritten = good.copy()
         unwritten[3, -1, -1] = -1  # the poison (0xFF bytes) as int32
-        assert not mod.check(p, unpermute(unwritten, perm), ref).ok
+        assert not mod.FAMILY.check(p, unpermute(unwritten, perm), ref).ok
 
 
 def test_sizes_and_launch():
@@ -151,7 +151,7 @@ def test_sizes_and_launch():
     with pytest.raises(UsageError, match="disagree"):
         prob("smem-square", n="4", blocks=8)
     with pytest.raises(UsageError, match="--shape"):
-        mod.problem(None, "4x4", "int32", {"blocks": 1})
+        mod.FAMILY.problem(None, "4x4", "int32", {"blocks": 1})
     with pytest.raises(UsageError, match="too many"):
         prob("smem-square", blocks=2**21)
     with pytest.raises(UsageError, match="ipad"):

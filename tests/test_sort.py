@@ -16,6 +16,7 @@ from cudalab import launch as L
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
 from cudalab.families import load
+from cudalab.families.model import SetupContext
 from cudalab.results import PASSED, Result
 
 SPEC = catalog.family("sort")
@@ -25,11 +26,11 @@ DTYPES = ("int32", "float32")
 
 
 def _problem(n="1000", dtype="int32", kind="random"):
-    return MOD.problem(str(n), None, dtype, {"input": kind})
+    return MOD.FAMILY.problem(str(n), None, dtype, {"input": kind})
 
 
 def _inputs(p, seed=5):
-    return MOD.make_inputs(p, np.random.default_rng(seed))
+    return MOD.FAMILY.make_inputs(p, np.random.default_rng(seed))
 
 
 # --- catalog and problem ---------------------------------------------------------------------------------
@@ -47,7 +48,7 @@ def test_catalog():
 
 
 def test_problem_parsing():
-    p = MOD.problem(None, None, "int32", {})
+    p = MOD.FAMILY.problem(None, None, "int32", {})
     assert p.dims == (2**24,) and p.opt("input") == "random"
     assert _problem("2^28").dims == (2**28,)
     assert _problem("1", kind="reverse").opt("input") == "reverse"
@@ -56,7 +57,7 @@ def test_problem_parsing():
     with pytest.raises(UsageError, match="--input"):
         _problem(kind="shuffled")
     with pytest.raises(UsageError, match="--n"):
-        MOD.problem(None, "8x8", "int32", {})
+        MOD.FAMILY.problem(None, "8x8", "int32", {})
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -81,13 +82,13 @@ def test_inputs(dtype, kind):
 def dups():
     p = _problem("3000", "int32", "dups")
     inp = _inputs(p)
-    return p, inp["x"], MOD.reference(p, inp)
+    return p, inp["x"], MOD.FAMILY.reference(p, inp)
 
 
 def test_check_passes_keys_and_stable_order(dups):
     p, x, ref = dups
-    assert MOD.check(p, Sorted(np.sort(x)), ref).ok
-    assert MOD.check(p, Sorted(ref.keys, np.argsort(x, kind="stable").astype(np.int32)), ref).ok
+    assert MOD.FAMILY.check(p, Sorted(np.sort(x)), ref).ok
+    assert MOD.FAMILY.check(p, Sorted(ref.keys, np.argsort(x, kind="stable").astype(np.int32)), ref).ok
 
 
 def test_check_catches_unstable_but_sorted(dups):
@@ -96,43 +97,43 @@ def test_check_catches_unstable_but_sorted(dups):
     order = ref.order.copy()
     order[0], order[1] = order[1], order[0]
     assert x[order[0]] == x[order[1]]
-    chk = MOD.check(p, Sorted(x[order], order), ref)
+    chk = MOD.FAMILY.check(p, Sorted(x[order], order), ref)
     assert not chk.ok and "not stable" in chk.detail
     # A real unstable sort (heap sort) also fails.
     heap = np.argsort(x, kind="heapsort").astype(np.int32)
     assert np.array_equal(x[heap], ref.keys)
-    assert not MOD.check(p, Sorted(x[heap], heap), ref).ok
+    assert not MOD.FAMILY.check(p, Sorted(x[heap], heap), ref).ok
 
 
 def test_check_catches_a_lost_or_wrong_key(dups):
     p, x, ref = dups
     lost = ref.keys.copy()
     lost[-1] = lost[0]          # one key dropped, another written twice
-    assert not MOD.check(p, Sorted(lost), ref).ok
-    assert not MOD.check(p, Sorted(ref.keys[:-1]), ref).ok
+    assert not MOD.FAMILY.check(p, Sorted(lost), ref).ok
+    assert not MOD.FAMILY.check(p, Sorted(ref.keys[:-1]), ref).ok
     swapped = ref.keys.copy()
     i = int(np.argmax(swapped != swapped[0]))
     swapped[0], swapped[i] = swapped[i], swapped[0]
-    assert not MOD.check(p, Sorted(swapped), ref).ok
+    assert not MOD.FAMILY.check(p, Sorted(swapped), ref).ok
     order = ref.order.copy()
     order[5] = order[6]          # an index lost: keys right, payload wrong
-    chk = MOD.check(p, Sorted(ref.keys, order), ref)
+    chk = MOD.FAMILY.check(p, Sorted(ref.keys, order), ref)
     assert not chk.ok and "lost" in chk.detail
 
 
 def test_check_catches_the_poison():
     p = _problem("1000", "float32")
     x = _inputs(p)["x"]
-    ref = MOD.reference(p, {"x": x})
+    ref = MOD.FAMILY.reference(p, {"x": x})
     keys = ref.keys.copy()
     keys.view(np.uint8)[-4:] = MOD.key_poison(x)
-    assert np.isnan(keys[-1]) and not MOD.check(p, Sorted(keys), ref).ok
+    assert np.isnan(keys[-1]) and not MOD.FAMILY.check(p, Sorted(keys), ref).ok
     pi = _problem("1000", "int32", "dups")
     xi = _inputs(pi)["x"]
-    refi = MOD.reference(pi, {"x": xi})
+    refi = MOD.FAMILY.reference(pi, {"x": xi})
     order = refi.order.copy()
     order.view(np.uint8)[-4:] = MOD.INDEX_POISON
-    assert not MOD.check(pi, Sorted(refi.keys, order), refi).ok
+    assert not MOD.FAMILY.check(pi, Sorted(refi.keys, order), refi).ok
 
 
 def test_int_poison_is_never_an_input_key():
@@ -149,9 +150,9 @@ def test_int_poison_is_never_an_input_key():
 
 def test_stable_order_is_computed_only_when_asked():
     p = _problem("100")
-    ref = MOD.reference(p, _inputs(p))
+    ref = MOD.FAMILY.reference(p, _inputs(p))
     assert ref._order is None
-    MOD.check(p, Sorted(ref.keys), ref)
+    MOD.FAMILY.check(p, Sorted(ref.keys), ref)
     assert ref._order is None
 
 
@@ -161,10 +162,10 @@ def test_stable_order_is_computed_only_when_asked():
 def test_host_row(kind):
     p = _problem("2001", "float32", kind)
     inp = _inputs(p)
-    c = MOD.setup(None, SPEC.variant("host"), None, p, inp, None)
+    c = MOD.FAMILY.setup(SetupContext(SPEC.variant("host"), None, p, inp, None))
     c.run()
     assert c.timer == "host" and c.items == 2001
-    assert MOD.check(p, c.result(), MOD.reference(p, inp)).ok
+    assert MOD.FAMILY.check(p, c.result(), MOD.FAMILY.reference(p, inp)).ok
 
 
 # --- the kernels' arithmetic, emulated in NumPy, driven by the module's schedule ---------------------------------
@@ -303,7 +304,7 @@ def test_merge_rank_arithmetic_is_a_stable_sort(n, kind):
     p = _problem(n, "int32", kind)
     x = _inputs(p)["x"]
     keys, order = emulate_merge_rank(x, tile=8)
-    assert MOD.check(p, Sorted(keys, order), MOD.reference(p, {"x": x})).ok
+    assert MOD.FAMILY.check(p, Sorted(keys, order), MOD.FAMILY.reference(p, {"x": x})).ok
 
 
 def test_merge_rank_pass_count():
@@ -323,7 +324,7 @@ def test_bitonic_plan_covers_the_padded_buffer(n):
 
 
 def test_sanitize_sizes_one_multiple_of_the_tiles_one_not():
-    sizes = [int(s["n"]) for s in MOD.SANITIZE_SIZES]
+    sizes = [int(s["n"]) for s in MOD.FAMILY.SANITIZE_SIZES]
     assert any(s % 8192 == 0 and s % 6144 == 0 and s % 4096 == 0 for s in sizes)
     assert any(s % 1024 and s % 4096 and s % 6144 for s in sizes)
 
@@ -333,7 +334,7 @@ def test_sanitize_sizes_one_multiple_of_the_tiles_one_not():
 def test_kernels_compile_for_both_dtypes(dtype):
     from cudalab import build
 
-    defines = dict(MOD.defines(_problem(dtype=dtype), SPEC.variant("bitonic")), PER="4", ITEMS="8")
+    defines = dict(MOD.FAMILY.defines(_problem(dtype=dtype), SPEC.variant("bitonic")), PER="4", ITEMS="8")
     res = {k.name: k for k in build.build(SPEC.directory / "sort.cu", defines, 'sm_90').kernels}
     assert set(res) >= {"sort_bitonic_tile", "sort_bitonic_merge", "sort_bitonic_step", "sort_bitonic_step2",
                         "sort_bitonic_step3", "sort_bitonic_step4", "sort_merge_tile", "sort_merge_pass",

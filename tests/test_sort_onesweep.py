@@ -163,7 +163,7 @@ def emulate_onesweep(x, block, items, resident=6, seed=0, mutation=0):
 
 
 def _inputs(n, dtype, kind, seed=7):
-    return MOD.make_inputs(MOD.problem(str(n), None, dtype, {"input": kind}), np.random.default_rng(seed))["x"]
+    return MOD.FAMILY.make_inputs(MOD.FAMILY.problem(str(n), None, dtype, {"input": kind}), np.random.default_rng(seed))["x"]
 
 
 @pytest.mark.parametrize("block, items", [(256, 8), (288, 9)])
@@ -197,10 +197,10 @@ def test_status_words_pack_flag_and_count():
 
 @pytest.mark.parametrize("mutation, n", [(1, 2048 * 9), (2, 2048 * 9 + 100), (3, 5000)])
 def test_emulated_mutations_are_caught(mutation, n):
-    p = MOD.problem(str(n), None, "int32", {"input": "random"})
-    x = MOD.make_inputs(p, np.random.default_rng(1))["x"]
+    p = MOD.FAMILY.problem(str(n), None, "int32", {"input": "random"})
+    x = MOD.FAMILY.make_inputs(p, np.random.default_rng(1))["x"]
     keys = emulate_onesweep(x, 256, 8, mutation=mutation)
-    assert not MOD.check(p, MOD.Sorted(keys), MOD.reference(p, {"x": x})).ok
+    assert not MOD.FAMILY.check(p, MOD.Sorted(keys), MOD.FAMILY.reference(p, {"x": x})).ok
 
 
 # --- the module's case on a fake device whose kernels are the emulations ------------------------------------
@@ -309,18 +309,18 @@ def test_schedule_starts_from_the_input_and_ends_in_the_result_buffer():
 
 @pytest.mark.parametrize("n", [1, 6143, 6144, 6145, 2**24, 2**28])
 def test_plan(n):
-    p = MOD.problem(str(n), None, "int32", {})
+    p = MOD.FAMILY.problem(str(n), None, "int32", {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     assert lau.tile == (6144, 1, 1) and lau.grid == (OS.tiles(n, 6144), 1, 1)
     assert dict(lau.defines)["ITEMS"] == "24" and dict(lau.defines)["BLOCK"] == "256"
     assert lau.shared == 4 * 6144 + 1024 * 8              # the ordered tile, then 256 counters a warp
     onesweep_bytes = n * 4 + 2 * n * 4 + 4 * OS.scratch_words(n, 2048)
-    assert MOD.device_bytes(p) >= onesweep_bytes
+    assert MOD.FAMILY.device_bytes(p) >= onesweep_bytes
 
 
 @pytest.mark.parametrize("block, why", [("128", "block_x >= 256"), ("288", None), ("320", None), ("272", "% 32")])
 def test_block_rules(block, why):
-    p = MOD.problem("5000", None, "int32", {})
+    p = MOD.FAMILY.problem("5000", None, "int32", {})
     if why:
         with pytest.raises(Exception, match=why):
             runner.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
@@ -343,7 +343,7 @@ def test_hist_and_init_grids():
 @pytest.mark.parametrize("dtype", ("int32", "float32"))
 @pytest.mark.parametrize("block", ["256", "384"])
 def test_onesweep_kernels_compile_without_spills(dtype, block):
-    p = MOD.problem("2^24", None, dtype, {})
+    p = MOD.FAMILY.problem("2^24", None, dtype, {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
     res = {k.name: k for k in build.build(SPEC.directory / "sort.cu", dict(lau.defines), "sm_90").kernels}
     assert set(OS.KERNELS) <= set(res)
@@ -357,7 +357,7 @@ def test_onesweep_kernels_compile_without_spills(dtype, block):
 
 @pytest.mark.nvcc
 def test_mutations_compile_and_change_the_code():
-    p = MOD.problem("2^24", None, "int32", {})
+    p = MOD.FAMILY.problem("2^24", None, "int32", {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     cubins = {m: build.build(SPEC.directory / "sort.cu", {**dict(lau.defines), "MUTATION": str(m)}, "sm_90").cubin
               for m in (0, 1, 2, 3)}

@@ -140,7 +140,7 @@ def emulate_radix(x: np.ndarray, block: int, items: int, scan_block: int = RAD.S
 
 
 def _inputs(n, dtype, kind, seed=7):
-    return MOD.make_inputs(MOD.problem(str(n), None, dtype, {"input": kind}), np.random.default_rng(seed))["x"]
+    return MOD.FAMILY.make_inputs(MOD.FAMILY.problem(str(n), None, dtype, {"input": kind}), np.random.default_rng(seed))["x"]
 
 
 SPECIAL = {
@@ -283,17 +283,17 @@ def test_schedule_starts_from_the_input_and_ends_in_the_result_buffer():
 
 @pytest.mark.parametrize("n", [1, 4095, 4096, 4097, 2**24, 2**26])
 def test_plan(n):
-    p = MOD.problem(str(n), None, "int32", {})
+    p = MOD.FAMILY.problem(str(n), None, "int32", {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     assert lau.tile == (4096, 1, 1) and lau.grid == (RAD.tiles(n, 4096), 1, 1)
     assert dict(lau.defines)["ITEMS"] == "16" and lau.shared == 4 * 16 * (16 * 8 + 1)
     assert 16 * lau.grid[0] <= 16 * 2**26 // 4096                 # the scan's counts: 262,144 at most
     radix_bytes = n * 4 + 2 * n * 4 + 4 * RAD.RADIX * RAD.tiles(n, 32)
-    assert MOD.device_bytes(p) >= radix_bytes
+    assert MOD.FAMILY.device_bytes(p) >= radix_bytes
 
 
 def test_block_must_be_whole_warps():
-    p = MOD.problem("5000", None, "int32", {})
+    p = MOD.FAMILY.problem("5000", None, "int32", {})
     with pytest.raises(Exception, match="block_x % 32"):
         runner.plan_launch(VARIANT, MOD.FAMILY, p, "48", None, L.DeviceLimits())
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, "1024", None, L.DeviceLimits())
@@ -304,7 +304,7 @@ def test_block_must_be_whole_warps():
                     reason="nvcc not installed")
 @pytest.mark.parametrize("dtype", ("int32", "float32"))
 def test_radix_kernels_compile_without_spills(dtype):
-    p = MOD.problem("2^24", None, dtype, {})
+    p = MOD.FAMILY.problem("2^24", None, dtype, {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     res = {k.name: k for k in build.build(SPEC.directory / "sort.cu", dict(lau.defines), "sm_90").kernels}
     assert set(RAD.KERNELS) <= set(res)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 
 from cudalab.families.base import Family
-from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, SetupContext, Work, compare
 
-__all__ = ["Case", "Check", "Family", "FamilyOption", "Launch", "Problem", "Work", "compare", "load"]
+__all__ = ["Case", "Check", "Family", "FamilyOption", "Launch", "Problem", "SetupContext", "Work", "compare", "load"]
 
 
 #: Modules of this package that hold the contract, not a family: a family.toml naming one is broken.

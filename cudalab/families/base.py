@@ -3,8 +3,9 @@
 A family is a folder ``cuda_src/<family>/`` (its ``family.toml`` and kernels) plus one module
 ``cudalab/families/<module>.py`` that defines a subclass of :class:`Family` and an instance of it
 named ``FAMILY``. runner, cli, ncu and sanitize talk to a family only through this class; nothing
-looks hooks up by name. A family module may bind its module-level functions as the hooks
-(``extent = staticmethod(extent)``), so helpers stay importable on their own for tests.
+looks hooks up by name. Hooks are plain methods of the subclass; what several families share is a
+module of functions (:mod:`cudalab.families.matrix`, :mod:`~cudalab.families.product`,
+:mod:`~cudalab.families.smem_tile`), never a base class.
 
 Required hooks raise :class:`NotImplementedError` here; optional ones have the default written
 next to them.
@@ -12,13 +13,13 @@ next to them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.families.model import Case, Check, FamilyOption, Problem, SetupContext, Work
 from cudalab.results import Result, Roofline
 
 
@@ -59,7 +60,11 @@ class Family:
         raise NotImplementedError
 
     def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
-        """Elements the variant's grid covers along x, y, z (for the ``tiles`` rule and ``divisible``)."""
+        """Elements the variant's grid covers along x, y, z (for the ``tiles`` rule and ``divisible``).
+
+        Raises:
+            SkipRow: a size this variant cannot take (:class:`~cudalab.errors.SizeError`, a SkipRow).
+        """
         raise NotImplementedError
 
     def work(self, problem: Problem) -> Work:
@@ -82,12 +87,15 @@ class Family:
         """Compare a variant's result with the reference (:func:`cudalab.families.model.compare`)."""
         raise NotImplementedError
 
-    def setup(self, ctx: Any, variant: VariantSpec, launch: Launch, problem: Problem,
-              inputs: dict[str, np.ndarray], kernels: Callable[[str], Any]) -> Case:
-        """Allocate, upload (``ctx.upload(array)``: once per run, shared by every variant and the
-        roofline) and return the Case.
+    def setup(self, ctx: SetupContext) -> Case:
+        """Build one row's :class:`Case`: allocate its output, upload the inputs (``ctx.upload(array)``:
+        once a run, shared by every row and the roofline), compile its kernels (``ctx.kernel(name)``)
+        and say how to launch and read it. ``ctx`` carries the row: ``ctx.variant``, ``ctx.launch``,
+        ``ctx.problem``, ``ctx.inputs``, and the run's ``ctx.device``, ``ctx.rng``, ``ctx.shared``.
 
-        ``kernels(name)`` returns a compiled kernel from the variant's source with its defines.
+        Raises:
+            SkipRow: this row cannot run here (a launch it does not take, a library that is not
+                installed): it is shown as skipped with the message. Any other error is a failed row.
         """
         raise NotImplementedError
 

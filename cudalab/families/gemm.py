@@ -3,7 +3,7 @@
 The kernels are the matmul family's best rungs with an α/β epilogue. Z is a separate output, so
 every timed launch does the same work and C survives for the next sample; with β = 0, C is not
 read (the BLAS convention). Verification is matmul's (errors bounded by a multiple of sqrt(K),
-see :mod:`cudalab.families.matmul`) against α·(A·B) + β·C computed in float64.
+see :mod:`cudalab.families.product`) against α·(A·B) + β·C computed in float64.
 """
 
 from __future__ import annotations
@@ -16,114 +16,13 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
-from cudalab.families.matmul import Matmul
-from cudalab.families.matmul import (
-    SIZE_HELP,
-    check_product,
-    cublas_function,
-    cupy_module,
-    full_host_bytes,
-    host_case,
-    mkn_problem,
-    refuse_large_host,
-    show,
-    upload,
-)
-
-__all__ = ["OPTIONS", "SIZE_HELP", "problem", "extent", "work", "device_bytes", "make_inputs", "reference",
-           "check", "setup", "show"]
-
-OPTIONS: tuple[FamilyOption, ...] = (
-    FamilyOption("alpha", float, 1.0, "alpha in Z = alpha*A.B + beta*C"),
-    FamilyOption("beta", float, 0.0, "beta in Z = alpha*A.B + beta*C (0: C is not read)"),
-)
-
-
-def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
-    """Parse ``--n N`` or ``--shape MxKxN`` into (M, K, N), keeping α and β.
-
-    Raises:
-        UsageError: as matmul's sizes, or an α/β that is not a finite number.
-    """
-    for name in ("alpha", "beta"):
-        value = options.get(name)
-        if value is not None and not np.isfinite(float(value)):
-            raise UsageError(f"--{name} must be a finite number (got {value})")
-    return mkn_problem(n, shape, dtype, options)
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
+from cudalab.families.base import Family
 
 
 def scalars(problem: Problem) -> tuple[float, float]:
     """(α, β), defaults 1 and 0."""
     return float(problem.opt("alpha", 1.0)), float(problem.opt("beta", 0.0))
-
-
-def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """Z's columns along x, its rows along y."""
-    m, _, n = problem.dims
-    return (n, m, 1)
-
-
-def work(problem: Problem) -> Work:
-    """2·M·N·K FLOPs (the epilogue's 3·M·N is noise); A, B, Z moved once, C too when β ≠ 0."""
-    m, k, n = problem.dims
-    _, beta = scalars(problem)
-    return Work(bytes=(m * k + k * n + m * n * (2 if beta else 1)) * 4, flops=2 * m * n * k)
-
-
-def device_bytes(problem: Problem) -> int:
-    """A, B, C (shared) plus one Z, with slack for cuBLAS's workspace."""
-    m, k, n = problem.dims
-    return (m * k + k * n + 2 * m * n) * 4 + (64 << 20)
-
-
-def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """A, B and C uniform in [-1, 1)."""
-    m, k, n = problem.dims
-    return {
-        "a": hostwork.uniform(rng, (m, k), np.float32),
-        "b": hostwork.uniform(rng, (k, n), np.float32),
-        "c": hostwork.uniform(rng, (m, n), np.float32),
-    }
-
-
-def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """α·(A·B) + β·C in float64."""
-    alpha, beta = scalars(problem)
-    f64 = np.float64
-    return alpha * (inputs["a"].astype(f64) @ inputs["b"].astype(f64)) + beta * inputs["c"].astype(f64)
-
-
-def check(problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
-    """matmul's bounds for K-term sums."""
-    return check_product(result, ref, problem.dims[1])
-
-
-def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
-    """Build the case for one gemm variant."""
-    m, k, n = problem.dims
-    alpha, beta = scalars(problem)
-    if variant.kind == "host":
-        refuse_large_host(problem, variant)
-        a, b, c = inputs["a"], inputs["b"], inputs["c"]
-        a32, b32 = np.float32(alpha), np.float32(beta)
-        return host_case(lambda: a32 * (a @ b) + b32 * c)
-    d_a, d_b, d_c = upload(ctx, inputs, "a", "b", "c")
-    d_z = ctx.device.empty((m, n), np.float32)
-    if variant.kind == "library":
-        try:
-            return _cublas_case(ctx, variant, d_a, d_b, d_c, d_z, alpha, beta)
-        except Exception:
-            d_z.free()
-            raise
-    kern = kernels(variant.kernel)
-    args: tuple[Any, ...] = (d_a, d_b, d_c, d_z, np.int32(m), np.int32(n), np.int32(k),
-                             np.float32(alpha), np.float32(beta))
-    return Case(
-        run=lambda: kern.launch(launch.grid, launch.block, args, launch.shared),
-        result=d_z.download, poison=d_z.poison, close=d_z.free,
-        notes={"registers": kern.num_regs},
-    )
 
 
 def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, beta: float) -> Case:
@@ -136,10 +35,10 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
     """
     from cudalab import gpu  # noqa: PLC0415
 
-    cupy = cupy_module(variant)
+    cupy = product.cupy_module(variant)
     av, bv, zv = gpu.cupy_view(d_a), gpu.cupy_view(d_b), gpu.cupy_view(d_z)
     notes: dict[str, Any] = {}
-    sgemm = cublas_function("gemm")
+    sgemm = product.cublas_function("gemm")
     if sgemm is not None:
         def run() -> None:
             sgemm("N", "N", bv.T, av.T, out=zv.T, alpha=alpha, beta=beta)
@@ -159,7 +58,16 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
     )
 
 
-SIGNATURE = """\
+class Gemm(Family):
+    """fp32 Z = α·A·B + β·C: the product helpers' sizes, check and show; its own inputs, reference and setup."""
+
+    OPTIONS: tuple[FamilyOption, ...] = (
+        FamilyOption("alpha", float, 1.0, "alpha in Z = alpha*A.B + beta*C"),
+        FamilyOption("beta", float, 0.0, "beta in Z = alpha*A.B + beta*C (0: C is not read)"),
+    )
+    SIZE_HELP = product.SIZE_HELP
+    SHOW = True
+    SIGNATURE = """\
 void KERNEL(const float *A,    // M x K, row-major
             const float *B,    // K x N, row-major
             const float *C,    // M x N, row-major (not read when beta = 0)
@@ -171,25 +79,88 @@ void KERNEL(const float *A,    // M x K, row-major
             float beta)        // --beta
 // grid: tiles of block x per_thread (or tile=) over Z, (N, M): blockIdx.x walks its columns"""
 
-class Gemm(Matmul):
-    """fp32 Z = α·A·B + β·C: matmul's sizes and show, its own inputs, reference and setup."""
-
-    SIGNATURE = SIGNATURE
-
     def host_bytes(self, problem: Problem) -> int:
         """As matmul's with its full float64 reference (gemm has no sketch check), plus C."""
         m, _, n = problem.dims
-        return full_host_bytes(problem) + m * n * 4
+        return product.full_host_bytes(problem) + m * n * 4
 
-    OPTIONS = OPTIONS
-    problem = staticmethod(problem)
-    extent = staticmethod(extent)
-    work = staticmethod(work)
-    device_bytes = staticmethod(device_bytes)
-    make_inputs = staticmethod(make_inputs)
-    reference = staticmethod(reference)
-    check = staticmethod(check)
-    setup = staticmethod(setup)
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+        """Parse ``--n N`` or ``--shape MxKxN`` into (M, K, N), keeping α and β.
+
+        Raises:
+            UsageError: as matmul's sizes, or an α/β that is not a finite number.
+        """
+        for name in ("alpha", "beta"):
+            value = options.get(name)
+            if value is not None and not np.isfinite(float(value)):
+                raise UsageError(f"--{name} must be a finite number (got {value})")
+        return product.mkn_problem(n, shape, dtype, options)
+
+    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+        """Z's columns along x, its rows along y."""
+        m, _, n = problem.dims
+        return (n, m, 1)
+
+    def work(self, problem: Problem) -> Work:
+        """2·M·N·K FLOPs (the epilogue's 3·M·N is noise); A, B, Z moved once, C too when β ≠ 0."""
+        m, k, n = problem.dims
+        _, beta = scalars(problem)
+        return Work(bytes=(m * k + k * n + m * n * (2 if beta else 1)) * 4, flops=2 * m * n * k)
+
+    def device_bytes(self, problem: Problem) -> int:
+        """A, B, C (shared) plus one Z, with slack for cuBLAS's workspace."""
+        m, k, n = problem.dims
+        return (m * k + k * n + 2 * m * n) * 4 + (64 << 20)
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """A, B and C uniform in [-1, 1)."""
+        m, k, n = problem.dims
+        return {
+            "a": hostwork.uniform(rng, (m, k), np.float32),
+            "b": hostwork.uniform(rng, (k, n), np.float32),
+            "c": hostwork.uniform(rng, (m, n), np.float32),
+        }
+
+    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """α·(A·B) + β·C in float64."""
+        alpha, beta = scalars(problem)
+        f64 = np.float64
+        return alpha * (inputs["a"].astype(f64) @ inputs["b"].astype(f64)) + beta * inputs["c"].astype(f64)
+
+    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+        """matmul's bounds for K-term sums."""
+        return product.check_product(result, ref, problem.dims[1])
+
+    def show(self, problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
+        """Print the inputs and the result of a small problem (``--show``)."""
+        return product.show(problem, inputs, result)
+
+    def setup(self, ctx: SetupContext) -> Case:
+        """Build the case for one gemm variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
+        m, k, n = problem.dims
+        alpha, beta = scalars(problem)
+        if variant.kind == "host":
+            product.refuse_large_host(problem, variant)
+            a, b, c = inputs["a"], inputs["b"], inputs["c"]
+            a32, b32 = np.float32(alpha), np.float32(beta)
+            return product.host_case(lambda: a32 * (a @ b) + b32 * c)
+        d_a, d_b, d_c = product.upload(ctx, inputs, "a", "b", "c")
+        d_z = ctx.device.empty((m, n), np.float32)
+        if variant.kind == "library":
+            try:
+                return _cublas_case(ctx, variant, d_a, d_b, d_c, d_z, alpha, beta)
+            except Exception:
+                d_z.free()
+                raise
+        kern = ctx.kernel()
+        args: tuple[Any, ...] = (d_a, d_b, d_c, d_z, np.int32(m), np.int32(n), np.int32(k),
+                                 np.float32(alpha), np.float32(beta))
+        return Case(
+            run=lambda: kern.launch(launch.grid, launch.block, args, launch.shared),
+            result=d_z.download, poison=d_z.poison, close=d_z.free,
+            notes={"registers": kern.num_regs},
+        )
 
 
 FAMILY = Gemm()

@@ -11,7 +11,7 @@ Verification. The reference is the fp32 NumPy product of the *rounded* inputs, s
 no error: a product of two 16-bit floats is exact in fp32 and only the K-term sums round. Both the
 kernel and the reference sum in fp32 (the tensor cores add each 16-product group into the fp32
 accumulator, with their own internal rounding), so they differ by a few units of u·sqrt(K)·|C|
-(u = 2⁻²⁴). The bounds are matmul's (:func:`cudalab.families.matmul.check_product`, relative
+(u = 2⁻²⁴). The bounds are matmul's (:func:`cudalab.families.product.check_product`, relative
 Frobenius 1e-6·sqrt(K), element 1e-5·sqrt(K) of rms|C|) taken for :data:`TERMS_PER_K` × K terms,
 i.e. 8 times wider: room for two fp32 sums and the tensor cores' accumulation, while a dropped K slice
 of 16 is off by sqrt(16/K) (0.06 at K = 4096, 200 times the bound) and a wrong tile by far more.
@@ -31,20 +31,10 @@ import numpy as np
 from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import GpuError, SizeError, UsageError
-from cudalab.families import Case, Check, Launch, Problem, Work
+from cudalab.errors import GpuError, SizeError, SkipRow
+from cudalab.families import Case, Check, Problem, SetupContext, Work, product
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
-from cudalab.families.matmul import (
-    SIZE_HELP,
-    check_product,
-    cupy_module,
-    host_case,
-    mkn_problem,
-    refuse_large_host,
-    upload,
-)
-from cudalab.families.matmul import tolerances as matmul_tolerances
 
 #: The check's bounds are matmul's for this many times K terms (sqrt(64) = 8 times matmul's).
 TERMS_PER_K = 64
@@ -68,49 +58,6 @@ class HalfProblem(Problem):
     def np_dtype(self) -> np.dtype:
         """float16, or uint16 for bfloat16's bit patterns."""
         return np.dtype(np.uint16) if self.dtype == "bfloat16" else np.dtype(self.dtype)
-
-
-# --- sizes ---------------------------------------------------------------------------------------
-
-def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
-    """Parse ``--n N`` or ``--shape MxKxN`` into (M, K, N), as matmul's sizes.
-
-    Raises:
-        UsageError: both given, a malformed size, or a matrix too large for the kernels' int sizes.
-    """
-    p = mkn_problem(n, shape, dtype, options)
-    return HalfProblem(dims=p.dims, dtype=p.dtype, options=p.options)
-
-
-def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """C's columns along x, its rows along y (every kernel handles partial tiles).
-
-    Raises:
-        SizeError: for the TMA kernels (``params.tma``), when K or N is not a multiple of 8: a tensor
-            map's row stride must be a multiple of 16 bytes.
-    """
-    m, k, n = problem.dims
-    if variant.param("tma") and (k % 8 or n % 8):
-        raise SizeError(f"{variant.name} loads its tiles with TMA, whose row strides must be multiples of 16 bytes: "
-                        f"K and N must be multiples of 8 (got K={k}, N={n}); use mma, which takes any size")
-    return (n, m, 1)
-
-
-def work(problem: Problem) -> Work:
-    """2·M·N·K FLOPs; A and B (2 bytes an element) read once, C (4 bytes) written once."""
-    m, k, n = problem.dims
-    return Work(bytes=(m * k + k * n) * 2 + m * n * 4, flops=2 * m * n * k)
-
-
-def device_bytes(problem: Problem) -> int:
-    """A and B (shared by the variants) plus one C, with slack for cuBLAS's workspace."""
-    m, k, n = problem.dims
-    return (m * k + k * n) * 2 + m * n * 4 + (64 << 20)
-
-
-def defines(problem: Problem, variant: VariantSpec) -> dict[str, str]:
-    """HG_BF16: 1 for bfloat16 inputs, 0 for float16."""
-    return {"HG_BF16": "1" if problem.dtype == "bfloat16" else "0"}
 
 
 # --- inputs and answers ---------------------------------------------------------------------------
@@ -137,82 +84,10 @@ def as_float32(arr: np.ndarray, dtype: str) -> np.ndarray:
     return bf16_bits_to_float32(arr) if dtype == "bfloat16" else np.asarray(arr, np.float16).astype(np.float32)
 
 
-def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """A and B uniform in [-1, 1), rounded to the run's 16-bit type."""
-    m, k, n = problem.dims
-    return {
-        "a": rounded(hostwork.uniform(rng, (m, k), np.float32), problem.dtype),
-        "b": rounded(hostwork.uniform(rng, (k, n), np.float32), problem.dtype),
-    }
-
-
-def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray | sketch.Sketch:
-    """The fp32 NumPy product of the rounded inputs; above the sketch limit, matmul's sketch of it."""
-    a = as_float32(inputs["a"], problem.dtype)
-    b = as_float32(inputs["b"], problem.dtype)
-    if sketch.sketched(problem.dims):
-        return sketch.reference(a, b)
-    return a @ b
-
-
 def tolerances(k: int) -> tuple[float, float]:
     """(relative Frobenius bound, element bound in units of rms|C|) for fp32 sums of k products
     on the tensor cores: matmul's for :data:`TERMS_PER_K` · k terms."""
-    return matmul_tolerances(TERMS_PER_K * max(1, k))
-
-
-def check(problem: Problem, result: np.ndarray, ref: np.ndarray | sketch.Sketch) -> Check:
-    """Relative Frobenius and element errors within K-scaled bounds (see the module docstring)."""
-    k = problem.dims[1]
-    if isinstance(ref, sketch.Sketch):
-        return sketch.check(np.asarray(result), ref, *tolerances(k))
-    return check_product(result, ref, TERMS_PER_K * max(1, k))
-
-
-def check_note(problem: Problem) -> dict[str, str]:
-    """The note a sketch-checked row carries (JSON ``extra.check``)."""
-    return {"check": "sketch: sampled rows and columns, Freivalds projections"} if sketch.sketched(problem.dims) else {}
-
-
-# --- running --------------------------------------------------------------------------------------
-
-def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
-    """Build the case for one hgemm variant."""
-    m, k, n = problem.dims
-    if variant.kind == "host":
-        refuse_large_host(problem, variant)
-        a = as_float32(inputs["a"], problem.dtype)
-        b = as_float32(inputs["b"], problem.dtype)
-        return host_case(lambda: a @ b)
-    d_a, d_b = upload(ctx, inputs, "a", "b")
-    d_c = ctx.device.empty((m, n), np.float32)
-    if variant.kind == "library":
-        try:
-            return _cublas_case(variant, problem, d_a, d_b, d_c)
-        except Exception:
-            d_c.free()
-            raise
-    arch = variant.param("arch")
-    kern = kernels(variant.kernel)  # built for params.arch (sm_90a for wgmma) by the runner
-    args: tuple[Any, ...] = (d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k))
-    close = d_c.free
-    if variant.param("tma"):
-        try:
-            maps = tensor_map_2d(int(d_a.ptr), m, k, TMA_BOX_K, TMA_BOX_M) + tensor_map_2d(int(d_b.ptr), k, n, TMA_BOX_N, TMA_BOX_K)
-            d_maps = ctx.device.to_device(np.frombuffer(maps, np.uint8))
-        except Exception:
-            d_c.free()
-            raise
-        args += (d_maps,)
-
-        def close() -> None:
-            d_c.free()
-            d_maps.free()
-    return Case(
-        run=lambda: kern.launch(launch.grid, launch.block, args, launch.shared),
-        result=d_c.download, poison=d_c.poison, close=close,
-        notes={"registers": kern.num_regs, **({"arch": arch} if arch else {}), **check_note(problem)},
-    )
+    return product.tolerances(TERMS_PER_K * max(1, k))
 
 
 # --- sm_90a and TMA (the wgmma rung) -----------------------------------------------------------------
@@ -262,9 +137,9 @@ def cublas_module(variant: VariantSpec):
     """CuPy's raw cuBLAS bindings that have ``gemmEx``.
 
     Raises:
-        UsageError: CuPy (or its gemmEx binding) is missing: the row is skipped, saying so.
+        SkipRow: CuPy (or its gemmEx binding) is missing: the row is skipped, saying so.
     """
-    cupy_module(variant)
+    product.cupy_module(variant)
     for name in ("cupy_backends.cuda.libs.cublas", "cupy.cuda.cublas"):
         try:
             module = importlib.import_module(name)
@@ -272,7 +147,7 @@ def cublas_module(variant: VariantSpec):
             continue
         if hasattr(module, "gemmEx"):
             return module
-    raise UsageError(f"{variant.name}: this CuPy has no cuBLAS gemmEx binding; reference row skipped")
+    raise SkipRow(f"{variant.name}: this CuPy has no cuBLAS gemmEx binding; reference row skipped")
 
 
 def _cublas_case(variant: VariantSpec, problem: Problem, d_a, d_b, d_c) -> Case:
@@ -297,11 +172,18 @@ def _cublas_case(variant: VariantSpec, problem: Problem, d_a, d_b, d_c) -> Case:
 
     return Case(
         run=run, result=d_c.download, poison=d_c.poison, close=d_c.free,
-        notes={"reference": "cublasGemmEx (CUBLAS_COMPUTE_32F) through CuPy", **check_note(problem)},
+        notes={"reference": "cublasGemmEx (CUBLAS_COMPUTE_32F) through CuPy", **product.check_note(problem)},
     )
 
 
-SIGNATURE = """\
+class Hgemm(Family):
+    """Tensor-core C = A·B: bf16 or fp16 in, fp32 accumulation and out."""
+
+    SIZE_HELP = product.SIZE_HELP
+    #: A multiple of every tile (128x128, 128x256), and a size that is not one in any dimension with
+    #: whole 16-byte rows (K, N multiples of 8), so the asynchronous copies' zero fill runs too.
+    SANITIZE_SIZES = ({"n": "256"}, {"shape": "136x72x200"})
+    SIGNATURE = """\
 void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16 or fp16 (HG_BF16 = 1 or 0)
             const unsigned short *B,  // K x N, row-major, same type
             float *C,                 // M x N output, row-major, fp32: C = A.B
@@ -310,16 +192,6 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
             int K)                    // columns of A, rows of B
 // grid: tiles of block x per_thread (or tile=) over C, (N, M): blockIdx.x walks its columns
 // (the built-in wgmma kernel takes one more pointer: the TMA tensor maps of A and B)"""
-
-
-class Hgemm(Family):
-    """Tensor-core C = A·B: bf16 or fp16 in, fp32 accumulation and out."""
-
-    SIGNATURE = SIGNATURE
-    SIZE_HELP = SIZE_HELP
-    #: A multiple of every tile (128x128, 128x256), and a size that is not one in any dimension with
-    #: whole 16-byte rows (K, N multiples of 8), so the asynchronous copies' zero fill runs too.
-    SANITIZE_SIZES = ({"n": "256"}, {"shape": "136x72x200"})
 
     def host_bytes(self, problem: Problem) -> int:
         """The 16-bit inputs, their float32 values (reference and host row), the fp32 reference and
@@ -331,15 +203,103 @@ class Hgemm(Family):
             return ab16 + ab32 + 2 * c + sketch.host_bytes(problem.dims)
         return ab16 + ab32 + 2 * c + 2 * 2 * c
 
-    problem = staticmethod(problem)
-    extent = staticmethod(extent)
-    work = staticmethod(work)
-    device_bytes = staticmethod(device_bytes)
-    defines = staticmethod(defines)
-    make_inputs = staticmethod(make_inputs)
-    reference = staticmethod(reference)
-    check = staticmethod(check)
-    setup = staticmethod(setup)
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+        """Parse ``--n N`` or ``--shape MxKxN`` into (M, K, N), as matmul's sizes.
+
+        Raises:
+            UsageError: both given, a malformed size, or a matrix too large for the kernels' int sizes.
+        """
+        p = product.mkn_problem(n, shape, dtype, options)
+        return HalfProblem(dims=p.dims, dtype=p.dtype, options=p.options)
+
+    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+        """C's columns along x, its rows along y (every kernel handles partial tiles).
+
+        Raises:
+            SizeError: for the TMA kernels (``params.tma``), when K or N is not a multiple of 8: a tensor
+                map's row stride must be a multiple of 16 bytes.
+        """
+        m, k, n = problem.dims
+        if variant.param("tma") and (k % 8 or n % 8):
+            raise SizeError(f"{variant.name} loads its tiles with TMA, whose row strides must be multiples of 16 bytes: "
+                            f"K and N must be multiples of 8 (got K={k}, N={n}); use mma, which takes any size")
+        return (n, m, 1)
+
+    def work(self, problem: Problem) -> Work:
+        """2·M·N·K FLOPs; A and B (2 bytes an element) read once, C (4 bytes) written once."""
+        m, k, n = problem.dims
+        return Work(bytes=(m * k + k * n) * 2 + m * n * 4, flops=2 * m * n * k)
+
+    def device_bytes(self, problem: Problem) -> int:
+        """A and B (shared by the variants) plus one C, with slack for cuBLAS's workspace."""
+        m, k, n = problem.dims
+        return (m * k + k * n) * 2 + m * n * 4 + (64 << 20)
+
+    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+        """HG_BF16: 1 for bfloat16 inputs, 0 for float16."""
+        return {"HG_BF16": "1" if problem.dtype == "bfloat16" else "0"}
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """A and B uniform in [-1, 1), rounded to the run's 16-bit type."""
+        m, k, n = problem.dims
+        return {
+            "a": rounded(hostwork.uniform(rng, (m, k), np.float32), problem.dtype),
+            "b": rounded(hostwork.uniform(rng, (k, n), np.float32), problem.dtype),
+        }
+
+    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray | sketch.Sketch:
+        """The fp32 NumPy product of the rounded inputs; above the sketch limit, matmul's sketch of it."""
+        a = as_float32(inputs["a"], problem.dtype)
+        b = as_float32(inputs["b"], problem.dtype)
+        if sketch.sketched(problem.dims):
+            return sketch.reference(a, b)
+        return a @ b
+
+    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray | sketch.Sketch) -> Check:
+        """Relative Frobenius and element errors within K-scaled bounds (see the module docstring)."""
+        k = problem.dims[1]
+        if isinstance(ref, sketch.Sketch):
+            return sketch.check(np.asarray(result), ref, *tolerances(k))
+        return product.check_product(result, ref, TERMS_PER_K * max(1, k))
+
+    def setup(self, ctx: SetupContext) -> Case:
+        """Build the case for one hgemm variant."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
+        m, k, n = problem.dims
+        if variant.kind == "host":
+            product.refuse_large_host(problem, variant)
+            a = as_float32(inputs["a"], problem.dtype)
+            b = as_float32(inputs["b"], problem.dtype)
+            return product.host_case(lambda: a @ b)
+        d_a, d_b = product.upload(ctx, inputs, "a", "b")
+        d_c = ctx.device.empty((m, n), np.float32)
+        if variant.kind == "library":
+            try:
+                return _cublas_case(variant, problem, d_a, d_b, d_c)
+            except Exception:
+                d_c.free()
+                raise
+        arch = variant.param("arch")
+        kern = ctx.kernel()  # built for params.arch (sm_90a for wgmma) by the runner
+        args: tuple[Any, ...] = (d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k))
+        close = d_c.free
+        if variant.param("tma"):
+            try:
+                maps = tensor_map_2d(int(d_a.ptr), m, k, TMA_BOX_K, TMA_BOX_M) + tensor_map_2d(int(d_b.ptr), k, n, TMA_BOX_N, TMA_BOX_K)
+                d_maps = ctx.device.to_device(np.frombuffer(maps, np.uint8))
+            except Exception:
+                d_c.free()
+                raise
+            args += (d_maps,)
+
+            def close() -> None:
+                d_c.free()
+                d_maps.free()
+        return Case(
+            run=lambda: kern.launch(launch.grid, launch.block, args, launch.shared),
+            result=d_c.download, poison=d_c.poison, close=close,
+            notes={"registers": kern.num_regs, **({"arch": arch} if arch else {}), **product.check_note(problem)},
+        )
 
 
 FAMILY = Hgemm()

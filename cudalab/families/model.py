@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from cudalab.launch import Dim3
+
+if TYPE_CHECKING:
+    from cudalab.catalog import VariantSpec
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,60 @@ class Case:
     """Keys, queries or elements one ``run`` handles; when set, the runner adds their rate
     (items / median time, in 1e9 a second) as ``extra["rate"]``: the rate column of a family whose
     metric is ``rate``."""
+
+
+class SetupContext:
+    """What a family's :meth:`~cudalab.families.base.Family.setup` gets for one row.
+
+    Attributes:
+        variant: the family.toml row (``variant.kind``, ``variant.kernel``, ``variant.param("key")``).
+        launch: its planned :class:`Launch` (``grid``, ``block``, ``tile``, ``shared``); ones for a
+            host, driver or library row.
+        problem: the run's size.
+        inputs: the run's inputs (drawn once a run, shared by every row and the roofline).
+        run: the run's shared state (:class:`cudalab.runner.Context`); reach it through :attr:`device`,
+            :attr:`rng`, :meth:`upload` and :meth:`shared`.
+    """
+
+    def __init__(self, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict[str, np.ndarray],
+                 run: Any, kernels: Callable[[str], Any] | None = None):
+        self.variant = variant
+        self.launch = launch
+        self.problem = problem
+        self.inputs = inputs
+        self.run = run
+        self._kernels = kernels
+
+    @property
+    def device(self) -> Any:
+        """The GPU: ``empty(shape, dtype, pitched=False)``, ``to_device(array)``, ``synchronize()``..."""
+        return self.run.device
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The run's random generator (seeded by ``--seed``)."""
+        return self.run.rng
+
+    def upload(self, host: np.ndarray, pitched: bool = False) -> Any:
+        """The device copy of ``host``, uploaded once a run and shared by every row and the roofline."""
+        return self.run.upload(host, pitched=pitched)
+
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """The object stored under ``key`` for the run, made once by ``make()`` (freed at the end)."""
+        return self.run.shared(key, make)
+
+    def kernel(self, name: str | None = None) -> Any:
+        """A kernel compiled from the variant's source with its defines (default: the variant's own
+        symbol); ``.launch(grid, block, args, shared)``, ``.num_regs``.
+
+        Raises:
+            CudalabError: a host, driver or library row, which has no kernels.
+        """
+        if self._kernels is None:
+            from cudalab.errors import CudalabError  # noqa: PLC0415
+
+            raise CudalabError(f"{self.variant.name} is a {self.variant.kind} row and has no kernels")
+        return self._kernels(name or self.variant.kernel)
 
 
 def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relative: bool = True) -> Check:

@@ -40,65 +40,16 @@ import numpy as np
 from cudalab import gpu, hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.errors import SkipRow, UsageError
+from cudalab.families import Case, Check, Launch, Problem, SetupContext, Work, compare
 from cudalab.families.base import Family
 
-OPTIONS: tuple[FamilyOption, ...] = ()
-SIZE_HELP = "number of elements (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216"
-EXTRA_COLUMNS = (("to_result_ms", "to result ms"), ("value", "result"))
-#: compute-sanitizer sizes: a multiple of the unrolled tiles (8 × 512 × 2) and one that is not.
-SANITIZE_SIZES = ({"n": "8192"}, {"n": "8191"})
 
 DEFAULT_N = 2**24
 #: The textbook kernels index with 32-bit unsigned ints (idx + 7 * blockDim.x must not wrap).
 MAX_N = 2**31
 #: C type of each dtype, passed to reduce.cu as ELEM_T.
 C_TYPES = {"int32": "int", "float32": "float", "float64": "double"}
-
-
-# --- sizes and work ------------------------------------------------------------------------------
-
-def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
-    """Parse ``--n`` into a one-element dims tuple.
-
-    Raises:
-        UsageError: ``--shape`` given, or n outside 1..2^31.
-    """
-    if shape:
-        raise UsageError("reduce takes a length: use --n (e.g. --n 2^24), not --shape")
-    size = L.parse_size(n, "--n") if n else DEFAULT_N
-    if size > MAX_N:
-        raise UsageError(f"--n {size:,} is too large: the reduce kernels index with 32-bit ints (at most 2^31)")
-    return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(options.items())))
-
-
-def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """The flat array along x."""
-    return (problem.dims[0], 1, 1)
-
-
-def work(problem: Problem) -> Work:
-    """Each element read once (the in-place writes are the algorithm's cost, not necessary bytes)."""
-    return Work(bytes=problem.dims[0] * problem.np_dtype.itemsize)
-
-
-def roofline_bytes(problem: Problem) -> int:
-    """The copy that sets the roofline moves the same input: n elements (read once, as counted here)."""
-    return problem.dims[0] * problem.np_dtype.itemsize
-
-
-def device_bytes(problem: Problem) -> int:
-    """Pristine input, the in-place work copy, one partial per block (blocks of at least 32), and
-    for floats the exactly summable input."""
-    n, size = problem.dims[0], problem.np_dtype.itemsize
-    exact = 0 if _is_int(problem) else n * size
-    return 2 * n * size + exact + (n // 32 + 1) * size + (1 << 20)
-
-
-def defines(problem: Problem, variant: VariantSpec) -> dict[str, str]:
-    """The element type for reduce.cu."""
-    return {"ELEM_T": C_TYPES[problem.dtype]}
 
 
 # --- inputs, reference, tolerance -------------------------------------------------------------------
@@ -108,28 +59,8 @@ def int_limit(n: int) -> int:
     return max(1, min(100, (2**31 - 1) // max(1, n)))
 
 
-def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random, never-zero, positive data: floats in [0.5, 1.5), integers 1..:func:`int_limit`.
-
-    Floats are positive so that sum |x| is the sum and the relative bound in :func:`tolerance`
-    is rigorous; integers are positive and small so no partial wraps and none can equal a poison.
-    """
-    n = problem.dims[0]
-    if problem.dtype == "int32":
-        return {"x": hostwork.integers(rng, n, 1, int_limit(n) + 1, np.int32)}
-    return {"x": hostwork.uniform(rng, n, problem.np_dtype, 0.5, 1.5)}  # drawn in its dtype, in parallel
-
-
 def _is_int(problem: Problem) -> bool:
     return problem.np_dtype.kind in "iu"
-
-
-def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """NumPy's sum as a one-element array: float64 for floats, int64 wrapped to int32 for ints."""
-    x = inputs["x"]
-    if _is_int(problem):
-        return np.array([np.sum(x, dtype=np.int64)]).astype(np.int32)
-    return np.array([np.sum(x, dtype=np.float64)])
 
 
 def tolerance(problem: Problem) -> float:
@@ -140,13 +71,6 @@ def tolerance(problem: Problem) -> float:
     unit_roundoff = float(np.finfo(problem.np_dtype).eps) / 2
     depth = 2 * math.ceil(math.log2(n)) + math.ceil(n / 65536) + 2
     return depth * unit_roundoff
-
-
-def check(problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
-    """Integers exactly (modulo 2^32), floats within :func:`tolerance` of the float64 sum."""
-    if _is_int(problem):
-        return compare(np.asarray(result).astype(np.int32), ref, tolerance=0.0, relative=False)
-    return compare(result, ref, tolerance=tolerance(problem), relative=True)
 
 
 def exact_limit(problem: Problem, per_block: int) -> int:
@@ -231,11 +155,11 @@ def _library_case(d_x, problem: Problem) -> Case:
     """The ``cub`` reference row: CuPy's sum over a view of the pristine device input.
 
     Raises:
-        UsageError: CuPy is not installed (the runner turns this into a Skipped row).
+        SkipRow: CuPy is not installed (the runner turns this into a Skipped row).
     """
     view = gpu.cupy_view(d_x)
     if view is None:
-        raise UsageError("CuPy is not installed: the cub reference row needs it (pip install cupy-cuda13x)")
+        raise SkipRow("CuPy is not installed: the cub reference row needs it (pip install cupy-cuda13x)")
     box: dict = {}
 
     def run() -> None:
@@ -250,65 +174,6 @@ def _library_case(d_x, problem: Problem) -> Case:
         run=run, result=lambda: np.array([box["out"].get()]).astype(problem.np_dtype), to_result=to_result,
         notes={"library": f"cupy {gpu.cupy_version()}"},
     )
-
-
-def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
-    """Build the case for one reduce variant.
-
-    Raises:
-        UsageError: a two- or three-dimensional block or grid (the kernels are one-dimensional),
-            or CuPy missing for the ``cub`` row.
-    """
-    x = inputs["x"]
-    if variant.kind == "host":
-        return _host_case(problem, x)
-    d_x = ctx.upload(x)   # pristine: never written
-    if variant.kind == "library":
-        return _library_case(d_x, problem)
-    if variant.kind != "kernel":
-        raise UsageError(f"reduce has no {variant.kind} rows ({variant.name})")
-    if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-        raise UsageError(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                         f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
-    n = problem.dims[0]
-    k = kernels(variant.kernel)
-    blocks = launch.grid[0]
-    d_part = ctx.device.empty((blocks,), x.dtype)
-    inplace = bool(variant.param("inplace", True))
-    if inplace:
-        d_work = ctx.shared("work", lambda: ctx.device.empty(x.shape, x.dtype))
-        args = (d_work, d_part, np.uint32(n))
-        reset = lambda: d_work.copy_from(d_x)  # noqa: E731  (enqueued before the start event)
-    else:
-        args = (d_x, d_part, np.uint64(n))
-        reset = lambda: None  # noqa: E731  (the input is only read)
-    checks = ()
-    if not _is_int(problem):  # int32 inputs are exact already (see make_inputs)
-        checks = (_exact_check(ctx, problem, k, launch, d_part, d_work if inplace else None),)
-
-    def run() -> None:
-        k.launch(launch.grid, launch.block, args, launch.shared)
-
-    def result() -> np.ndarray:
-        return finish(problem, d_part.download())
-
-    def to_result():
-        run()
-        return result()[0].item()
-
-    return Case(
-        run=run, result=result, reset=reset, poison=d_part.poison, close=d_part.free, to_result=to_result,
-        notes={"blocks": blocks, "registers": k.num_regs, "in_place": inplace},
-        repeatable=not inplace, extra_checks=checks,
-    )
-
-
-SIGNATURE = """\
-void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or int (--dtype); the kernel
-                               // may overwrite them (restored before every launch)
-            ELEM_T *partial,   // output: one partial sum per block, partial[blockIdx.x]; the host adds them
-            unsigned int n)    // number of elements
-// grid: 1-D, tiles of block x per_thread over n (per_thread=8: each block sums 8 x blockDim.x elements)"""
 
 
 def _exact_check(ctx, problem: Problem, k, launch: Launch, d_part, d_work):
@@ -346,22 +211,127 @@ class _Total:
 class Reduce(Family):
     """Sum of n elements."""
 
-    SIGNATURE = SIGNATURE
+    SIZE_HELP = "number of elements (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216"
+    EXTRA_COLUMNS = (("to_result_ms", "to result ms"), ("value", "result"))
+    #: compute-sanitizer sizes: a multiple of the unrolled tiles (8 × 512 × 2) and one that is not.
+    SANITIZE_SIZES = ({"n": "8192"}, {"n": "8191"})
+    SIGNATURE = """\
+void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or int (--dtype); the kernel
+                               // may overwrite them (restored before every launch)
+            ELEM_T *partial,   // output: one partial sum per block, partial[blockIdx.x]; the host adds them
+            unsigned int n)    // number of elements
+// grid: 1-D, tiles of block x per_thread over n (per_thread=8: each block sums 8 x blockDim.x elements)"""
 
-    OPTIONS = OPTIONS
-    SIZE_HELP = SIZE_HELP
-    EXTRA_COLUMNS = EXTRA_COLUMNS
-    SANITIZE_SIZES = SANITIZE_SIZES
-    problem = staticmethod(problem)
-    extent = staticmethod(extent)
-    work = staticmethod(work)
-    device_bytes = staticmethod(device_bytes)
-    make_inputs = staticmethod(make_inputs)
-    reference = staticmethod(reference)
-    check = staticmethod(check)
-    setup = staticmethod(setup)
-    roofline_bytes = staticmethod(roofline_bytes)
-    defines = staticmethod(defines)
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+        """Parse ``--n`` into a one-element dims tuple.
+
+        Raises:
+            UsageError: ``--shape`` given, or n outside 1..2^31.
+        """
+        if shape:
+            raise UsageError("reduce takes a length: use --n (e.g. --n 2^24), not --shape")
+        size = L.parse_size(n, "--n") if n else DEFAULT_N
+        if size > MAX_N:
+            raise UsageError(f"--n {size:,} is too large: the reduce kernels index with 32-bit ints (at most 2^31)")
+        return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(options.items())))
+
+    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+        """The flat array along x."""
+        return (problem.dims[0], 1, 1)
+
+    def work(self, problem: Problem) -> Work:
+        """Each element read once (the in-place writes are the algorithm's cost, not necessary bytes)."""
+        return Work(bytes=problem.dims[0] * problem.np_dtype.itemsize)
+
+    def roofline_bytes(self, problem: Problem) -> int:
+        """The copy that sets the roofline moves the same input: n elements (read once, as counted here)."""
+        return problem.dims[0] * problem.np_dtype.itemsize
+
+    def device_bytes(self, problem: Problem) -> int:
+        """Pristine input, the in-place work copy, one partial per block (blocks of at least 32), and
+        for floats the exactly summable input."""
+        n, size = problem.dims[0], problem.np_dtype.itemsize
+        exact = 0 if _is_int(problem) else n * size
+        return 2 * n * size + exact + (n // 32 + 1) * size + (1 << 20)
+
+    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+        """The element type for reduce.cu."""
+        return {"ELEM_T": C_TYPES[problem.dtype]}
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Random, never-zero, positive data: floats in [0.5, 1.5), integers 1..:func:`int_limit`.
+
+        Floats are positive so that sum |x| is the sum and the relative bound in :func:`tolerance`
+        is rigorous; integers are positive and small so no partial wraps and none can equal a poison.
+        """
+        n = problem.dims[0]
+        if problem.dtype == "int32":
+            return {"x": hostwork.integers(rng, n, 1, int_limit(n) + 1, np.int32)}
+        return {"x": hostwork.uniform(rng, n, problem.np_dtype, 0.5, 1.5)}  # drawn in its dtype, in parallel
+
+    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """NumPy's sum as a one-element array: float64 for floats, int64 wrapped to int32 for ints."""
+        x = inputs["x"]
+        if _is_int(problem):
+            return np.array([np.sum(x, dtype=np.int64)]).astype(np.int32)
+        return np.array([np.sum(x, dtype=np.float64)])
+
+    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+        """Integers exactly (modulo 2^32), floats within :func:`tolerance` of the float64 sum."""
+        if _is_int(problem):
+            return compare(np.asarray(result).astype(np.int32), ref, tolerance=0.0, relative=False)
+        return compare(result, ref, tolerance=tolerance(problem), relative=True)
+
+    def setup(self, ctx: SetupContext) -> Case:
+        """Build the case for one reduce variant.
+
+        Raises:
+            SkipRow: a two- or three-dimensional block or grid (the kernels are one-dimensional),
+                or CuPy missing for the ``cub`` row.
+        """
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
+        x = inputs["x"]
+        if variant.kind == "host":
+            return _host_case(problem, x)
+        d_x = ctx.upload(x)   # pristine: never written
+        if variant.kind == "library":
+            return _library_case(d_x, problem)
+        if variant.kind != "kernel":
+            raise SkipRow(f"reduce has no {variant.kind} rows ({variant.name})")
+        if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
+            raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
+                          f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+        n = problem.dims[0]
+        k = ctx.kernel()
+        blocks = launch.grid[0]
+        d_part = ctx.device.empty((blocks,), x.dtype)
+        inplace = bool(variant.param("inplace", True))
+        if inplace:
+            d_work = ctx.shared("work", lambda: ctx.device.empty(x.shape, x.dtype))
+            args = (d_work, d_part, np.uint32(n))
+            reset = lambda: d_work.copy_from(d_x)  # noqa: E731  (enqueued before the start event)
+        else:
+            args = (d_x, d_part, np.uint64(n))
+            reset = lambda: None  # noqa: E731  (the input is only read)
+        checks = ()
+        if not _is_int(problem):  # int32 inputs are exact already (see make_inputs)
+            checks = (_exact_check(ctx, problem, k, launch, d_part, d_work if inplace else None),)
+
+        def run() -> None:
+            k.launch(launch.grid, launch.block, args, launch.shared)
+
+        def result() -> np.ndarray:
+            return finish(problem, d_part.download())
+
+        def to_result():
+            run()
+            return result()[0].item()
+
+        return Case(
+            run=run, result=result, reset=reset, poison=d_part.poison, close=d_part.free, to_result=to_result,
+            notes={"blocks": blocks, "registers": k.num_regs, "in_place": inplace},
+            repeatable=not inplace, extra_checks=checks,
+        )
 
 
 FAMILY = Reduce()

@@ -29,19 +29,11 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.errors import SkipRow, UsageError
+from cudalab.families import Case, Check, FamilyOption, Launch, Problem, SetupContext, Work
 from cudalab.families.base import Family
 
 KEY_CHOICES = ("present", "absent")
-OPTIONS: tuple[FamilyOption, ...] = (
-    FamilyOption("key", str, "present", "linear/all: search a key that is in the array (present) or not (absent)"),
-    FamilyOption("queries", int, 0, "binary: number of queries (0: as many as --n)"),
-)
-SIZE_HELP = "array length (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216"
-EXTRA_COLUMNS = (("found", "found"),)
-#: compute-sanitizer sizes: a multiple of all's chunk (256 x 8) and one that is not.
-SANITIZE_SIZES = ({"n": "4096"}, {"n": "3001"})
 
 DEFAULT_N = 2**24
 #: Indices, counts and the 0x7f7f7f7f sentinel are int32: n stays below 2^30.
@@ -59,29 +51,6 @@ SCAN_BLOCK = 1024
 
 # --- sizes and work ------------------------------------------------------------------------------
 
-def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
-    """Parse ``--n`` and the options into dims (n,); ``queries`` (0: n) is resolved in the options.
-
-    Raises:
-        UsageError: ``--shape`` given, n outside 1..2^30-1, a bad --key or --queries.
-    """
-    if shape:
-        raise UsageError("search takes a length: use --n (e.g. --n 2^24), not --shape")
-    size = L.parse_size(n, "--n") if n else DEFAULT_N
-    if not 1 <= size <= MAX_N:
-        raise UsageError(f"--n {size:,} is out of range: search indexes with int32 (1 to 2^30 - 1)")
-    opts = dict(options)
-    key = opts.get("key") or "present"
-    if key not in KEY_CHOICES:
-        raise UsageError(f"--key {key!r} must be one of {', '.join(KEY_CHOICES)}")
-    queries = int(opts.get("queries") or 0) or size
-    if not 1 <= queries <= MAX_N:
-        raise UsageError(f"--queries {queries:,} is out of range (1 to 2^30 - 1)")
-    opts["key"] = key
-    opts["queries"] = queries
-    return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
-
-
 def sizes(problem: Problem) -> tuple[int, int]:
     """(array length, number of queries)."""
     n = problem.dims[0]
@@ -92,50 +61,11 @@ def op_of(variant: VariantSpec) -> str:
     """The operation a variant performs (``params.op``)."""
     op = variant.param("op")
     if op not in OPS:
-        raise UsageError(f"search variant {variant.name} has params.op {op!r}; expected one of {', '.join(OPS)}")
+        raise SkipRow(f"search variant {variant.name} has params.op {op!r}; expected one of {', '.join(OPS)}")
     return op
 
 
-def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """binary: one thread per query; linear and all: the array."""
-    n, queries = sizes(problem)
-    return (queries if op_of(variant) == "binary" else n, 1, 1)
-
-
-def work(problem: Problem) -> Work:
-    """The array read once (linear, all); rates come from each case's items."""
-    return Work(bytes=problem.dims[0] * problem.np_dtype.itemsize)
-
-
-def device_bytes(problem: Problem) -> int:
-    """Array, sorted array, queries, all's index output, binary's output, block counts."""
-    n, q = sizes(problem)
-    return 2 * n * problem.np_dtype.itemsize + q * problem.np_dtype.itemsize + 4 * (n + q) + 8 * (n // 256 + 1) + (1 << 20)
-
-
-def defines(problem: Problem, variant: VariantSpec) -> dict[str, str]:
-    """The element type for search.cu."""
-    return {"ELEM_T": C_TYPES[problem.dtype]}
-
-
 # --- inputs and answers ----------------------------------------------------------------------------
-
-def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """The array, its sorted copy, the key and the queries (see the module docstring).
-
-    Values are even numbers 0 .. 2(m-1) with m = max(1, n // 4) distinct values (capped so they stay
-    exact in float32): about four copies of each, so 'first' and 'all' differ from 'any'. Queries are
-    uniform over -1 .. 2m: odd ones (and -1, below everything) are absent, even ones present.
-    """
-    n, q = sizes(problem)
-    m = max(1, min(n // 4, MAX_DISTINCT))
-    x = (2 * rng.integers(0, m, size=n, dtype=np.int64)).astype(problem.np_dtype)
-    key = x[int(rng.integers(0, n))]
-    if problem.opt("key", "present") == "absent":
-        key = key + 1
-    queries = rng.integers(-1, 2 * m + 1, size=q, dtype=np.int64).astype(problem.np_dtype)
-    return {"x": x, "sorted": np.sort(x), "key": np.array([key], dtype=problem.np_dtype), "queries": queries}
-
 
 @dataclass(frozen=True)
 class Found:
@@ -178,33 +108,6 @@ def host_binary(inputs: dict[str, np.ndarray]) -> np.ndarray:
     return np.searchsorted(inputs["sorted"], inputs["queries"], side="left").astype(np.int32)
 
 
-def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> Answers:
-    """The lazy answers of every operation."""
-    return Answers(inputs)
-
-
-def check(problem: Problem, result: Found, ref: Answers) -> Check:
-    """Exact: the same indices (and, for ``all``, the same count) as NumPy.
-
-    ``max_error`` is the number of wrong entries (a wrong count counts as its difference).
-    """
-    expected = ref.get(result.op)
-    got = np.asarray(result.values)
-    if result.op == "all" and result.count != expected.size:
-        return Check(False, float(abs((result.count or 0) - expected.size)) or 1.0, 0.0,
-                     f" (count {result.count}, expected {expected.size})")
-    if got.shape != expected.shape:
-        return Check(False, float(abs(got.size - expected.size)) or 1.0, 0.0,
-                     f" ({got.size} indices, expected {expected.size})")
-    wrong = np.flatnonzero(got != expected)
-    if wrong.size:
-        i = int(wrong[0])
-        what = "unwritten (poison)" if got[i] < -1 else f"{int(got[i])}"
-        return Check(False, float(wrong.size), 0.0,
-                     f" ({wrong.size} wrong; first at {i}: {what}, expected {int(expected[i])})")
-    return Check(True, 0.0, 0.0)
-
-
 # --- cases ---------------------------------------------------------------------------------------
 
 def _host_case(op: str, problem: Problem, inputs: dict) -> Case:
@@ -241,8 +144,8 @@ def _items(op: str, problem: Problem) -> int:
 
 def _one_dim(variant: VariantSpec, launch: Launch) -> None:
     if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-        raise UsageError(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                         f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+        raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
+                      f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
 
 
 def _scalar(problem: Problem, value: Any):
@@ -250,94 +153,170 @@ def _scalar(problem: Problem, value: Any):
     return np.int32(value) if problem.dtype == "int32" else np.float32(value)
 
 
-def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
-    """Build the case for one search variant.
-
-    Raises:
-        UsageError: a 2-D block or grid, or a kind this family has no rows for.
-    """
-    op = op_of(variant)
-    if variant.kind == "host":
-        return _host_case(op, problem, inputs)
-    if variant.kind != "kernel":
-        raise UsageError(f"search has no {variant.kind} rows ({variant.name})")
-    _one_dim(variant, launch)
-    n, q = sizes(problem)
-    dev = ctx.device
-    key = _scalar(problem, inputs["key"][0])
-    notes: dict[str, Any] = {}
-    if op == "linear":
-        d_x = ctx.shared("x", lambda: dev.to_device(inputs["x"]))
-        k, fin = kernels(variant.kernel), kernels("search_linear_finish")
-        d_first = dev.empty((1,), np.int32)
-        args = (d_x, np.int32(n), key, d_first)
-
-        def run() -> None:
-            d_first.poison(NOT_FOUND_FILL)     # 0x7f7f7f7f: above every index, so atomicMin takes any hit
-            k.launch(launch.grid, launch.block, args, launch.shared)
-            fin.launch((1, 1, 1), (1, 1, 1), (d_first, np.int32(n)))
-
-        notes["registers"] = k.num_regs
-        return Case(run=run, result=lambda: _noted(notes, Found(op, d_first.download())),
-                    poison=lambda byte=None: d_first.poison(POISON), one_poison=True, close=d_first.free, items=n, notes=notes)
-    if op == "all":
-        d_x = ctx.shared("x", lambda: dev.to_device(inputs["x"]))
-        count_k, scan_k, scatter_k = (kernels(variant.kernel), kernels("search_all_scan"),
-                                      kernels("search_all_scatter"))
-        blocks = launch.grid[0]
-        if blocks * launch.tile[0] < n:
-            raise UsageError(f"{variant.name}: --grid {blocks} does not cover {n} elements in chunks of {launch.tile[0]}")
-        bufs = [dev.empty((blocks,), np.int32), dev.empty((blocks,), np.int32), dev.empty((1,), np.int32),
-                dev.empty((n,), np.int32)]
-        d_counts, d_offsets, d_total, d_out = bufs
-
-        def run() -> None:
-            count_k.launch(launch.grid, launch.block, (d_x, np.int32(n), key, d_counts), launch.shared)
-            scan_k.launch((1, 1, 1), (SCAN_BLOCK, 1, 1), (d_counts, np.int32(blocks), d_offsets, d_total))
-            scatter_k.launch(launch.grid, launch.block, (d_x, np.int32(n), key, d_offsets, d_out), launch.shared)
-
-        def result() -> Found:
-            total = int(d_total.download()[0])
-            out = d_out.download()
-            return _noted(notes, Found(op, out[:max(0, min(total, n))], total))
-
-        def poison(byte: int | None = None) -> None:  # a negative index: never an answer
-            for b in bufs:
-                b.poison(POISON)
-
-        def close() -> None:
-            for b in bufs:
-                b.free()
-
-        notes.update(blocks=blocks, registers=scatter_k.num_regs)
-        return Case(run=run, result=result, poison=poison, one_poison=True, close=close, items=n, notes=notes)
-    # binary
-    d_sorted = ctx.shared("sorted", lambda: dev.to_device(inputs["sorted"]))
-    d_q = ctx.shared("queries", lambda: dev.to_device(inputs["queries"]))
-    k = kernels(variant.kernel)
-    d_out = dev.empty((q,), np.int32)
-    args = (d_sorted, np.int32(n), d_q, np.int32(q), d_out)
-    return Case(run=lambda: k.launch(launch.grid, launch.block, args, launch.shared),
-                result=lambda: Found(op, d_out.download()), poison=lambda byte=None: d_out.poison(POISON), one_poison=True, close=d_out.free,
-                items=q, notes={"registers": k.num_regs})
-
-
 class Search(Family):
     """Linear, stream-compaction and binary search."""
 
-    OPTIONS = OPTIONS
-    SIZE_HELP = SIZE_HELP
-    EXTRA_COLUMNS = EXTRA_COLUMNS
-    SANITIZE_SIZES = SANITIZE_SIZES
-    problem = staticmethod(problem)
-    extent = staticmethod(extent)
-    work = staticmethod(work)
-    device_bytes = staticmethod(device_bytes)
-    make_inputs = staticmethod(make_inputs)
-    reference = staticmethod(reference)
-    check = staticmethod(check)
-    setup = staticmethod(setup)
-    defines = staticmethod(defines)
+    OPTIONS: tuple[FamilyOption, ...] = (
+        FamilyOption("key", str, "present", "linear/all: search a key that is in the array (present) or not (absent)"),
+        FamilyOption("queries", int, 0, "binary: number of queries (0: as many as --n)"),
+    )
+    SIZE_HELP = "array length (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216"
+    EXTRA_COLUMNS = (("found", "found"),)
+    #: compute-sanitizer sizes: a multiple of all's chunk (256 x 8) and one that is not.
+    SANITIZE_SIZES = ({"n": "4096"}, {"n": "3001"})
+
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+        """Parse ``--n`` and the options into dims (n,); ``queries`` (0: n) is resolved in the options.
+
+        Raises:
+            UsageError: ``--shape`` given, n outside 1..2^30-1, a bad --key or --queries.
+        """
+        if shape:
+            raise UsageError("search takes a length: use --n (e.g. --n 2^24), not --shape")
+        size = L.parse_size(n, "--n") if n else DEFAULT_N
+        if not 1 <= size <= MAX_N:
+            raise UsageError(f"--n {size:,} is out of range: search indexes with int32 (1 to 2^30 - 1)")
+        opts = dict(options)
+        key = opts.get("key") or "present"
+        if key not in KEY_CHOICES:
+            raise UsageError(f"--key {key!r} must be one of {', '.join(KEY_CHOICES)}")
+        queries = int(opts.get("queries") or 0) or size
+        if not 1 <= queries <= MAX_N:
+            raise UsageError(f"--queries {queries:,} is out of range (1 to 2^30 - 1)")
+        opts["key"] = key
+        opts["queries"] = queries
+        return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
+
+    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+        """binary: one thread per query; linear and all: the array."""
+        n, queries = sizes(problem)
+        return (queries if op_of(variant) == "binary" else n, 1, 1)
+
+    def work(self, problem: Problem) -> Work:
+        """The array read once (linear, all); rates come from each case's items."""
+        return Work(bytes=problem.dims[0] * problem.np_dtype.itemsize)
+
+    def device_bytes(self, problem: Problem) -> int:
+        """Array, sorted array, queries, all's index output, binary's output, block counts."""
+        n, q = sizes(problem)
+        return 2 * n * problem.np_dtype.itemsize + q * problem.np_dtype.itemsize + 4 * (n + q) + 8 * (n // 256 + 1) + (1 << 20)
+
+    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+        """The element type for search.cu."""
+        return {"ELEM_T": C_TYPES[problem.dtype]}
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """The array, its sorted copy, the key and the queries (see the module docstring).
+
+        Values are even numbers 0 .. 2(m-1) with m = max(1, n // 4) distinct values (capped so they stay
+        exact in float32): about four copies of each, so 'first' and 'all' differ from 'any'. Queries are
+        uniform over -1 .. 2m: odd ones (and -1, below everything) are absent, even ones present.
+        """
+        n, q = sizes(problem)
+        m = max(1, min(n // 4, MAX_DISTINCT))
+        x = (2 * rng.integers(0, m, size=n, dtype=np.int64)).astype(problem.np_dtype)
+        key = x[int(rng.integers(0, n))]
+        if problem.opt("key", "present") == "absent":
+            key = key + 1
+        queries = rng.integers(-1, 2 * m + 1, size=q, dtype=np.int64).astype(problem.np_dtype)
+        return {"x": x, "sorted": np.sort(x), "key": np.array([key], dtype=problem.np_dtype), "queries": queries}
+
+    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> Answers:
+        """The lazy answers of every operation."""
+        return Answers(inputs)
+
+    def check(self, problem: Problem, result: Found, ref: Answers) -> Check:
+        """Exact: the same indices (and, for ``all``, the same count) as NumPy.
+
+        ``max_error`` is the number of wrong entries (a wrong count counts as its difference).
+        """
+        expected = ref.get(result.op)
+        got = np.asarray(result.values)
+        if result.op == "all" and result.count != expected.size:
+            return Check(False, float(abs((result.count or 0) - expected.size)) or 1.0, 0.0,
+                         f" (count {result.count}, expected {expected.size})")
+        if got.shape != expected.shape:
+            return Check(False, float(abs(got.size - expected.size)) or 1.0, 0.0,
+                         f" ({got.size} indices, expected {expected.size})")
+        wrong = np.flatnonzero(got != expected)
+        if wrong.size:
+            i = int(wrong[0])
+            what = "unwritten (poison)" if got[i] < -1 else f"{int(got[i])}"
+            return Check(False, float(wrong.size), 0.0,
+                         f" ({wrong.size} wrong; first at {i}: {what}, expected {int(expected[i])})")
+        return Check(True, 0.0, 0.0)
+
+    def setup(self, ctx: SetupContext) -> Case:
+        """Build the case for one search variant.
+
+        Raises:
+            SkipRow: a 2-D block or grid, or a kind this family has no rows for.
+        """
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
+        op = op_of(variant)
+        if variant.kind == "host":
+            return _host_case(op, problem, inputs)
+        if variant.kind != "kernel":
+            raise SkipRow(f"search has no {variant.kind} rows ({variant.name})")
+        _one_dim(variant, launch)
+        n, q = sizes(problem)
+        dev = ctx.device
+        key = _scalar(problem, inputs["key"][0])
+        notes: dict[str, Any] = {}
+        if op == "linear":
+            d_x = ctx.shared("x", lambda: dev.to_device(inputs["x"]))
+            k, fin = ctx.kernel(), ctx.kernel("search_linear_finish")
+            d_first = dev.empty((1,), np.int32)
+            args = (d_x, np.int32(n), key, d_first)
+
+            def run() -> None:
+                d_first.poison(NOT_FOUND_FILL)     # 0x7f7f7f7f: above every index, so atomicMin takes any hit
+                k.launch(launch.grid, launch.block, args, launch.shared)
+                fin.launch((1, 1, 1), (1, 1, 1), (d_first, np.int32(n)))
+
+            notes["registers"] = k.num_regs
+            return Case(run=run, result=lambda: _noted(notes, Found(op, d_first.download())),
+                        poison=lambda byte=None: d_first.poison(POISON), one_poison=True, close=d_first.free, items=n, notes=notes)
+        if op == "all":
+            d_x = ctx.shared("x", lambda: dev.to_device(inputs["x"]))
+            count_k, scan_k, scatter_k = (ctx.kernel(), ctx.kernel("search_all_scan"),
+                                          ctx.kernel("search_all_scatter"))
+            blocks = launch.grid[0]
+            if blocks * launch.tile[0] < n:
+                raise SkipRow(f"{variant.name}: --grid {blocks} does not cover {n} elements in chunks of {launch.tile[0]}")
+            bufs = [dev.empty((blocks,), np.int32), dev.empty((blocks,), np.int32), dev.empty((1,), np.int32),
+                    dev.empty((n,), np.int32)]
+            d_counts, d_offsets, d_total, d_out = bufs
+
+            def run() -> None:
+                count_k.launch(launch.grid, launch.block, (d_x, np.int32(n), key, d_counts), launch.shared)
+                scan_k.launch((1, 1, 1), (SCAN_BLOCK, 1, 1), (d_counts, np.int32(blocks), d_offsets, d_total))
+                scatter_k.launch(launch.grid, launch.block, (d_x, np.int32(n), key, d_offsets, d_out), launch.shared)
+
+            def result() -> Found:
+                total = int(d_total.download()[0])
+                out = d_out.download()
+                return _noted(notes, Found(op, out[:max(0, min(total, n))], total))
+
+            def poison(byte: int | None = None) -> None:  # a negative index: never an answer
+                for b in bufs:
+                    b.poison(POISON)
+
+            def close() -> None:
+                for b in bufs:
+                    b.free()
+
+            notes.update(blocks=blocks, registers=scatter_k.num_regs)
+            return Case(run=run, result=result, poison=poison, one_poison=True, close=close, items=n, notes=notes)
+        # binary
+        d_sorted = ctx.shared("sorted", lambda: dev.to_device(inputs["sorted"]))
+        d_q = ctx.shared("queries", lambda: dev.to_device(inputs["queries"]))
+        k = ctx.kernel()
+        d_out = dev.empty((q,), np.int32)
+        args = (d_sorted, np.int32(n), d_q, np.int32(q), d_out)
+        return Case(run=lambda: k.launch(launch.grid, launch.block, args, launch.shared),
+                    result=lambda: Found(op, d_out.download()), poison=lambda byte=None: d_out.poison(POISON), one_poison=True, close=d_out.free,
+                    items=q, notes={"registers": k.num_regs})
 
 
 FAMILY = Search()

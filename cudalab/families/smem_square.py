@@ -5,48 +5,29 @@ Each kernel stores every thread's global index into a shared tile and reads one 
 dynamic shared memory). What matters is the counters (``cudalab ncu smem-square``): wavefronts
 per shared-memory request, 1 when conflict-free, n for an n-way bank conflict.
 
-This module holds a model of each kernel's index math (:data:`PATTERNS`, keyed by kernel symbol).
-The model gives, per thread, the tile word it stores to and the word it loads from. From it come
-both what the kernel writes to ``out`` (:func:`expected_out`) and the bank-conflict figure each
-access should show (:func:`model_wavefronts`); ``tests/test_smem.py`` checks that the model
-reproduces the ``smem_expect`` values declared in family.toml.
+This module holds a model of each kernel's index math (:data:`PATTERNS`, keyed by kernel symbol);
+the machinery that turns a model into the expected ``out`` and the bank-conflict figures, and checks a
+kernel by un-permuting its ``out``, is :mod:`cudalab.families.smem_tile`, shared with smem-rect.
+``tests/test_smem.py`` checks that the model reproduces the ``smem_expect`` values declared in
+family.toml.
 
 Sizes: one block by default. ``--blocks K`` (or ``--n K``, the same thing) launches K blocks; block
 b writes ``out[b]``, its own slice. ``--shape`` is refused. Problem dims are (blocks, BDIMY, BDIMX).
-
-Verification: a kernel's output is a permutation of its block's global thread indices, and which
-permutation depends on the variant, while the runner's reference is one array per problem. So
-``Case.result`` un-permutes the downloaded ``out`` by the variant's modelled read pattern; a correct
-kernel then yields exactly the global thread index everywhere (the family reference), and any
-misplaced, wrong or unwritten (poisoned: -1) element shows as a difference.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work, compare
+from cudalab.families import Case, Check, Problem, SetupContext, Work, smem_tile
 from cudalab.families.base import Family
+from cudalab.families.smem_tile import Pattern
 
 BDIMX, BDIMY = 32, 32
 #: Padding of the padded square variants (family.toml's IPAD define for them).
 SQUARE_IPAD = 1
-WARP, BANKS = 32, 32
-
-OPTIONS: tuple[FamilyOption, ...] = (
-    FamilyOption("blocks", int, 1, "Blocks to launch (each writes its own slice of out); many blocks make the "
-                                   "pattern timeable, one block is the textbook demo."),
-)
-SIZE_HELP = "number of blocks (same as --blocks); default 1, the textbook demo"
-EXTRA_COLUMNS = (("smem_expect", "expected wavefronts/req ld/st"),)
-
-# (tx, ty, bdimx, bdimy, ipad) -> (store word address, load word address), per thread.
-Pattern = Callable[[np.ndarray, np.ndarray, int, int, int], tuple[np.ndarray, np.ndarray]]
 
 
 def _rows(tx, ty, bx, by, p):
@@ -82,206 +63,59 @@ PATTERNS: dict[str, Pattern] = {
 }
 
 
-# --- the model ------------------------------------------------------------------------------------
-
-def thread_grid(bx: int, by: int) -> tuple[np.ndarray, np.ndarray]:
-    """threadIdx.x and threadIdx.y of one block, flat in linear thread order (x fastest)."""
-    ty, tx = np.meshgrid(np.arange(by), np.arange(bx), indexing="ij")
-    return tx.ravel(), ty.ravel()
+def expected_out(problem: Problem, variant: VariantSpec) -> np.ndarray:
+    """What the variant's kernel writes to ``out``, shape (blocks, 32, 32)."""
+    return smem_tile.expected_out(problem, variant, PATTERNS, SQUARE_IPAD)
 
 
-def accesses(patterns: dict[str, Pattern], kernel: str, bx: int, by: int, ipad: int) -> tuple[np.ndarray, np.ndarray]:
-    """Store and load word addresses of every thread of one block, in linear thread order."""
-    tx, ty = thread_grid(bx, by)
-    st, ld = patterns[kernel](tx, ty, bx, by, ipad)
-    return np.asarray(st, dtype=np.int64), np.asarray(ld, dtype=np.int64)
+class SmemSquare(Family):
+    """Shared-memory bank conflicts on a 32x32 tile."""
 
-
-def read_permutation(patterns: dict[str, Pattern], kernel: str, bx: int, by: int, ipad: int) -> np.ndarray:
-    """perm[i]: the block-local thread index whose stored value thread i reads back.
-
-    Raises:
-        ValueError: the model loads a word no thread stored, or two threads store to one word.
-    """
-    st, ld = accesses(patterns, kernel, bx, by, ipad)
-    size = int(max(st.max(), ld.max())) + 1
-    owner = np.full(size, -1, dtype=np.int64)
-    owner[st] = np.arange(st.size)
-    if np.unique(st).size != st.size:
-        raise ValueError(f"{kernel}: two threads store to one tile word")
-    perm = owner[ld]
-    if (perm < 0).any():
-        raise ValueError(f"{kernel}: a thread loads a tile word no thread stored")
-    return perm
-
-
-def wavefronts_per_request(addresses: np.ndarray, warp: int = WARP, banks: int = BANKS) -> float:
-    """Mean shared-memory wavefronts per warp request for 32-bit accesses.
-
-    A request needs as many wavefronts as the busiest bank has distinct words (threads reading
-    the same word share it: a broadcast). This is the n-way figure: 1 conflict-free, 32 when a
-    whole warp hits one bank at different words.
-    """
-    ways = []
-    for start in range(0, addresses.size, warp):
-        words = np.unique(addresses[start:start + warp])
-        ways.append(int(np.bincount(words % banks, minlength=banks).max()))
-    return float(np.mean(ways))
-
-
-def model_wavefronts(patterns: dict[str, Pattern], kernel: str, bx: int, by: int, ipad: int) -> dict[str, float]:
-    """Expected wavefronts per request, ``{"ld": .., "st": ..}``, from the kernel's index math."""
-    st, ld = accesses(patterns, kernel, bx, by, ipad)
-    return {"ld": wavefronts_per_request(ld), "st": wavefronts_per_request(st)}
-
-
-def expected_out(problem: Problem, variant: VariantSpec, patterns: dict[str, Pattern] | None = None,
-                 ipad: int = SQUARE_IPAD) -> np.ndarray:
-    """What the variant's kernel writes to ``out``, shape (blocks, BDIMY, BDIMX)."""
-    blocks, by, bx = problem.dims
-    perm = read_permutation(patterns or PATTERNS, variant.kernel, bx, by, ipad)
-    base = (np.arange(blocks, dtype=np.int64) * bx * by)[:, None]
-    return (base + perm[None, :]).astype(np.int32).reshape(blocks, by, bx)
-
-
-# --- the family contract ----------------------------------------------------------------------------
-
-def blocks_problem(n: str | None, shape: str | None, dtype: str, options: dict, bx: int, by: int) -> Problem:
-    """Parse ``--blocks K`` (or ``--n K``) into dims (blocks, bdimy, bdimx)."""
-    if shape:
-        raise UsageError("this family takes no --shape: the tile is fixed; use --blocks K to launch K blocks")
-    blocks = int(options.get("blocks", 1))
-    if n:
-        from_n = L.parse_size(n, "--n")
-        if blocks not in (1, from_n):
-            raise UsageError(f"--n {n} and --blocks {blocks} disagree (--n is the number of blocks)")
-        blocks = from_n
-    if blocks < 1:
-        raise UsageError("--blocks must be at least 1")
-    if blocks * bx * by >= 2**31:
-        raise UsageError(f"--blocks {blocks} is too many: the kernels write int32 indices (at most {2**31 // (bx * by) - 1} blocks)")
-    opts = dict(options, blocks=blocks)
-    return Problem(dims=(blocks, by, bx), dtype=dtype, options=tuple(sorted(opts.items())))
-
-
-def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
-    """Parse the number of blocks; see the module docstring."""
-    return blocks_problem(n, shape, dtype, options, BDIMX, BDIMY)
-
-
-def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """One tile of BDIMX x BDIMY per block, blocks side by side along x (grid = blocks x 1)."""
-    blocks, by, bx = problem.dims
-    return (blocks * bx, by, 1)
-
-
-def work(problem: Problem) -> Work:
-    """The bytes of out written (the tile traffic itself stays on chip)."""
-    return Work(bytes=int(np.prod(problem.dims)) * problem.np_dtype.itemsize)
-
-
-def device_bytes(problem: Problem) -> int:
-    """Only out lives on the device."""
-    return int(np.prod(problem.dims)) * problem.np_dtype.itemsize
-
-
-def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """None: the kernels write thread indices, they read nothing."""
-    return {}
-
-
-def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """Every block's global thread indices in order: what a correct kernel's out un-permutes to."""
-    return np.arange(int(np.prod(problem.dims)), dtype=np.int32).reshape(problem.dims)
-
-
-def check(problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
-    """Integers: exact."""
-    if result.shape == ref.shape and np.array_equal(result, ref):
-        return Check(True, 0.0, 0.0)
-    return compare(result, ref, tolerance=0.0, relative=False)
-
-
-def unpermute(out: np.ndarray, perm: np.ndarray) -> np.ndarray:
-    """Undo the read permutation: canon[b, perm[i]] = out[b, i] (a correct out becomes arange)."""
-    blocks = out.shape[0]
-    flat = out.reshape(blocks, -1)
-    canon = np.empty_like(flat)
-    canon[:, perm] = flat
-    return canon.reshape(out.shape)
-
-
-def sort_blocks(out: np.ndarray) -> np.ndarray:
-    """Each block's slice sorted: a correct kernel of unknown pattern (``--add``) then reads as the reference.
-
-    Poison (-1) sorts first, so an unwritten element still shows as a difference.
-    """
-    return np.sort(out.reshape(out.shape[0], -1), axis=1).reshape(out.shape)
-
-
-def fmt_expect(expect: dict | None) -> str:
-    """``32/1`` for {"ld": 32, "st": 1}."""
-    if not expect:
-        return "–"
-    return "/".join(f"{float(expect[k]):g}" for k in ("ld", "st"))
-
-
-def make_setup(patterns: dict[str, Pattern], ipad_of: Callable[[Problem], int], expect_of):
-    """Build a ``setup`` for a tile family (shared with smem-rect)."""
-
-    def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
-        """Allocate out, launch the variant's kernel and un-permute its out for the check."""
-        blocks, by, bx = problem.dims
-        if variant.param("user"):  # a --add kernel: its pattern is unknown, so check a permutation per block
-            canon = sort_blocks
-        else:
-            perm = read_permutation(patterns, variant.kernel, bx, by, ipad_of(problem))
-            canon = lambda out: unpermute(out, perm)  # noqa: E731
-        d_out = ctx.device.empty(problem.dims, np.int32)
-        k = kernels(variant.kernel)
-        args = (d_out,)
-        return Case(
-            run=lambda: k.launch(launch.grid, launch.block, args, launch.shared),
-            result=lambda: canon(d_out.download()),
-            poison=d_out.poison, close=d_out.free,
-            notes={"registers": k.num_regs, "smem_expect": fmt_expect(expect_of(problem, variant))},
-        )
-
-    return setup
-
-
-def smem_expect(problem: Problem, variant: VariantSpec) -> dict[str, float] | None:
-    """Expected wavefronts per request: family.toml's ``smem_expect`` (the square tile is fixed)."""
-    exp = variant.param("smem_expect")
-    return {k: float(v) for k, v in exp.items()} if exp else None
-
-
-setup = make_setup(PATTERNS, lambda p: SQUARE_IPAD, smem_expect)
-
-
-SIGNATURE = """\
+    OPTIONS = (smem_tile.BLOCKS,)
+    SIZE_HELP = smem_tile.SIZE_HELP
+    EXTRA_COLUMNS = smem_tile.EXTRA_COLUMNS
+    SIGNATURE = """\
 void KERNEL(int *out)          // blocks x 32 x 32 ints: block b writes out[b * 1024 + i], i = 0..1023, each
                                // one of its own global thread indices b * 1024 + threadIdx.y * 32 + threadIdx.x
 // block 32x32 (BDIMX, BDIMY); grid: --blocks blocks along x. Checked as a permutation: every index of the
 // block once (the order is the pattern's business; the built-in rows check their exact order)"""
 
-class SmemSquare(Family):
-    """Shared-memory bank conflicts on a 32x32 tile."""
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+        """Parse the number of blocks; see the module docstring."""
+        return smem_tile.problem(n, shape, dtype, options, BDIMX, BDIMY)
 
-    SIGNATURE = SIGNATURE
+    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+        """One tile of BDIMX x BDIMY per block, blocks side by side along x (grid = blocks x 1)."""
+        return smem_tile.extent(problem)
 
-    OPTIONS = OPTIONS
-    SIZE_HELP = SIZE_HELP
-    EXTRA_COLUMNS = EXTRA_COLUMNS
-    problem = staticmethod(problem)
-    extent = staticmethod(extent)
-    work = staticmethod(work)
-    device_bytes = staticmethod(device_bytes)
-    make_inputs = staticmethod(make_inputs)
-    reference = staticmethod(reference)
-    check = staticmethod(check)
-    setup = staticmethod(setup)
-    smem_expect = staticmethod(smem_expect)
+    def work(self, problem: Problem) -> Work:
+        """The bytes of out written (the tile traffic itself stays on chip)."""
+        return smem_tile.work(problem)
+
+    def device_bytes(self, problem: Problem) -> int:
+        """Only out lives on the device."""
+        return smem_tile.device_bytes(problem)
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """None: the kernels write thread indices, they read nothing."""
+        return {}
+
+    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """Every block's global thread indices in order: what a correct kernel's out un-permutes to."""
+        return smem_tile.reference(problem)
+
+    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+        """Integers: exact."""
+        return smem_tile.check(result, ref)
+
+    def smem_expect(self, problem: Problem, variant: VariantSpec) -> dict[str, float] | None:
+        """Expected wavefronts per request: family.toml's ``smem_expect`` (the square tile is fixed)."""
+        exp = variant.param("smem_expect")
+        return {k: float(v) for k, v in exp.items()} if exp else None
+
+    def setup(self, ctx: SetupContext) -> Case:
+        """Allocate out, launch the variant's kernel and un-permute its out for the check."""
+        return smem_tile.case(ctx, PATTERNS, SQUARE_IPAD, self.smem_expect(ctx.problem, ctx.variant))
 
 
 FAMILY = SmemSquare()

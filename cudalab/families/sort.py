@@ -33,21 +33,13 @@ import numpy as np
 from cudalab import gpu
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, Work
+from cudalab.errors import SkipRow, UsageError
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work
 from cudalab.families.base import Family
 from cudalab.families.sort_onesweep import onesweep_case
 from cudalab.families.sort_radix import radix_case
 
 INPUTS = ("random", "dups", "sorted", "reverse")
-OPTIONS: tuple[FamilyOption, ...] = (
-    FamilyOption("input", str, "random", "keys: random, dups (16 distinct values), sorted or reverse (sorted descending)"),
-)
-SIZE_HELP = "number of keys (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216; at most 2^28"
-EXTRA_COLUMNS = (("passes", "passes"),)
-#: compute-sanitizer sizes: a multiple of every tile (bitonic 8192, onesweep 6144, radix 4096, merge-rank 1024) and
-#: one that is not.
-SANITIZE_SIZES = ({"n": "24576"}, {"n": "5000"})
 
 DEFAULT_N = 2**24
 #: The kernels index with int / unsigned (the padded bitonic buffer is then at most 2^28); onesweep's
@@ -64,75 +56,12 @@ GLOBAL_BLOCK = 256
 
 # --- sizes and work ------------------------------------------------------------------------------
 
-def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
-    """Parse ``--n`` and ``--input``.
-
-    Raises:
-        UsageError: ``--shape`` given, n outside 1..2^28, or an unknown --input.
-    """
-    if shape:
-        raise UsageError("sort takes a length: use --n (e.g. --n 2^24), not --shape")
-    size = L.parse_size(n, "--n") if n else DEFAULT_N
-    if not 1 <= size <= MAX_N:
-        raise UsageError(f"--n {size:,} is out of range: sort takes 1 to 2^28 keys")
-    opts = dict(options)
-    kind = opts.get("input") or "random"
-    if kind not in INPUTS:
-        raise UsageError(f"--input {kind!r} must be one of {', '.join(INPUTS)}")
-    opts["input"] = kind
-    return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
-
-
 def pow2_at_least(x: int) -> int:
     """The smallest power of two >= x (x >= 1)."""
     return 1 << max(0, (x - 1).bit_length())
 
 
-def extent(problem: Problem, variant: VariantSpec) -> L.Dim3:
-    """bitonic: the array padded to a power of two; merge-rank and radix: the array."""
-    n = problem.dims[0]
-    return (pow2_at_least(n) if variant.param("pad_pow2") else n, 1, 1)
-
-
-def work(problem: Problem) -> Work:
-    """Each key read and written once (the rate column counts keys, not bytes)."""
-    return Work(bytes=2 * problem.dims[0] * problem.np_dtype.itemsize)
-
-
-def device_bytes(problem: Problem) -> int:
-    """Input, two key and two index buffers (merge-rank), or the padded buffer (bitonic, < 2n), + CuPy's copy.
-
-    radix's two key buffers and its counts (16 four-byte counts per tile of >= 32 keys: <= 2n bytes),
-    and onesweep's two key buffers and its scratch (4 x 256 four-byte status words per tile of >= 2048
-    keys, plus 4.2 KiB: <= 2n bytes + 4.2 KiB), need less than merge-rank's buffers.
-    """
-    n, size = problem.dims[0], problem.np_dtype.itemsize
-    return n * size + 2 * n * (size + 4) + 2 * n * size + (64 << 20)
-
-
-def defines(problem: Problem, variant: VariantSpec) -> dict[str, str]:
-    """The element type for sort.cu."""
-    return {"ELEM_T": C_TYPES[problem.dtype]}
-
-
 # --- inputs and answers ----------------------------------------------------------------------------
-
-def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Keys as ``--input`` says (see the module docstring)."""
-    n = problem.dims[0]
-    kind = problem.opt("input", "random")
-    if kind == "dups":
-        x = rng.integers(0, DUP_VALUES, size=n).astype(problem.np_dtype)
-    elif problem.dtype == "int32":
-        x = rng.integers(np.iinfo(np.int32).min, np.iinfo(np.int32).max, size=n, dtype=np.int32, endpoint=True)
-    else:
-        x = rng.standard_normal(n, dtype=np.float32)
-    if kind == "sorted":
-        x = np.sort(x)
-    elif kind == "reverse":
-        x = np.ascontiguousarray(np.sort(x)[::-1])
-    return {"x": x}
-
 
 @dataclass(frozen=True)
 class Sorted:
@@ -158,40 +87,6 @@ class Expected:
         return self._order
 
 
-def reference(problem: Problem, inputs: dict[str, np.ndarray]) -> Expected:
-    """NumPy's sorted keys (the stable order comes later, only if a stable variant runs)."""
-    x = inputs["x"]
-    return Expected(x, np.sort(x))
-
-
-def check(problem: Problem, result: Sorted, ref: Expected) -> Check:
-    """Keys exactly equal to NumPy's; where the variant returns indices, equal to the stable argsort.
-
-    ``max_error`` is the number of wrong positions.
-    """
-    keys = np.asarray(result.keys)
-    if keys.shape != ref.keys.shape:
-        return Check(False, float("inf"), 0.0, f" (shape {keys.shape}, expected {ref.keys.shape})")
-    # array_equal is False for NaN (the float poison), as it should be.
-    wrong = np.flatnonzero(~(keys == ref.keys))
-    if wrong.size:
-        i = int(wrong[0])
-        return Check(False, float(wrong.size), 0.0,
-                     f" ({wrong.size} keys wrong; first at {i}: {keys[i]!r}, expected {ref.keys[i]!r})")
-    if result.order is not None:
-        order = np.asarray(result.order)
-        bad = np.flatnonzero(order != ref.order)
-        if bad.size:
-            i = int(bad[0])
-            valid = (order.shape == ref.order.shape and bool(np.all((order >= 0) & (order < keys.size)))
-                     and np.unique(order).size == order.size)   # a permutation: nothing lost or doubled
-            why = ("keys sorted but equal keys out of input order: not stable" if valid and
-                   np.array_equal(ref.x[order], keys) else "indices do not match the keys (lost or unwritten)")
-            return Check(False, float(bad.size), 0.0,
-                         f" ({bad.size} indices wrong, first at {i}: {int(order[i])}, expected {int(ref.order[i])}; {why})")
-    return Check(True, 0.0, 0.0)
-
-
 def key_poison(x: np.ndarray) -> int:
     """A fill byte whose 4-byte pattern is not an input key (so an unwritten element never passes).
 
@@ -203,7 +98,7 @@ def key_poison(x: np.ndarray) -> int:
         value = np.frombuffer(bytes([b]) * 4, dtype=np.int32)[0]
         if not np.any(x == value):
             return b
-    raise UsageError("no poison byte pattern is free of the input keys (8 candidates all present)")
+    raise SkipRow("no poison byte pattern is free of the input keys (8 candidates all present)")
 
 
 # --- cases ---------------------------------------------------------------------------------------
@@ -221,11 +116,11 @@ def _library_case(d_x, problem: Problem) -> Case:
     """The ``cupy`` reference row: cupy.sort (a copy sorted by CUB's radix sort).
 
     Raises:
-        UsageError: CuPy is not installed (the runner turns this into a Skipped row).
+        SkipRow: CuPy is not installed (the runner turns this into a Skipped row).
     """
     view = gpu.cupy_view(d_x)
     if view is None:
-        raise UsageError("CuPy is not installed: the cupy reference row needs it (pip install cupy-cuda13x)")
+        raise SkipRow("CuPy is not installed: the cupy reference row needs it (pip install cupy-cuda13x)")
     import cupy  # noqa: PLC0415  (present: cupy_view succeeded)
 
     box: dict = {}
@@ -260,17 +155,18 @@ LEVELS = {"sort_bitonic_step": 1, "sort_bitonic_step2": 2, "sort_bitonic_step3":
 KERNEL_OF_LEVELS = {v: k for k, v in LEVELS.items()}
 
 
-def _bitonic_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x, poison: int, kernels) -> Case:
+def _bitonic_case(ctx: SetupContext, d_x, poison: int) -> Case:
+    variant, launch, problem = ctx.variant, ctx.launch, ctx.problem
     n = problem.dims[0]
     tile = launch.tile[0]
     if tile & (tile - 1):
-        raise UsageError(f"{variant.name} needs a power-of-two tile (got {tile})")
+        raise SkipRow(f"{variant.name} needs a power-of-two tile (got {tile})")
     n2 = max(pow2_at_least(n), tile)
     tiles = n2 // tile
     if launch.grid != (tiles, 1, 1):
-        raise UsageError(f"{variant.name} sets its own grid ({tiles} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
-                         "does not match")
-    ks = {name: kernels(name) for name in ("sort_bitonic_tile", "sort_bitonic_merge", *LEVELS)}
+        raise SkipRow(f"{variant.name} sets its own grid ({tiles} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
+                      "does not match")
+    ks = {name: ctx.kernel(name) for name in ("sort_bitonic_tile", "sort_bitonic_merge", *LEVELS)}
     d_buf = ctx.device.empty((n2,), problem.np_dtype)
     steps = []
     for name, k, j in bitonic_plan(n2, tile):
@@ -292,10 +188,11 @@ def _bitonic_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d
                 notes={"passes": 1 + len(steps), "padded": n2, "registers": first.num_regs})
 
 
-def _merge_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x, poison: int, kernels) -> Case:
+def _merge_case(ctx: SetupContext, d_x, poison: int) -> Case:
+    launch, problem = ctx.launch, ctx.problem
     n = problem.dims[0]
     tile = launch.tile[0]
-    first, merge = kernels(variant.kernel), kernels("sort_merge_pass")
+    first, merge = ctx.kernel(), ctx.kernel("sort_merge_pass")
     dev = ctx.device
     keys = [dev.empty((n,), problem.np_dtype) for _ in range(2)]
     vals = [dev.empty((n,), np.int32) for _ in range(2)]
@@ -329,51 +226,135 @@ def _merge_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x
                 close=close, items=n, notes={"passes": 1 + len(widths), "registers": merge.num_regs})
 
 
-def setup(ctx, variant: VariantSpec, launch: Launch, problem: Problem, inputs: dict, kernels) -> Case:
-    """Build the case for one sort variant.
-
-    Raises:
-        UsageError: a 2-D block or grid, CuPy missing for the cupy row, or a grid that does not fit.
-    """
-    x = inputs["x"]
-    if variant.kind == "host":
-        return _host_case(problem, x)
-    d_x = ctx.shared("x", lambda: ctx.device.to_device(x))   # pristine: every variant sorts out of place
-    if variant.kind == "library":
-        return _library_case(d_x, problem)
-    if variant.kind != "kernel":
-        raise UsageError(f"sort has no {variant.kind} rows ({variant.name})")
-    if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-        raise UsageError(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                         f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
-    poison = ctx.shared("poison", lambda: key_poison(x))
-    if variant.param("pad_pow2"):
-        return _bitonic_case(ctx, variant, launch, problem, d_x, poison, kernels)
-    if variant.param("radix"):
-        return radix_case(ctx, variant, launch, problem, d_x, poison, kernels, answer=Sorted)
-    if variant.param("onesweep"):
-        return onesweep_case(ctx, variant, launch, problem, d_x, poison, kernels, answer=Sorted)
-    if launch.grid[0] * launch.tile[0] < problem.dims[0]:
-        raise UsageError(f"{variant.name}: --grid {launch.grid[0]} does not cover {problem.dims[0]} keys in tiles of {launch.tile[0]}")
-    return _merge_case(ctx, variant, launch, problem, d_x, poison, kernels)
-
-
 class Sort(Family):
     """Ascending sort of n keys."""
 
-    OPTIONS = OPTIONS
-    SIZE_HELP = SIZE_HELP
-    EXTRA_COLUMNS = EXTRA_COLUMNS
-    SANITIZE_SIZES = SANITIZE_SIZES
-    problem = staticmethod(problem)
-    extent = staticmethod(extent)
-    work = staticmethod(work)
-    device_bytes = staticmethod(device_bytes)
-    make_inputs = staticmethod(make_inputs)
-    reference = staticmethod(reference)
-    check = staticmethod(check)
-    setup = staticmethod(setup)
-    defines = staticmethod(defines)
+    OPTIONS: tuple[FamilyOption, ...] = (
+        FamilyOption("input", str, "random", "keys: random, dups (16 distinct values), sorted or reverse (sorted descending)"),
+    )
+    SIZE_HELP = "number of keys (--n 16M, 2^24, 1000003); default 2^24 = 16,777,216; at most 2^28"
+    EXTRA_COLUMNS = (("passes", "passes"),)
+    #: compute-sanitizer sizes: a multiple of every tile (bitonic 8192, onesweep 6144, radix 4096, merge-rank 1024) and
+    #: one that is not.
+    SANITIZE_SIZES = ({"n": "24576"}, {"n": "5000"})
+
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+        """Parse ``--n`` and ``--input``.
+
+        Raises:
+            UsageError: ``--shape`` given, n outside 1..2^28, or an unknown --input.
+        """
+        if shape:
+            raise UsageError("sort takes a length: use --n (e.g. --n 2^24), not --shape")
+        size = L.parse_size(n, "--n") if n else DEFAULT_N
+        if not 1 <= size <= MAX_N:
+            raise UsageError(f"--n {size:,} is out of range: sort takes 1 to 2^28 keys")
+        opts = dict(options)
+        kind = opts.get("input") or "random"
+        if kind not in INPUTS:
+            raise UsageError(f"--input {kind!r} must be one of {', '.join(INPUTS)}")
+        opts["input"] = kind
+        return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
+
+    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+        """bitonic: the array padded to a power of two; merge-rank and radix: the array."""
+        n = problem.dims[0]
+        return (pow2_at_least(n) if variant.param("pad_pow2") else n, 1, 1)
+
+    def work(self, problem: Problem) -> Work:
+        """Each key read and written once (the rate column counts keys, not bytes)."""
+        return Work(bytes=2 * problem.dims[0] * problem.np_dtype.itemsize)
+
+    def device_bytes(self, problem: Problem) -> int:
+        """Input, two key and two index buffers (merge-rank), or the padded buffer (bitonic, < 2n), + CuPy's copy.
+
+        radix's two key buffers and its counts (16 four-byte counts per tile of >= 32 keys: <= 2n bytes),
+        and onesweep's two key buffers and its scratch (4 x 256 four-byte status words per tile of >= 2048
+        keys, plus 4.2 KiB: <= 2n bytes + 4.2 KiB), need less than merge-rank's buffers.
+        """
+        n, size = problem.dims[0], problem.np_dtype.itemsize
+        return n * size + 2 * n * (size + 4) + 2 * n * size + (64 << 20)
+
+    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+        """The element type for sort.cu."""
+        return {"ELEM_T": C_TYPES[problem.dtype]}
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Keys as ``--input`` says (see the module docstring)."""
+        n = problem.dims[0]
+        kind = problem.opt("input", "random")
+        if kind == "dups":
+            x = rng.integers(0, DUP_VALUES, size=n).astype(problem.np_dtype)
+        elif problem.dtype == "int32":
+            x = rng.integers(np.iinfo(np.int32).min, np.iinfo(np.int32).max, size=n, dtype=np.int32, endpoint=True)
+        else:
+            x = rng.standard_normal(n, dtype=np.float32)
+        if kind == "sorted":
+            x = np.sort(x)
+        elif kind == "reverse":
+            x = np.ascontiguousarray(np.sort(x)[::-1])
+        return {"x": x}
+
+    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> Expected:
+        """NumPy's sorted keys (the stable order comes later, only if a stable variant runs)."""
+        x = inputs["x"]
+        return Expected(x, np.sort(x))
+
+    def check(self, problem: Problem, result: Sorted, ref: Expected) -> Check:
+        """Keys exactly equal to NumPy's; where the variant returns indices, equal to the stable argsort.
+
+        ``max_error`` is the number of wrong positions.
+        """
+        keys = np.asarray(result.keys)
+        if keys.shape != ref.keys.shape:
+            return Check(False, float("inf"), 0.0, f" (shape {keys.shape}, expected {ref.keys.shape})")
+        # array_equal is False for NaN (the float poison), as it should be.
+        wrong = np.flatnonzero(~(keys == ref.keys))
+        if wrong.size:
+            i = int(wrong[0])
+            return Check(False, float(wrong.size), 0.0,
+                         f" ({wrong.size} keys wrong; first at {i}: {keys[i]!r}, expected {ref.keys[i]!r})")
+        if result.order is not None:
+            order = np.asarray(result.order)
+            bad = np.flatnonzero(order != ref.order)
+            if bad.size:
+                i = int(bad[0])
+                valid = (order.shape == ref.order.shape and bool(np.all((order >= 0) & (order < keys.size)))
+                         and np.unique(order).size == order.size)   # a permutation: nothing lost or doubled
+                why = ("keys sorted but equal keys out of input order: not stable" if valid and
+                       np.array_equal(ref.x[order], keys) else "indices do not match the keys (lost or unwritten)")
+                return Check(False, float(bad.size), 0.0,
+                             f" ({bad.size} indices wrong, first at {i}: {int(order[i])}, expected {int(ref.order[i])}; {why})")
+        return Check(True, 0.0, 0.0)
+
+    def setup(self, ctx: SetupContext) -> Case:
+        """Build the case for one sort variant.
+
+        Raises:
+            SkipRow: a 2-D block or grid, CuPy missing for the cupy row, or a grid that does not fit.
+        """
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
+        x = inputs["x"]
+        if variant.kind == "host":
+            return _host_case(problem, x)
+        d_x = ctx.shared("x", lambda: ctx.device.to_device(x))   # pristine: every variant sorts out of place
+        if variant.kind == "library":
+            return _library_case(d_x, problem)
+        if variant.kind != "kernel":
+            raise SkipRow(f"sort has no {variant.kind} rows ({variant.name})")
+        if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
+            raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
+                          f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+        poison = ctx.shared("poison", lambda: key_poison(x))
+        if variant.param("pad_pow2"):
+            return _bitonic_case(ctx, d_x, poison)
+        if variant.param("radix"):
+            return radix_case(ctx, d_x, poison, answer=Sorted)
+        if variant.param("onesweep"):
+            return onesweep_case(ctx, d_x, poison, answer=Sorted)
+        if launch.grid[0] * launch.tile[0] < problem.dims[0]:
+            raise SkipRow(f"{variant.name}: --grid {launch.grid[0]} does not cover {problem.dims[0]} keys in tiles of {launch.tile[0]}")
+        return _merge_case(ctx, d_x, poison)
 
 
 FAMILY = Sort()

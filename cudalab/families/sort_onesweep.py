@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Launch, Problem
+from cudalab.errors import SkipRow
+from cudalab.families import Case, SetupContext
 
 RADIX_BITS = 8
 RADIX = 1 << RADIX_BITS
@@ -86,29 +85,29 @@ def hist_grid(n: int, sm_count: int) -> int:
     return max(1, min(-(-n // (HIST_BLOCK * HIST_KEYS_PER_THREAD)), HIST_BLOCKS_PER_SM * sm_count))
 
 
-def onesweep_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x, poison: int, kernels,
-                  answer: Callable[[np.ndarray], Any]) -> Case:
+def onesweep_case(ctx: SetupContext, d_x, poison: int, answer: Callable[[np.ndarray], Any]) -> Case:
     """The onesweep row: init, histogram and 4 passes over two key buffers and one scratch array.
 
     Args:
         answer: wraps the downloaded keys as the family's result (sort's ``Sorted``).
 
     Raises:
-        UsageError: a grid other than ceil(n / tile), or ITEMS / BLOCK that do not match the launch.
+        SkipRow: a grid other than ceil(n / tile), or ITEMS / BLOCK that do not match the launch.
     """
+    variant, launch, problem = ctx.variant, ctx.launch, ctx.problem
     n = problem.dims[0]
     block, tile = launch.block[0], launch.tile[0]
     defines = dict(launch.defines)
     items = defines.get("ITEMS")
     if items is None or int(items) * block != tile:
-        raise UsageError(f"{variant.name}: ITEMS ({items}) x block ({block}) must be the tile ({tile})")
+        raise SkipRow(f"{variant.name}: ITEMS ({items}) x block ({block}) must be the tile ({tile})")
     if int(defines.get("BLOCK", block)) < block:
-        raise UsageError(f"{variant.name}: compiled for blocks of at most BLOCK = {defines['BLOCK']} threads (got {block})")
+        raise SkipRow(f"{variant.name}: compiled for blocks of at most BLOCK = {defines['BLOCK']} threads (got {block})")
     blocks = tiles(n, tile)
     if launch.grid != (blocks, 1, 1):
-        raise UsageError(f"{variant.name} sets its own grid ({blocks} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
-                         "does not match")
-    init, hist, sweep = (kernels(name) for name in KERNELS)
+        raise SkipRow(f"{variant.name} sets its own grid ({blocks} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
+                      "does not match")
+    init, hist, sweep = (ctx.kernel(name) for name in KERNELS)
     dev = ctx.device
     sm_count = dev.limits.sm_count
     bufs = [dev.empty((n,), problem.np_dtype) for _ in range(2)]

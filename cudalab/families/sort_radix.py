@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
-from cudalab.errors import UsageError
-from cudalab.families import Case, Launch, Problem
+from cudalab.errors import SkipRow
+from cudalab.families import Case, SetupContext
 
 RADIX_BITS = 4
 RADIX = 1 << RADIX_BITS
@@ -46,26 +45,26 @@ def result_buffer() -> int:
     return schedule()[-1][2]
 
 
-def radix_case(ctx, variant: VariantSpec, launch: Launch, problem: Problem, d_x, poison: int, kernels,
-               answer: Callable[[np.ndarray], Any]) -> Case:
+def radix_case(ctx: SetupContext, d_x, poison: int, answer: Callable[[np.ndarray], Any]) -> Case:
     """The radix row: 8 passes x (hist, scan, scatter) over two key buffers and one count array.
 
     Args:
         answer: wraps the downloaded keys as the family's result (sort's ``Sorted``).
 
     Raises:
-        UsageError: a grid other than ceil(n / tile), or ITEMS that does not match the tile.
+        SkipRow: a grid other than ceil(n / tile), or ITEMS that does not match the tile.
     """
+    variant, launch, problem = ctx.variant, ctx.launch, ctx.problem
     n = problem.dims[0]
     block, tile = launch.block[0], launch.tile[0]
     items = dict(launch.defines).get("ITEMS")
     if items is None or int(items) * block != tile:
-        raise UsageError(f"{variant.name}: ITEMS ({items}) x block ({block}) must be the tile ({tile})")
+        raise SkipRow(f"{variant.name}: ITEMS ({items}) x block ({block}) must be the tile ({tile})")
     blocks = tiles(n, tile)
     if launch.grid != (blocks, 1, 1):
-        raise UsageError(f"{variant.name} sets its own grid ({blocks} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
-                         "does not match")
-    hist, scan, scatter = (kernels(name) for name in KERNELS)
+        raise SkipRow(f"{variant.name} sets its own grid ({blocks} tiles of {tile}); --grid {L.fmt_dims(launch.grid)} "
+                      "does not match")
+    hist, scan, scatter = (ctx.kernel(name) for name in KERNELS)
     dev = ctx.device
     bufs = [dev.empty((n,), problem.np_dtype) for _ in range(2)]
     counts = dev.empty((RADIX * blocks,), np.uint32)

@@ -15,9 +15,9 @@ import numpy as np
 from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
-from cudalab.errors import CatalogError, CudalabError, UsageError
+from cudalab.errors import CatalogError, CudalabError, SkipRow, UsageError
 from cudalab.families.base import Family
-from cudalab.families.model import Case, Check, Launch, Work, compare
+from cudalab.families.model import Case, Check, Launch, SetupContext, Work, compare
 from cudalab.families.model import Problem as RunProblem
 from cudalab.problems.contract import Problem, Size, Tolerance, ctype
 
@@ -241,10 +241,10 @@ class ProblemFamily(Family):
             return Check(bool(ok), 0.0 if ok else float("inf"), 0.0, f" ({detail})" if detail else "")
         raise CatalogError(f"{self.where}: check {rule!r} must be 'exact', a Tolerance, a float or a function")
 
-    def setup(self, ctx: Any, variant: VariantSpec, launch: Launch, problem: RunProblem,
-              inputs: dict[str, np.ndarray], kernels: Callable[[str], Any]) -> Case:
+    def setup(self, ctx: SetupContext) -> Case:
         """Upload the inputs (once a run), allocate the output and scratch, and build the launch; a
         ``kind = "host"`` row times the NumPy reference on the CPU (a baseline)."""
+        variant, launch, problem, inputs = ctx.variant, ctx.launch, ctx.problem, ctx.inputs
         s = self.size(problem)
         out = self.spec.outputs[0]
         dev = ctx.device
@@ -278,7 +278,7 @@ class ProblemFamily(Family):
             for sc in self.spec.scalars:
                 v = self._call(f"scalar {sc.name!r}", sc.value, s) if callable(sc.value) else sc.value
                 values[sc.name] = np.dtype(sc.dtype).type(v)
-            lc = LaunchContext(s, variant, launch, arrays, kernels, dev, values)
+            lc = LaunchContext(s, variant, launch, arrays, ctx.kernel, dev, values)
             lc._order, lc.where = tuple(self.spec.args), self.where
             made_by_hook = lc.made
             run, notes = self._runner(variant, lc, s)
@@ -308,7 +308,7 @@ class ProblemFamily(Family):
         if variant.kind == "library":
             return self._library(variant, lc, s)
         if variant.kind != "kernel":
-            raise UsageError(f"{variant.name}: a problem's rows are kernels or libraries, not {variant.kind}")
+            raise SkipRow(f"{variant.name}: a problem's rows are kernels or libraries, not {variant.kind}")
         if self.spec.launch is not None and not variant.param("user"):
             run = self._call("launch", self.spec.launch, lc)
             if not callable(run):
@@ -335,7 +335,7 @@ class ProblemFamily(Family):
             try:
                 run()
             except ImportError as exc:
-                raise UsageError(f"{variant.name} needs {exc.name or exc}") from None
+                raise SkipRow(f"{variant.name} needs {exc.name or exc}") from None
         attempt()  # an absent library is a skipped row, said before the timing starts
         return run, {"_result": result, "reference": lib.description or variant.description}
 

@@ -186,14 +186,14 @@ class Worker:
 
     def info(self, mib: int, bandwidth: bool) -> None:
         """``cudalab info``: the GPU's facts, its free memory, and its copy roofline on ``mib`` MiB."""
-        from cudalab import runner  # noqa: PLC0415
+        from cudalab import roofline  # noqa: PLC0415
         from cudalab.bench import Protocol  # noqa: PLC0415
 
         free = int(self.dev.mem_info()[0])
         roof, why = None, ""
         if bandwidth:
             try:
-                roof = runner.measure_roofline(self.dev, min(mib * 2**20, free // 4), Protocol())
+                roof = roofline.measure(self.dev, min(mib * 2**20, free // 4), Protocol())
             except CudalabError as exc:
                 why = str(exc)
         self.chan.send(ev="info", device=self.dev.info.to_dict(), free=free,
