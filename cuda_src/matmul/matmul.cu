@@ -168,11 +168,17 @@ matmul_warptile(const float *__restrict__ A, const float *__restrict__ B, float 
 #ifndef SK_WAVES
 #define SK_WAVES 2
 #endif
+#ifndef SK_FIRST
+#define SK_FIRST 1
+#endif
+#ifndef SK_DYNAMIC
+#define SK_DYNAMIC 1
+#endif
 
 extern "C" __global__ void __launch_bounds__(WT_THREADS, WT_MINB)
 matmul_streamk(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,
                float *__restrict__ ws)
 {
     sgemm_streamk<SaCfg<WT_BM, WT_BN, WT_BK, WT_THREADS, WT_MI, WT_NI, WT_STAGES, WT_WM, WT_WN>, WT_GROUP, SK_WAVES,
-                  false>(A, B, nullptr, C, M, N, K, 1.f, 0.f, ws);
+                  SK_FIRST != 0, SK_DYNAMIC != 0, false>(A, B, nullptr, C, M, N, K, 1.f, 0.f, ws);
 }

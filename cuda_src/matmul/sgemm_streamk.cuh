@@ -6,12 +6,17 @@
 //
 // Schedule (every block computes it alike from M, N, K and the grid G, which must be co-resident:
 // one block an SM, grid = SM count, family.toml's grid = "sm:1"). The T tiles are numbered in
-// sa_tile_origin's GROUP order. With T = W*G + R (R > 0), the first T - S tiles, S = R + (WAVES
-// - 1)*G (at most T), run data-parallel: block b takes tiles b, b + G, ... whole. The last S tiles'
-// K slices (S * slices-a-tile iterations) are cut into G contiguous ranges of equal length (to
-// one slice), one a block. A block walks its range in order, so a range holds at most: the tail of
-// a tile (its first segment, not starting at k = 0), whole tiles, the head of a tile (its last
-// segment, starting at k = 0 and ending before the tile's end).
+// sa_tile_origin's GROUP order. With T = W*G + R (R > 0), S = R + (WAVES - 1)*G tiles (at most T)
+// are stream-K tiles: their K slices (S * slices-a-tile iterations) are cut into G contiguous
+// ranges of equal length (to one slice), one a block. A block walks its range in order, so a range
+// holds at most: the tail of a tile (its first segment, not starting at k = 0), whole tiles, the
+// head of a tile (its last segment, starting at k = 0 and ending before the tile's end). The other
+// T - S tiles (whole waves) are data-parallel, each whole on one block. FIRST (the default): the
+// stream-K tiles are tiles 0 .. S-1 and every block walks its range first, all starting together;
+// else they are the last S and come after the data-parallel tiles. DYNAMIC (the default): a block
+// takes the next data-parallel tile from a counter when it is done with the last, as the hardware
+// hands out a tiled grid's blocks, so SMs that run a little slower take fewer tiles; else block b
+// takes tiles b, b + G, ... (a static split: the slowest SM sets the time).
 //
 // Fix-up. A segment that does not start at k = 0 (at most one a block: its first) is a partial:
 // written to the block's slot of the workspace, then the block's flag is set (release). A segment
@@ -23,7 +28,9 @@
 // later blocks, all resident.
 //
 // Workspace: G slots of BM * BN floats (a thread's accumulators as float4s, lane-consecutive),
-// then G int flags, zero before the first launch.
+// then G int flags, zero before the first launch. Block 0 never writes a partial (its range starts
+// a tile), so flags[0] is the data-parallel tile counter: every block takes from it until it comes
+// up empty, once, so a launch takes T - S + G times; the last of them sets it back to 0.
 
 #pragma once
 
@@ -63,12 +70,13 @@ __device__ __forceinline__ int sk_tid()
 // tile's slices [s0, s1)) at a time. Kept out of registers, which the K loop needs (the values are
 // read again after it: its asm memory clobbers make the compiler reload them).
 struct SkSched {
-    int gx, gy, ipt, dp_tiles, q, r;  // tiles across and down, slices a tile, data-parallel tiles, range split
-    int dp, it, end;                   // this block's cursors: next data-parallel tile, stream-K iteration, end
-    int t, s0, s1;                     // the unit at hand (t < 0: none left)
+    int gx, gy, ipt, q, r;   // tiles across and down, slices a tile, the stream-K ranges' split
+    int dp_tiles, dp0, sk0;  // data-parallel tiles, the first one's number, the first stream-K tile's
+    int dp, it, end;         // this block's cursors: data-parallel (< 0: done), stream-K iteration, its end
+    int t, s0, s1;           // the unit at hand (t < 0: none left)
 };
 
-template <class Cfg, int GROUP, int WAVES, bool GEMM>
+template <class Cfg, int GROUP, int WAVES, bool FIRST, bool DYNAMIC, bool GEMM>
 __device__ __forceinline__ void sgemm_streamk(const float *__restrict__ A, const float *__restrict__ B,
                                               const float *__restrict__ C, float *__restrict__ Z, int M, int N,
                                               int K, float alpha, float beta, float *__restrict__ ws)
@@ -78,6 +86,9 @@ __device__ __forceinline__ void sgemm_streamk(const float *__restrict__ A, const
     static_assert(WAVES >= 1, "the stream-K region is the partial wave plus WAVES - 1 full ones");
     __shared__ SkSched sk;
     const int G = gridDim.x, b = blockIdx.x, tid = threadIdx.x;
+    float4 *const slots = reinterpret_cast<float4 *>(ws);
+    int *const flags = reinterpret_cast<int *>(ws + (size_t)G * BM * BN);
+    int *const counter = flags;  // block 0 never writes a partial (its range starts a tile): flags[0] is free
     // int is enough: tiles * slices < 2^29 for any M, N, K whose matrices have < 2^31 elements.
     auto first = [&](int i) { return i * sk.q + min(i, sk.r); };  // where block i's stream-K range starts
     if (tid == 0) {
@@ -87,31 +98,49 @@ __device__ __forceinline__ void sgemm_streamk(const float *__restrict__ A, const
         // SMs (%nsmid: the SM ids' upper bound): the waits need every block resident (one an SM).
         const int sk_tiles = rem == 0 || ipt < 2 || G > sk_nsmid() ? 0 : rem + min(waves, WAVES - 1) * G;
         const int iters = sk_tiles * ipt;
-        sk.gx = gx, sk.gy = gy, sk.ipt = ipt, sk.dp_tiles = tiles - sk_tiles, sk.q = iters / G, sk.r = iters % G;
-        sk.dp = b, sk.it = first(b), sk.end = first(b + 1);
+        sk.gx = gx, sk.gy = gy, sk.ipt = ipt, sk.q = iters / G, sk.r = iters % G;
+        sk.dp_tiles = tiles - sk_tiles, sk.dp0 = FIRST ? sk_tiles : 0, sk.sk0 = FIRST ? 0 : tiles - sk_tiles;
+        sk.dp = DYNAMIC ? 0 : b, sk.it = first(b), sk.end = first(b + 1);
     }
-    float4 *const slots = reinterpret_cast<float4 *>(ws);
-    int *const flags = reinterpret_cast<int *>(ws + (size_t)G * BM * BN);
 
     int rbase, cbase;
     sa_thread_origin<Cfg>(rbase, cbase);
     float acc[TM][TN];
 
-    // This block's work, one K loop in the code: its data-parallel tiles (b, b + G, ... whole), then
-    // its stream-K range, a segment of one tile at a time.
+    // Thread 0 hands out the block's work a unit at a time: data-parallel tiles (static: b, b + G,
+    // ...; DYNAMIC: the next from a counter, as the hardware hands out the blocks of a tiled grid),
+    // and the stream-K range a segment of one tile at a time; FIRST: the stream-K range first.
+    auto next_dp = [&]() {
+        int idx;
+        if constexpr (DYNAMIC) {
+            if (sk.dp < 0) return false;
+            // Every block grabs until it fails, once: dp_tiles + G grabs a launch; the last resets.
+            idx = atomicAdd(counter, 1);
+            if (idx == sk.dp_tiles + G - 1) atomicExch(counter, 0);
+            if (idx >= sk.dp_tiles) {
+                sk.dp = -1;
+                return false;
+            }
+        } else {
+            if (sk.dp >= sk.dp_tiles) return false;
+            idx = sk.dp;
+            sk.dp += G;
+        }
+        sk.t = sk.dp0 + idx, sk.s0 = 0, sk.s1 = sk.ipt;
+        return true;
+    };
+    auto next_sk = [&]() {
+        if (sk.it >= sk.end) return false;
+        const int k = sk.it / sk.ipt, tile0 = k * sk.ipt;
+        sk.t = sk.sk0 + k, sk.s0 = sk.it - tile0, sk.s1 = min(sk.end, tile0 + sk.ipt) - tile0;
+        sk.it = tile0 + sk.s1;
+        return true;
+    };
     while (true) {
         __syncthreads();  // sk is written; everyone is done with the last unit's shared memory and sk
         if (tid == 0) {
-            if (sk.dp < sk.dp_tiles) {
-                sk.t = sk.dp, sk.s0 = 0, sk.s1 = sk.ipt;
-                sk.dp += G;
-            } else if (sk.it < sk.end) {
-                const int k = sk.it / sk.ipt, tile0 = k * sk.ipt;
-                sk.t = sk.dp_tiles + k, sk.s0 = sk.it - tile0, sk.s1 = min(sk.end, tile0 + sk.ipt) - tile0;
-                sk.it = tile0 + sk.s1;
-            } else {
-                sk.t = -1;
-            }
+            const bool got = FIRST ? next_sk() || next_dp() : next_dp() || next_sk();
+            if (!got) sk.t = -1;
         }
         __syncthreads();
         if (sk.t < 0) break;
@@ -137,7 +166,7 @@ __device__ __forceinline__ void sgemm_streamk(const float *__restrict__ A, const
             continue;
         }
         if (s1 < ipt) {  // the owner of a split tile: add the later blocks' partials, in block order
-            const int tile_end = (sk.t - sk.dp_tiles + 1) * ipt;
+            const int tile_end = (sk.t - sk.sk0 + 1) * ipt;
             for (int j = b + 1; j < G && first(j) < tile_end; ++j) {
                 if (first(j + 1) == first(j)) continue;  // an empty range (fewer iterations than blocks)
                 if (tid == 0) {
