@@ -74,7 +74,7 @@ JOBS = [
     ("matmul 4096³", "matmul", {"n": "4096"}),
     # the rungs near cuBLAS only (naive is ~1 s a launch here); checked on NumPy's full product (the
     # sketch starts above 8192³)
-    ("matmul 8192³", "matmul", {"n": "8192", "variants": "dbuf,async,warptile,cublas"}),
+    ("matmul 8192³", "matmul", {"n": "8192", "variants": "dbuf,async,warptile,streamk,cublas"}),
     ("gemm 4096³ α=1.5 β=0.5", "gemm", {"n": "4096", "options": (("alpha", 1.5), ("beta", 0.5))}),
     ("gemv 8192²", "gemv", {"n": "8192"}),
     # wmma is ~10 ms a launch at 8192³ (about 110 TFLOP/s): its ≥10 samples stay inside the 0.5 s budget

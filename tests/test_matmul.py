@@ -45,7 +45,7 @@ def test_catalog_loads(family):
 def test_matmul_ladder():
     names = catalog.family("matmul").names()
     assert names[:4] == ["host", "naive", "tiled", "tiled-any"]
-    assert {"regblock", "dbuf", "async", "warptile", "cublas"} <= set(names)
+    assert {"regblock", "dbuf", "async", "warptile", "streamk", "cublas"} <= set(names)
     assert catalog.family("gemv").names() == ["host", "naive", "coalesced", "warp-row", "block-row", "cublas"]
 
 
@@ -98,6 +98,15 @@ def test_tile_option_range(tile):
 def test_regblock_grids(variant, shape, grid):
     lau = plan("matmul", variant, shape=shape)
     assert lau.block == (256, 1, 1) and lau.tile[:2] == (128, 128) and lau.grid == grid
+
+
+@pytest.mark.parametrize("shape,grid", [("4096x4096x4096", (132, 1, 1)), ("1000x1025x777", (32, 1, 1)),
+                                        ("1x1x1", (1, 1, 1))])
+def test_streamk_grid_is_persistent(shape, grid):
+    """One block an SM (the waits need every block resident), fewer where there are fewer tiles."""
+    lau = plan("matmul", "streamk", shape=shape)
+    assert lau.block == (256, 1, 1) and lau.tile[:2] == (256, 128) and lau.grid == grid
+    assert lau.shared == plan("matmul", "warptile", shape=shape).shared
 
 
 def test_gemv_warp_row_grid():

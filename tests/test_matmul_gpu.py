@@ -13,9 +13,10 @@ pytestmark = pytest.mark.gpu
 QUICK = Protocol(warmup=1, min_samples=2, budget_s=0.01)
 
 
-def run_family(device, family: str, options=(), n: str | None = None, shape: str | None = None, variants=None):
+def run_family(device, family: str, options=(), n: str | None = None, shape: str | None = None, variants=None,
+               grid: str | None = None, defines=()):
     req = runner.RunRequest(family=family, variants=variants, n=n, shape=shape, options=tuple(options),
-                            roofline=False, protocol=QUICK, seed=1)
+                            roofline=False, protocol=QUICK, seed=1, grid=grid, defines=tuple(defines))
     return {r.variant: r for r in runner.FamilyRun(req, device).run()}
 
 
@@ -54,6 +55,23 @@ def test_matmul_nine_by_three(device):
     for name in ("tiled", "tiled-any"):
         assert rows[name].status == runner.PASSED, rows[name].reason
         assert rows[name].block == "3x3" and rows[name].grid == "3x3"
+
+
+# streamk splits K only where there are more tiles than blocks: the sizes above run it data-parallel
+# alone. A small --grid (the kernel takes its schedule from gridDim.x) splits tiles on any GPU.
+@pytest.mark.parametrize("shape,grid,defines", [
+    ("1024x1024x1024", "7", ()),                 # interior tiles, whole slices: the unchecked copies
+    ("1000x1025x777", "5", ()),                  # edge tiles, a partial last slice, N % 4 != 0
+    ("300x40x600", "7", ()),                     # 3 slices a tile, every tile stream-K: ranges span tiles
+    ("300x32x600", "8", (("SK_WAVES", "1"),)),   # 2 stream-K slices on 8 blocks: empty ranges
+    ("300x16x600", "7", ()),                     # 1 slice a tile: nothing to split, all data-parallel
+    ("2000x1000x3000", None, ()),                # one block an SM: 192 tiles, a partial wave below 192 SMs
+])
+def test_matmul_streamk(device, shape, grid, defines):
+    rows = run_family(device, "matmul", shape=shape, variants="streamk", grid=grid, defines=defines)
+    assert rows["streamk"].status == runner.PASSED, rows["streamk"].reason
+    if grid:
+        assert rows["streamk"].grid == grid
 
 
 @pytest.mark.parametrize("tile", [8, 16])

@@ -156,3 +156,29 @@ matmul_warptile(const float *__restrict__ A, const float *__restrict__ B, float 
     sgemm_async<WT_BM, WT_BN, WT_BK, WT_THREADS, WT_MI, WT_NI, WT_STAGES, WT_WM, WT_WN, WT_GROUP, false>(
         A, B, nullptr, C, M, N, K, 1.f, 0.f);
 }
+
+// ---- stream-K (sgemm_streamk.cuh) ----------------------------------------------------------------
+
+#include "sgemm_streamk.cuh"
+
+// streamk: warptile's tile, pipeline and epilogue (the WT_ macros) from a persistent grid of one
+// block an SM: whole tiles data-parallel but for the last partial wave and SK_WAVES - 1 full ones,
+// whose K slices are split evenly over all blocks. ws: SK_WORKSPACE_BYTES(gridDim.x, WT_BM, WT_BN),
+// its flags zero before the first launch (each launch leaves them zero).
+#ifndef SK_WAVES
+#define SK_WAVES 2
+#endif
+#ifndef SK_FIRST
+#define SK_FIRST 1
+#endif
+#ifndef SK_DYNAMIC
+#define SK_DYNAMIC 1
+#endif
+
+extern "C" __global__ void __launch_bounds__(WT_THREADS, WT_MINB)
+matmul_streamk(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,
+               float *__restrict__ ws)
+{
+    sgemm_streamk<SaCfg<WT_BM, WT_BN, WT_BK, WT_THREADS, WT_MI, WT_NI, WT_STAGES, WT_WM, WT_WN>, WT_GROUP, SK_WAVES,
+                  SK_FIRST != 0, SK_DYNAMIC != 0, false>(A, B, nullptr, C, M, N, K, 1.f, 0.f, ws);
+}

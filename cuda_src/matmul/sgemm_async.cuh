@@ -24,11 +24,18 @@
 // which zero-fills its shared bytes, and only stores inside Z happen. When B's rows are not
 // 16-byte aligned (N % 4 != 0) B moves in 4-byte copies too (uniform per launch).
 //
-// Two K loops. Blocks whose tile lies inside M and N, when B's rows are 16-byte aligned and K is a
-// multiple of BK, run a copy of the K loop with no bound arithmetic: base pointers and shared
+// Two K loops. Blocks whose tile lies inside M and N, when B's rows are 16-byte aligned and the
+// slices they multiply are all whole (K a multiple of BK, or a K range that ends before K's last
+// partial slice), run a copy of the K loop with no bound arithmetic: base pointers and shared
 // offsets are computed once and the copies of one slice differ by constants (about 90% of the
 // loop's instructions are then FFMA, against 72% with per-copy checks, which cost 15% of the
 // speed). The other blocks run the checked loop.
+//
+// Pieces. SaCfg holds one configuration's constants; sa_thread_origin places a thread in the block
+// tile, sa_tile_origin turns a tile number into its block row and column (GROUP order),
+// sa_mainloop multiplies the K slices [s0, s1) of one tile into a thread's accumulators, and
+// sa_store writes them to Z (the alpha/beta epilogue when GEMM). sgemm_async is one tile a block
+// over all of K; sgemm_streamk.cuh runs the same pieces from a persistent grid.
 
 #pragma once
 
@@ -72,58 +79,95 @@ struct SaBool {
 // Dynamic shared memory bytes for one configuration (family.toml's `shared` must match).
 #define SA_SMEM_BYTES(BM, BN, BK, STAGES) ((STAGES) * ((BK) * ((BM) + 4) + (BK) * (BN)) * 4)
 
-template <int BM, int BN, int BK, int NT, int MI, int NI, int STAGES, int WM, int WN, int GROUP, bool GEMM>
-__device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const float *__restrict__ B,
-                                            const float *__restrict__ C, float *__restrict__ Z,
-                                            int M, int N, int K, float alpha, float beta)
-{
-    constexpr int TM = 4 * MI, TN = 4 * NI;
-    constexpr int AST = BM + 4, BST = BN;                // shared row strides (floats)
-    constexpr int ASZ = BK * AST, BSZ = BK * BST;        // one stage of A and of B
-    constexpr int LA = BM * BK / NT, LB = BK * BN / 4 / NT;  // copies per thread: 4-byte (A), 16-byte (B)
+// One configuration: a BM x BN block tile, K slices of BK, NT threads, MI x NI float4 groups a
+// thread, STAGES buffers, WM x WN warp tiles (WM == 0: threads spread over the block tile).
+template <int BM_, int BN_, int BK_, int NT_, int MI_, int NI_, int STAGES_, int WM_, int WN_>
+struct SaCfg {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, NT = NT_, MI = MI_, NI = NI_, STAGES = STAGES_;
+    static constexpr int WM = WM_, WN = WN_;
+    static constexpr int TM = 4 * MI, TN = 4 * NI;
+    static constexpr int AST = BM + 4, BST = BN;                // shared row strides (floats)
+    static constexpr int ASZ = BK * AST, BSZ = BK * BST;        // one stage of A and of B
+    static constexpr int LA = BM * BK / NT, LB = BK * BN / 4 / NT;  // copies per thread: 4-byte (A), 16-byte (B)
     static_assert(LA * NT == BM * BK && LB * NT * 4 == BK * BN && NT % BK == 0, "copies must tile evenly");
     static_assert(STAGES >= 2, "at least two stages");
     // Layout: rows rbase + RSM*mi + r, columns cbase + CS*ni + c (r, c < 4).
-    constexpr int LX = WM ? WN / TN : 8;
-    constexpr int RSM = WM ? (32 / LX) * 4 : BM / MI, CS = WM ? LX * 4 : BN / NI;
+    static constexpr int LX = WM ? WN / TN : 8;
+    static constexpr int RSM = WM ? (32 / LX) * 4 : BM / MI, CS = WM ? LX * 4 : BN / NI;
     static_assert(WM ? (WM % TM == 0 && WN % TN == 0 && (WM / TM) * (WN / TN) == 32 &&
                         (BM / WM) * (BN / WN) * 32 == NT)
                      : ((BM / TM) * (BN / TN) == NT && (BN / TN) % 8 == 0), "threads must tile the block");
+    // Copy coordinates: A lanes run along k (RA rows apart from one copy to the next), B lanes along
+    // n (RB rows apart).
+    static constexpr int RA = NT / BK, BV = BN / 4, RB = NT / BV;
+    static_assert(NT % BK == 0 && NT % BV == 0, "copy lanes must tile a row");
+};
+
+// This thread's first row and column inside the block tile.
+template <class Cfg>
+__device__ __forceinline__ void sa_thread_origin(int &rbase, int &cbase)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if constexpr (Cfg::WM > 0) {
+        constexpr int WX = Cfg::BN / (Cfg::WM > 0 ? Cfg::WN : 1);
+        rbase = (warp / WX) * Cfg::WM + (lane / Cfg::LX) * 4;
+        cbase = (warp % WX) * Cfg::WN + (lane % Cfg::LX) * 4;
+    } else {
+        constexpr int WXS = Cfg::BN / Cfg::TN / 8;  // warps across; a warp is 8 x 4 threads
+        rbase = ((warp / WXS) * 4 + (lane >> 3)) * 4;
+        cbase = ((warp % WXS) * 8 + (lane & 7)) * 4;
+    }
+}
+
+// Tile number bid (row-major over gx x gy tiles) to its tile column bx and row by. GROUP > 0 walks
+// GROUP tile rows at a time down the grid (consecutive tiles share B's column panels and a few A
+// row panels in L2).
+template <int GROUP>
+__device__ __forceinline__ void sa_tile_origin(int bid, int gx, int gy, int &bx, int &by)
+{
+    if constexpr (GROUP > 0) {
+        const int per = GROUP * gx, first = (bid / per) * GROUP;
+        const int rows = min(gy - first, GROUP);
+        by = first + (bid % per) % rows;
+        bx = (bid % per) / rows;
+    } else {
+        by = bid / gx;
+        bx = bid % gx;
+    }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void sa_zero(float (&acc)[Cfg::TM][Cfg::TN])
+{
+#pragma unroll
+    for (int i = 0; i < Cfg::TM; ++i)
+#pragma unroll
+        for (int j = 0; j < Cfg::TN; ++j) acc[i][j] = 0.f;
+}
+
+// acc += the product of the tile at (row0, col0) over K slices [s0, s1) (slice s is k in
+// [s*BK, s*BK + BK) clipped to K). whole: the caller knows every slice of the range is whole
+// (s1 * BK <= K), so interior tiles may take the unchecked copies. tid: threadIdx.x (a persistent
+// caller passes it opaquely, so that the thread's copy addresses are computed again each tile, not
+// held in registers across its loop). Starts by filling the pipeline and ends with every copy landed,
+// but without a barrier after the last slice: a caller that multiplies again with the same shared
+// memory must __syncthreads() first.
+template <class Cfg>
+__device__ __forceinline__ void sa_mainloop(float (&acc)[Cfg::TM][Cfg::TN], const float *__restrict__ A,
+                                            const float *__restrict__ B, int M, int N, int K, int row0, int col0,
+                                            int s0, int s1, bool whole, int rbase, int cbase,
+                                            int tid = threadIdx.x)
+{
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, NT = Cfg::NT, MI = Cfg::MI, NI = Cfg::NI;
+    constexpr int STAGES = Cfg::STAGES, TM = Cfg::TM, TN = Cfg::TN, AST = Cfg::AST, BST = Cfg::BST;
+    constexpr int ASZ = Cfg::ASZ, BSZ = Cfg::BSZ, LA = Cfg::LA, LB = Cfg::LB, RSM = Cfg::RSM, CS = Cfg::CS;
+    constexpr int RA = Cfg::RA, BV = Cfg::BV, RB = Cfg::RB;
 
     extern __shared__ __align__(16) float sa_smem[];
     float *As = sa_smem;
     float *Bs = sa_smem + STAGES * ASZ;
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    int rbase, cbase;
-    if constexpr (WM > 0) {
-        constexpr int WX = BN / (WM > 0 ? WN : 1);
-        rbase = (warp / WX) * WM + (lane / LX) * 4;
-        cbase = (warp % WX) * WN + (lane % LX) * 4;
-    } else {
-        constexpr int WXS = BN / TN / 8;  // warps across; a warp is 8 x 4 threads
-        rbase = ((warp / WXS) * 4 + (lane >> 3)) * 4;
-        cbase = ((warp % WXS) * 8 + (lane & 7)) * 4;
-    }
-
-    // Block order: GROUP > 0 walks GROUP block rows at a time down the grid (consecutive blocks
-    // share B's column panels and a few A row panels in L2).
-    int bx = blockIdx.x, by = blockIdx.y;
-    if constexpr (GROUP > 0) {
-        const int gx = gridDim.x, gy = gridDim.y;
-        const int bid = blockIdx.y * gx + blockIdx.x;
-        const int per = GROUP * gx, first = (bid / per) * GROUP;
-        const int rows = min(gy - first, GROUP);
-        by = first + (bid % per) % rows;
-        bx = (bid % per) / rows;
-    }
-    const int row0 = by * BM, col0 = bx * BN;
     const bool bvec = (N & 3) == 0;
-
-    // Copy coordinates, fixed for the whole K loop: A lanes run along k (RA rows apart from one
-    // copy to the next), B lanes along n (RB rows apart).
-    constexpr int RA = NT / BK, BV = BN / 4, RB = NT / BV;
-    static_assert(NT % BK == 0 && NT % BV == 0, "copy lanes must tile a row");
     const int ka = tid % BK, ma = tid / BK, nb = (tid % BV) * 4, kb = tid / BV;
     // Interior blocks (the tile inside M and N, B rows 16-byte aligned) copy full slices with no
     // bounds arithmetic: base pointers and shared offsets are computed once, the copies differ by
@@ -173,13 +217,7 @@ __device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const f
         }
     };
 
-    float acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
-
-    // The K loop, compiled twice: interior blocks of a K that is a multiple of BK never test a bound.
+    // The K loop, compiled twice: interior blocks whose slices are all whole never test a bound.
     auto pipeline = [&](auto fast) {
         auto load = [&](int stage, int k0) {
             if constexpr (decltype(fast)::value)
@@ -187,10 +225,10 @@ __device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const f
             else
                 load_checked(stage, k0);
         };
-        const int slices = (K + BK - 1) / BK;
+        const int slices = s1 - s0;
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < slices) load(s, s * BK);
+            if (s < slices) load(s, (s0 + s) * BK);
             sa_commit();  // one group per slice, empty ones too: the wait count stays uniform
         }
         int rs = 0, ws = STAGES - 1;  // the stages read and written in this iteration
@@ -198,7 +236,7 @@ __device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const f
             sa_wait<STAGES - 2>();  // this thread's copies of slice t have landed ...
             __syncthreads();        // ... everyone's too, and slice t - 1's buffer is free
             const int nt = t + STAGES - 1;
-            if (nt < slices) load(ws, nt * BK);
+            if (nt < slices) load(ws, (s0 + nt) * BK);
             sa_commit();
             const float *as = As + rs * ASZ + rbase;
             const float *bs = Bs + rs * BSZ + cbase;
@@ -230,13 +268,21 @@ __device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const f
             }
         }
     };
-    if (interior && K % BK == 0)
+    if (interior && whole)
         pipeline(SaBool<true>{});
     else
         pipeline(SaBool<false>{});
+}
 
-    // Epilogue: float4 stores along rows where Z's rows are 16-byte aligned and the group is
-    // inside; element stores at the right edge. GEMM reads C only when beta != 0.
+// Epilogue: float4 stores along rows where Z's rows are 16-byte aligned and the group is inside;
+// element stores at the right edge. GEMM reads C only when beta != 0.
+template <class Cfg, bool GEMM>
+__device__ __forceinline__ void sa_store(const float (&acc)[Cfg::TM][Cfg::TN], const float *__restrict__ C,
+                                         float *__restrict__ Z, int M, int N, int row0, int col0, int rbase,
+                                         int cbase, float alpha, float beta)
+{
+    constexpr int TM = Cfg::TM, NI = Cfg::NI, RSM = Cfg::RSM, CS = Cfg::CS;
+    const bool bvec = (N & 3) == 0;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int r = row0 + rbase + (i >> 2) * RSM + (i & 3);
@@ -268,4 +314,23 @@ __device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const f
             }
         }
     }
+}
+
+// One tile a block (grid: the tiles of Z, x along N), the whole of K.
+template <int BM, int BN, int BK, int NT, int MI, int NI, int STAGES, int WM, int WN, int GROUP, bool GEMM>
+__device__ __forceinline__ void sgemm_async(const float *__restrict__ A, const float *__restrict__ B,
+                                            const float *__restrict__ C, float *__restrict__ Z,
+                                            int M, int N, int K, float alpha, float beta)
+{
+    using Cfg = SaCfg<BM, BN, BK, NT, MI, NI, STAGES, WM, WN>;
+    int rbase, cbase;
+    sa_thread_origin<Cfg>(rbase, cbase);
+    int bx = blockIdx.x, by = blockIdx.y;
+    if constexpr (GROUP > 0) sa_tile_origin<GROUP>(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, bx, by);
+    const int row0 = by * BM, col0 = bx * BN;
+
+    float acc[Cfg::TM][Cfg::TN];
+    sa_zero<Cfg>(acc);
+    sa_mainloop<Cfg>(acc, A, B, M, N, K, row0, col0, 0, (K + BK - 1) / BK, K % BK == 0, rbase, cbase);
+    sa_store<Cfg, GEMM>(acc, C, Z, M, N, row0, col0, rbase, cbase, alpha, beta);
 }

@@ -187,10 +187,17 @@ void KERNEL(const float *A,    // M x K, row-major
         args: list[Any] = [d_a, d_b, d_c, np.int32(m), np.int32(n), np.int32(k)]
         if variant.param("runtime_tile"):
             args.append(np.int32(launch.block[0]))
+        close = d_c.free
+        if variant.param("workspace"):  # stream-K: a partial tile and a flag a block, flags zero at the start
+            blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+            d_ws = ctx.device.empty((blocks * (launch.tile[0] * launch.tile[1] + 1),), np.float32)
+            d_ws.poison(0)
+            args.append(d_ws)
+            close = lambda: (d_c.free(), d_ws.free())  # noqa: E731
         args_t = tuple(args)
         return Case(
             run=lambda: kern.launch(launch.grid, launch.block, args_t, launch.shared),
-            result=d_c.download, poison=d_c.poison, close=d_c.free,
+            result=d_c.download, poison=d_c.poison, close=close,
             notes={"registers": kern.num_regs, **product.check_note(problem)},
         )
 
