@@ -38,15 +38,20 @@ for stage in $stages; do
                      --json "$OUT/hostile.json" ;;
         # the memory plan's largest transpose: runs with its roofline, or is refused before GPU work
         largest) timeout -s KILL "$limit" python3 scripts/largest_transpose.py --json "$OUT/largest.json" ;;
-        # the three examples under run, every ncu metric set, --source, and compute-sanitizer
+        # the three examples: run, ncu (each set of $EXAMPLE_METRICS), ncu --source, compute-sanitizer
+        # ($EXAMPLE_PARTS picks: run ncu source sanitize)
         examples) for f in softmax scan histogram; do
                       case $f in softmax) size="--shape 2048x1024";; *) size="--n 2^22";; esac
-                      echo "=== $f run"; CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 python3 -m cudalab $f \
-                          --json "$OUT/ex-$f.json"
-                      for m in smem memory time; do echo "=== $f ncu --metrics $m"
-                          CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 python3 -m cudalab ncu $f $size --metrics $m; done
-                      echo "=== $f ncu --source"; CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 python3 -m cudalab ncu $f $size --source --lines 4
-                      echo "=== $f sanitize"; CUDALAB_PATH=examples timeout -s KILL 240 env COLUMNS=160 python3 -m cudalab sanitize $f
+                      for part in ${EXAMPLE_PARTS:-run ncu source sanitize}; do case $part in
+                          run) echo "=== $f run"; CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 \
+                                   python3 -m cudalab $f --json "$OUT/ex-$f.json" ;;
+                          ncu) for m in ${EXAMPLE_METRICS:-smem memory time tensor}; do echo "=== $f ncu --metrics $m"
+                                   CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 python3 -m cudalab ncu $f $size --metrics $m; done ;;
+                          source) echo "=== $f ncu --source"; CUDALAB_PATH=examples timeout -s KILL 120 env COLUMNS=160 \
+                                   python3 -m cudalab ncu $f $size --source --lines 4 ;;
+                          sanitize) echo "=== $f sanitize"; CUDALAB_PATH=examples timeout -s KILL 240 env COLUMNS=160 \
+                                   python3 -m cudalab sanitize $f --tool ${EXAMPLE_TOOLS:-all} ;;
+                      esac; done
                   done ;;
         # a new user: the wheel (built here into .dist/ and carried) in a fresh environment, an empty folder,
         # a problem written from the README alone (docs/new-user/stencil)
