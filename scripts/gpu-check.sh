@@ -53,14 +53,14 @@ for stage in $stages; do
                                    python3 -m cudalab sanitize $f --tool ${EXAMPLE_TOOLS:-all} ;;
                       esac; done
                   done ;;
-        # a new user: the wheel (built here into .dist/ and carried) in a fresh environment, an empty folder,
-        # a problem written from the README alone (docs/new-user/stencil)
-        newuser) ( set -e; python3 -m venv --system-site-packages /tmp/nu
-                   /tmp/nu/bin/python -m pip install -q --no-index --no-deps .dist/cudalab-*.whl
-                   d=$(mktemp -d); cp -r docs/new-user/stencil "$d/"; cd "$d"
-                   /tmp/nu/bin/python -c 'import cudalab, sys; print("cudalab from", cudalab.__file__)'
-                   CUDALAB_PATH=. timeout -s KILL 120 env COLUMNS=160 /tmp/nu/bin/cudalab stencil
-                   CUDALAB_PATH=. timeout -s KILL 120 env COLUMNS=160 /tmp/nu/bin/cudalab stencil --shape 1000x777 ) ;;
+        # a new user: the wheel (built here into .dist/ and carried) installed on its own into a folder first on
+        # the path (no package index there: its dependencies are the machine's), an empty folder, a problem
+        # written from the README alone (docs/new-user/stencil)
+        newuser) ( set -e; rm -rf /tmp/nu; python3 -m pip install -q --no-index --no-deps --target /tmp/nu .dist/cudalab-*.whl
+                   d=$(mktemp -d); cp -r docs/new-user/stencil "$d/"; cd "$d"; export PYTHONPATH=/tmp/nu
+                   python3 -c 'import cudalab; print("cudalab from", cudalab.__file__)'
+                   CUDALAB_PATH=. timeout -s KILL 120 env COLUMNS=160 python3 /tmp/nu/bin/cudalab stencil
+                   CUDALAB_PATH=. timeout -s KILL 120 env COLUMNS=160 python3 /tmp/nu/bin/cudalab stencil --shape 1000x777 ) ;;
         # inputs only a GPU machine judged before: each one line, exit 2, before any GPU work
         badgpu) for args in "transpose --variant block -D ROWS=0" "transpose --budget nan" "transpose --seed -1" \
                             "reduce --budget inf" "transpose --variant block -D TILE=1%0"; do
