@@ -5,13 +5,17 @@ hung kernel from a long run by hearing from the worker's main thread between wai
 (:meth:`cudalab.gpu.Device.synchronize`, an event's end, a chunk of a download) call :func:`beat`,
 which does nothing until a worker installs its sender, and at most every :data:`EVERY_S` seconds
 after that. A thread that beat on its own would keep a hung worker looking alive: only the thread
-that waits may beat.
+that waits may beat, except inside :func:`host_work`, where the worker computes on the host (inputs,
+references, checks: cudalab's own NumPy, no kernel awaited) and a 46340-cubed matmul's inputs and sketch
+took longer than the watchdog's first 10 s.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 #: The least time between two beats sent (seconds): the pipe sees a few messages a second at most.
 EVERY_S = 0.25
@@ -26,12 +30,40 @@ def install(send: Callable[[], None] | None) -> None:
     _send, _last = send, 0.0
 
 
+_LOCK = threading.Lock()
+
+
 def beat() -> None:
     """Tell the parent this worker is alive, if a sender is installed and the last beat is old enough."""
     global _last
-    if _send is None:
+    send = _send
+    if send is None:
         return
-    now = time.monotonic()
-    if now - _last >= EVERY_S:
+    with _LOCK:
+        now = time.monotonic()
+        if now - _last < EVERY_S:
+            return
         _last = now
-        _send()
+    send()
+
+
+@contextlib.contextmanager
+def host_work() -> Iterator[None]:
+    """Beat from a helper thread while the block runs: host computation only (drawing inputs, a NumPy
+    reference, a check), never a wait on a kernel, so nothing a user wrote can hang in it."""
+    if _send is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(EVERY_S):
+            beat()
+
+    ticker = threading.Thread(target=tick, name="cudalab-host-beat", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab import memplan, roofline, user
+from cudalab import heartbeat, memplan, roofline, user
 from cudalab import launch as L
 from cudalab.bench import measure, summarize
 from cudalab.catalog import VariantSpec
@@ -145,10 +145,11 @@ class FamilyRun:
 
     def prepare(self) -> None:
         """Draw the inputs (unless given) and compute the reference, once per point."""
-        if not self.inputs:
-            self.inputs = self.family.make_inputs(self.problem, self.rng)
-        if self.reference is None:
-            self.reference = self.family.reference(self.problem, self.inputs)
+        with heartbeat.host_work():  # seconds of NumPy at the largest sizes: no kernel to hang here
+            if not self.inputs:
+                self.inputs = self.family.make_inputs(self.problem, self.rng)
+            if self.reference is None:
+                self.reference = self.family.reference(self.problem, self.inputs)
 
     def run_variants(self, ctx: Context) -> list[Result]:
         """Run every selected variant (no roofline); each row goes to ``on_result`` as it finishes."""
@@ -184,7 +185,8 @@ class FamilyRun:
         self.on_stage("roofline", "running")
         try:
             if not self.inputs:  # a fresh worker continuing the point: the same seed draws the same inputs
-                self.inputs = self.family.make_inputs(self.problem, self.rng)
+                with heartbeat.host_work():
+                    self.inputs = self.family.make_inputs(self.problem, self.rng)
             # the same run's bytes: the copy reads the family's own first input (no new random
             # data; a matrix input of copy's shape is even the same device buffer)
             source = next(iter(self.inputs.values()), None)

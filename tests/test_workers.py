@@ -297,3 +297,22 @@ def test_devices_all_starts_every_worker_at_once_and_drops_a_wrong_guess(fake_wo
     assert res.exit_code == 0, res.output
     assert sorted(w.device for w in use.started) == [0, 1, 2]  # all started before the first said 2
     assert {p.device for p in load_record(out).points} <= {0, 1} and use.started[2].proc.poll() is not None
+
+
+def test_host_work_beats_from_a_helper_thread_and_stops_after():
+    """A point's inputs and reference at the largest sizes take longer than the watchdog's first 10 s
+    (matmul 46340^3 was killed as hung on an H100): host work beats on its own, and only inside."""
+    import time
+
+    from cudalab import heartbeat
+
+    beats = []
+    heartbeat.install(lambda: beats.append(time.monotonic()))
+    try:
+        with heartbeat.host_work():
+            time.sleep(6 * heartbeat.EVERY_S)
+        inside = len(beats)
+        time.sleep(3 * heartbeat.EVERY_S)
+        assert inside >= 3 and len(beats) == inside, beats
+    finally:
+        heartbeat.install(None)
