@@ -10,7 +10,6 @@ import contextlib
 import importlib.machinery
 import importlib.util
 import os
-import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,8 +18,8 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from cudalab.errors import CatalogError, UsageError
+from cudalab.family_toml import METRICS, validated  # noqa: F401  (METRICS re-exported)
 from cudalab.files import read_text
-from cudalab.launch import Dim3, parse_dims
 from cudalab.specs import KINDS, FamilySpec, VariantSpec  # noqa: F401  (re-exported: the catalog's records)
 
 #: The kernels of an installed cudalab: the build ships the repository's cuda_src/ as the
@@ -32,19 +31,6 @@ CHECKOUT_ROOT = Path(__file__).resolve().parent.parent / "cuda_src"
 SRC_ENV = "CUDALAB_SRC"
 
 
-METRICS = ("bandwidth", "flops", "rate", "none")
-"""bandwidth: GB/s and % of the copy roofline; flops: GFLOP/s and % of the library row; rate: items
-(keys sorted, queries answered: ``Case.items``) per second and % of the library row; none: times only."""
-
-_VARIANT_KEYS = {
-    "name", "kind", "description", "source", "kernel", "block", "per_thread", "grid", "divisible",
-    "block_pow2", "fixed_block", "defines", "shared", "legacy", "params", "dtypes", "tile", "require",
-    "grid_stride",
-}
-_FAMILY_KEYS = {"name", "description", "module", "metric", "dtypes", "default_dtype"}
-_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
-_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_GRID = re.compile(r"^(tiles|sm:\d+|\d+(x\d+){0,2})$")
 _FAMILIES_PACKAGE = "cudalab.families"
 #: Modules of the families package that are not families (cudalab.families.NOT_FAMILIES; not imported
 #: from there: that package imports NumPy, and the catalog stays light).
@@ -100,68 +86,6 @@ def module_exists(module: str) -> bool:
 
 
 
-def _dims(value: Any, where: str) -> Dim3:
-    try:
-        return parse_dims(str(value), where)
-    except UsageError as exc:
-        raise CatalogError(str(exc)) from None
-
-
-def _variant(raw: dict[str, Any], family_dir: Path, where: str) -> VariantSpec:
-    unknown = set(raw) - _VARIANT_KEYS
-    if unknown:
-        raise CatalogError(f"{where}: unknown keys {sorted(unknown)} (allowed: {sorted(_VARIANT_KEYS)})")
-    name = raw.get("name", "")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise CatalogError(f"{where}: variant name {name!r} must be lower-case letters, digits, '-' and '_'")
-    where = f"{where} ({name})"
-    kind = raw.get("kind", "kernel")
-    if kind not in KINDS:
-        raise CatalogError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
-    source, kernel = raw.get("source", ""), raw.get("kernel", "")
-    if kind == "kernel":
-        if not source or not kernel:
-            raise CatalogError(f"{where}: a kernel variant needs 'source' and 'kernel'")
-        if not (family_dir / source).is_file():
-            raise CatalogError(f"{where}: source {source!r} not found in {family_dir}")
-        if not _SYMBOL.match(kernel):
-            raise CatalogError(f"{where}: kernel {kernel!r} is not a C identifier")
-    grid = str(raw.get("grid", "tiles"))
-    if not _GRID.match(grid):
-        raise CatalogError(f"{where}: grid {grid!r} must be 'tiles', 'sm:K' or dims such as '1' or '4x4'")
-    defines = raw.get("defines", {})
-    params = raw.get("params", {})
-    if not isinstance(defines, dict) or not isinstance(params, dict):
-        raise CatalogError(f"{where}: 'defines' and 'params' must be tables")
-    lists = {key: raw.get(key, []) for key in ("dtypes", "tile", "require")}
-    for key, value in lists.items():
-        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-            raise CatalogError(f"{where}: '{key}' must be a list of strings")
-    if lists["tile"] and not 1 <= len(lists["tile"]) <= 3:
-        raise CatalogError(f"{where}: 'tile' takes 1 to 3 expressions")
-    return VariantSpec(
-        name=name,
-        kind=kind,
-        description=str(raw.get("description", "")),
-        source=source,
-        kernel=kernel,
-        block=_dims(raw.get("block", "1"), f"{where}: block"),
-        per_thread=_dims(raw.get("per_thread", "1"), f"{where}: per_thread"),
-        grid=grid,
-        divisible=bool(raw.get("divisible", False)),
-        block_pow2=bool(raw.get("block_pow2", False)),
-        fixed_block=bool(raw.get("fixed_block", False)),
-        defines=tuple((str(k), str(v)) for k, v in defines.items()),
-        shared=str(raw.get("shared", "0")),
-        legacy=str(raw.get("legacy", "")),
-        params=tuple(sorted(params.items())),
-        dtypes=tuple(lists["dtypes"]),
-        tile=tuple(lists["tile"]),
-        require=tuple(lists["require"]),
-        grid_stride=bool(raw.get("grid_stride", grid.startswith("sm:"))),
-    )
-
-
 #: Every family.toml this process has parsed: its path -> (its text, its tables or the parse error). A
 #: command reads the catalog several times (the command line, the precheck of each point, the record), and
 #: parsing every family.toml each time cost ~40 ms a read; keyed on the text, so an edited file is parsed again.
@@ -214,63 +138,9 @@ def load_family(directory: Path) -> FamilySpec:
     hit = _SPECS.get(str(directory))
     if hit is not None and hit[0] == text and _sources_present(hit[1]):
         return hit[1]
-    spec = _validated(directory, path, _tables(path, text))
+    spec = validated(directory, path, _tables(path, text))
     _SPECS[str(directory)] = (text, spec)
     return spec
-
-
-def _validated(directory: Path, path: Path, data: dict[str, Any]) -> FamilySpec:
-    """The spec of one family.toml's tables, every rule checked."""
-    fam = data.get("family", {})
-    raw_variants = data.get("variant", [])
-    # Shapes first: a value of the wrong type would otherwise fail later as a TypeError.
-    if not isinstance(fam, dict):
-        raise CatalogError(f"{path}: 'family' must be a table ([family])")
-    if not isinstance(raw_variants, list) or not all(isinstance(v, dict) for v in raw_variants):
-        raise CatalogError(f"{path}: 'variant' must be an array of tables ([[variant]])")
-    unknown = set(fam) - _FAMILY_KEYS
-    if unknown:
-        raise CatalogError(f"{path}: unknown [family] keys {sorted(unknown)}")
-    extra_top = set(data) - {"family", "variant"}
-    if extra_top:
-        raise CatalogError(f"{path}: unknown tables {sorted(extra_top)}")
-    name = fam.get("name", directory.name)
-    if name != directory.name:
-        raise CatalogError(f"{path}: family name {name!r} must match its folder {directory.name!r}")
-    metric = fam.get("metric", "bandwidth")
-    if metric not in METRICS:
-        raise CatalogError(f"{path}: metric {metric!r} must be one of {', '.join(METRICS)}")
-    dtypes = fam.get("dtypes", ["float32"])
-    if not isinstance(dtypes, list) or not dtypes or not all(isinstance(d, str) for d in dtypes):
-        raise CatalogError(f"{path}: 'dtypes' must be a non-empty list of strings")
-    dtypes = tuple(dtypes)
-    default_dtype = str(fam.get("default_dtype", dtypes[0]))
-    if default_dtype not in dtypes:
-        raise CatalogError(f"{path}: default_dtype {default_dtype!r} is not one of the family's dtypes {list(dtypes)}")
-    module = fam.get("module", name.replace("-", "_"))
-    if not isinstance(module, str) or not _SYMBOL.match(module):
-        raise CatalogError(f"{path}: module {module!r} must be a Python module name (cudalab/families/<module>.py)")
-    variants = tuple(_variant(v, directory, f"{path}: variant #{i + 1}") for i, v in enumerate(raw_variants))
-    if not variants:
-        raise CatalogError(f"{path}: no [[variant]] tables")
-    seen: set[str] = set()
-    for v in variants:
-        if v.name in seen:
-            raise CatalogError(f"{path}: variant {v.name!r} is declared twice")
-        seen.add(v.name)
-        bad = set(v.dtypes) - set(dtypes)
-        if bad:
-            raise CatalogError(f"{path}: variant {v.name!r} lists dtypes {sorted(bad)} the family does not have")
-    return FamilySpec(
-        name=name,
-        description=str(fam.get("description", "")),
-        directory=directory,
-        module=module,
-        metric=metric,
-        dtypes=dtypes,
-        default_dtype=default_dtype,
-        variants=variants,
-    )
 
 
 class BrokenFamily(NamedTuple):

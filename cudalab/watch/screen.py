@@ -11,9 +11,8 @@ from typing import Any, Iterable, Sequence
 
 from rich.console import Console
 
-from cudalab import report
+from cudalab import instrument, report
 from cudalab.compare import FASTER, SAME, SLOWER, UNSURE
-from cudalab import instrument
 from cudalab.report.core import LEGEND, _point_title
 from cudalab.results import FAILED, PASSED, RunRecord
 from cudalab.watch.core import Version, Watcher
