@@ -243,3 +243,24 @@ def test_the_mutant_builds():
         arch = "sm_90a" if variant == "wgmma" else "sm_90"
         res = build.build(source(variant), {**dict(lau.defines), "HG_MUTATION": "1"}, arch)
         assert res.kernel(catalog.family("hgemm").variant(variant).kernel) is not None
+
+
+def test_the_tensor_set_names_its_columns_and_a_run_keeps_them():
+    """The ladder's figures under their own names (tensor %, HMMA/GMMA instructions), not raw metric names."""
+    from cudalab.ncu.metrics import TENSOR_GMMA_INST, TENSOR_HMMA_INST, TENSOR_HMMA_PCT
+
+    mset = ncu.resolve_metrics("tensor")
+    assert [f.header for f in mset.table()] == ["tensor pipe %", "HMMA inst", "GMMA inst", "DRAM % peak", "ncu ns"]
+    figures = {TENSOR_HMMA_PCT: 85.2, TENSOR_HMMA_INST: 0.0, TENSOR_GMMA_INST: 1.6e6}
+
+    class Row:
+        duration_ns = 1.4e6
+
+        def value(self, name):
+            return figures.get(name)
+
+    kept = mset.values(Row())
+    assert kept["ncu_tensor"] == 85.2 and kept["ncu_gmma"] == 1.6e6 and kept["ncu_ms"] == 1.4
+    cols = mset.instrument().columns
+    assert [c.header for c in cols][:3] == ["tensor %", "HMMA inst", "GMMA inst"]
+    assert cols[0].cell(kept) == "85.2" and any("wgmma" in line for line in mset.instrument().legend)

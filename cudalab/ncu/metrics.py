@@ -181,6 +181,11 @@ SMEM_LEGEND = (
 MEMORY_LEGEND = ("global ld / st eff % = bytes a warp's global loads / stores use per 32-byte sector they touch "
                  "(100 = fully coalesced); DRAM % peak = DRAM throughput against its sustained peak.",)
 
+TENSOR_LEGEND = ("tensor pipe % = the cycles the tensor pipe was busy against its peak, over the active cycles "
+                 "(ncu's HMMA pipe figure; on an H100 wgmma's work shows in it too); HMMA inst / GMMA inst = warp "
+                 "instructions of mma.sync and wmma / of Hopper's warp-group wgmma; DRAM % peak = DRAM "
+                 "throughput against its sustained peak.",)
+
 METRIC_SETS: dict[str, MetricSet] = {
     "smem": MetricSet(
         "smem", (SMEM_LD_REQ, SMEM_ST_REQ, SMEM_LD_WF, SMEM_ST_WF, SMEM_LD_CONF, SMEM_ST_CONF, DURATION),
@@ -198,9 +203,14 @@ METRIC_SETS: dict[str, MetricSet] = {
                  Figure("L2 hit %", L2_HIT, 1, key="ncu_l2"), TIME),
         legend=MEMORY_LEGEND + (TIME_LEGEND,)),
     "time": MetricSet("time", (DURATION,), "kernel duration"),
-    "tensor": MetricSet("tensor", (TENSOR_HMMA_PCT, TENSOR_HMMA_INST, TENSOR_GMMA_INST, DRAM_PCT, DURATION),
-                        "tensor pipe utilisation (HMMA: mma.sync, wmma), HMMA and GMMA (wgmma) instructions, "
-                        "DRAM throughput, duration"),
+    "tensor": MetricSet(
+        "tensor", (TENSOR_HMMA_PCT, TENSOR_HMMA_INST, TENSOR_GMMA_INST, DRAM_PCT, DURATION),
+        "tensor pipe utilisation (HMMA: mma.sync, wmma), HMMA and GMMA (wgmma) instructions, DRAM throughput, duration",
+        columns=(Figure("tensor pipe %", TENSOR_HMMA_PCT, 1, key="ncu_tensor", run_header="tensor %", run_digits=1),
+                 Figure("HMMA inst", TENSOR_HMMA_INST, key="ncu_hmma", run_digits=0),
+                 Figure("GMMA inst", TENSOR_GMMA_INST, key="ncu_gmma", run_digits=0),
+                 Figure("DRAM % peak", DRAM_PCT, 1, key="ncu_dram"), TIME),
+        legend=TENSOR_LEGEND + (TIME_LEGEND,)),
 }
 _METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
 
