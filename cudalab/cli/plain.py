@@ -11,59 +11,18 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import textwrap
-import unicodedata
 from typing import Any, Iterator, Sequence
 
 import click
 
-GAP = "  "
-#: The narrowest a wrapping column gets (:data:`cudalab.report.grid.MIN_WRAP`).
-MIN_WRAP = 18
+from cudalab.textcells import GAP, MIN_WRAP, cell_len, line, pad, shrink, wrapped
+
 _ANSI = {"bold": ("\x1b[1m", "\x1b[0m"), "dim": ("\x1b[2m", "\x1b[0m")}
-
-
-def cell_len(text: str) -> int:
-    """Terminal cells ``text`` takes: wide East Asian characters two, combining marks none."""
-    if text.isascii():
-        return len(text)
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def _numeric(rows: list[list[str]], i: int) -> bool:
     cells = [r[i].replace(",", "") for r in rows if i < len(r)]
     return bool(cells) and all(c.replace(".", "", 1).isdigit() or c == "–" for c in cells)
-
-
-def _shrink(widths: dict[int, int], wraps: list[int], width: int, least: dict[int, int]) -> bool:
-    excess = 1 + sum(widths.values()) + len(GAP) * (len(widths) - 1) - width
-    while excess > 0:
-        room = [i for i in wraps if widths[i] > least[i]]
-        if not room:
-            return False
-        widest = max(room, key=lambda i: widths[i])
-        widths[widest] -= 1
-        excess -= 1
-    return True
-
-
-def _pad(text: str, width: int, right: bool) -> str:
-    gap = " " * max(0, width - cell_len(text))
-    return gap + text if right else text + gap
-
-
-def _line(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """`` `` + the cells joined by the gap, without trailing spaces."""
-    out = [(" ", "")]
-    for n, cell in enumerate(cells):
-        if n:
-            out.append((GAP, ""))
-        out.append(cell)
-    while out and not out[-1][0].strip():
-        out.pop()
-    if out:
-        out[-1] = (out[-1][0].rstrip(), out[-1][1])
-    return out
 
 
 def table_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int, title: str | None = None,
@@ -75,32 +34,29 @@ def table_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: in
     wraps = [i for i, c in enumerate(columns) if c in wrap]
     widths = {i: max([cell_len(c)] + [cell_len(r[i]) for r in cells if i < len(r)]) for i, c in enumerate(columns)}
     words = {i: max([cell_len(w) for r in cells if i < len(r) for w in r[i].split()] or [1]) for i in wraps}
-    if not _shrink(widths, wraps, width, {i: max(MIN_WRAP, words[i]) for i in wraps}):
-        _shrink(widths, wraps, width, {i: min(widths[i], max(8, words[i])) for i in wraps})
+    if not shrink(widths, wraps, width, {i: max(MIN_WRAP, words[i]) for i in wraps}):
+        shrink(widths, wraps, width, {i: min(widths[i], max(8, words[i])) for i in wraps})
     if title:
         yield [(title, "")]
-    yield _line([(_pad(c, widths[i], right[i]), "bold") for i, c in enumerate(columns)])
+    yield line([(pad(c, widths[i], right[i]), "bold") for i, c in enumerate(columns)])
     rule = 1 + sum(widths.values()) + len(GAP) * (len(columns) - 1)
     yield [(" " + "━" * (rule - 1), "")]
     for row in cells:
         parts = []
         for i in range(len(columns)):
             text = row[i] if i < len(row) else ""
-            if i in wraps and cell_len(text) > widths[i]:
-                parts.append(textwrap.wrap(text, widths[i], break_long_words=False, break_on_hyphens=False) or [""])
-            else:
-                parts.append([text])
+            parts.append(wrapped(text, widths[i]) if i in wraps else [text])
         for k in range(max(len(p) for p in parts)):
-            yield _line([(_pad(p[k] if k < len(p) else "", widths[i], right[i]), "") for i, p in enumerate(parts)])
+            yield line([(pad(p[k] if k < len(p) else "", widths[i], right[i]), "") for i, p in enumerate(parts)])
 
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int, title: str | None = None,
            wrap: Sequence[str] = (), color: bool = False) -> str:
     """The table as text (``color``: bold header as ANSI)."""
     out = []
-    for line in table_lines(columns, rows, width, title, wrap):
+    for pieces in table_lines(columns, rows, width, title, wrap):
         out.append("".join(f"{_ANSI[s][0]}{t}{_ANSI[s][1]}" if color and s in _ANSI and t.strip() else t
-                           for t, s in line))
+                           for t, s in pieces))
     return "\n".join(out) + "\n"
 
 

@@ -14,15 +14,12 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-GAP = "  "
-#: The narrowest the wrapping column gets before other columns are hidden.
-MIN_WRAP = 18
+from cudalab.textcells import GAP, MIN_WRAP, cell_len, line, pad, shrink, wrapped
 
 
 @dataclass(frozen=True)
@@ -90,36 +87,21 @@ class Grid:
         while True:
             widths = self._widths(shown)
             wraps = [i for i in shown if self.columns[i].wrap]
-            if self._shrink(widths, wraps, width, {i: max(MIN_WRAP, words[i]) for i in wraps}):
+            if shrink(widths, wraps, width, {i: max(MIN_WRAP, words[i]) for i in wraps}):
                 return shown, widths, hidden
             if not order:  # nothing left to hide: wrap down to the longest word; the terminal folds the rest
-                self._shrink(widths, wraps, width, {i: min(widths[i], max(8, words[i])) for i in wraps})
+                shrink(widths, wraps, width, {i: min(widths[i], max(8, words[i])) for i in wraps})
                 return shown, widths, hidden
             _, i = order.pop(0)
             shown.remove(i)
             hidden.append(self.columns[i].header)
-
-    @staticmethod
-    def _shrink(widths: dict[int, int], wraps: list[int], width: int, least: dict[int, int]) -> bool:
-        """Narrow the wrapping columns, the widest first and none below its ``least``, until the table fits
-        ``width``; False when it cannot."""
-        excess = 1 + sum(widths.values()) + len(GAP) * (len(widths) - 1) - width
-        while excess > 0:
-            room = [i for i in wraps if widths[i] > least[i]]
-            if not room:
-                return False
-            widest = max(room, key=lambda i: widths[i])
-            widths[widest] -= 1
-            excess -= 1
-        return True
 
     def lines(self, width: int) -> Iterator[list[tuple[str, str]]]:
         """The table as lines of (text, style) pieces, at most ``width`` cells wide where it can be."""
         shown, widths, hidden = self.layout(width)
         if self.title:
             yield [(self.title, "")]
-        yield _strip([(" ", "")] + _join([(_pad(self.columns[i].header, widths[i], self.columns[i].right), "bold")
-                                          for i in shown]))
+        yield line([(pad(self.columns[i].header, widths[i], self.columns[i].right), "bold") for i in shown])
         rule = 1 + sum(widths[i] for i in shown) + len(GAP) * (len(shown) - 1)
         yield [(" " + "━" * (rule - 1), "")]
         for n, row in enumerate(self.rows):
@@ -128,17 +110,14 @@ class Grid:
             parts: dict[int, list[str]] = {}
             for i in shown:
                 text = row[i][0] if i < len(row) else ""
-                if self.columns[i].wrap and cell_len(text) > widths[i]:
-                    parts[i] = textwrap.wrap(text, widths[i], break_long_words=False, break_on_hyphens=False) or [""]
-                else:
-                    parts[i] = [text]
+                parts[i] = wrapped(text, widths[i]) if self.columns[i].wrap else [text]
             for k in range(max(len(p) for p in parts.values())):
                 cells = []
                 for i in shown:
                     piece = parts[i][k] if k < len(parts[i]) else ""
                     style = row[i][1] if i < len(row) else ""
-                    cells.append((_pad(piece, widths[i], self.columns[i].right), style))
-                yield _strip([(" ", "")] + _join(cells))
+                    cells.append((pad(piece, widths[i], self.columns[i].right), style))
+                yield line(cells)
         if hidden:
             note = f"(hidden at this width: {', '.join(hidden)}; --wide or a wider terminal shows them)"
             for piece in textwrap.wrap(note, max(width - 1, 20), break_on_hyphens=False):
@@ -146,37 +125,14 @@ class Grid:
 
     def render_text(self, width: int = 400) -> str:
         """The table as plain text (tests, logs)."""
-        return "\n".join("".join(t for t, _ in line) for line in self.lines(width)) + "\n"
+        return "\n".join("".join(t for t, _ in pieces) for pieces in self.lines(width)) + "\n"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterable[Segment]:
         styles: dict[str, Style | None] = {}
         color = console.color_system is not None
-        for line in self.lines(options.max_width):
-            for text, style in line:
+        for pieces in self.lines(options.max_width):
+            for text, style in pieces:
                 if style and color and style not in styles:
                     styles[style] = console.get_style(style, default=None)
                 yield Segment(text, styles.get(style) if style and color else None)
             yield Segment.line()
-
-
-def _pad(text: str, width: int, right: bool) -> str:
-    gap = " " * max(0, width - cell_len(text))
-    return gap + text if right else text + gap
-
-
-def _join(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for n, cell in enumerate(cells):
-        if n:
-            out.append((GAP, ""))
-        out.append(cell)
-    return out
-
-
-def _strip(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """No trailing spaces (a left-aligned last column would pad every line to the widest)."""
-    while pieces and not pieces[-1][0].strip():
-        pieces.pop()
-    if pieces:
-        pieces[-1] = (pieces[-1][0].rstrip(), pieces[-1][1])
-    return pieces
