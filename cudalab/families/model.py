@@ -189,6 +189,20 @@ class SetupContext:
             raise CudalabError(f"{self.variant.name} is a {self.variant.kind} row and has no kernels")
         return self._kernels(name or self.variant.kernel)
 
+    def one_dimensional(self) -> None:
+        """Refuse a 2-D or 3-D block or grid for a kernel that indexes along x only.
+
+        Raises:
+            SkipRow: the launch has a y or z extent (the row is skipped, naming what to give).
+        """
+        launch = self.launch
+        if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
+            from cudalab.errors import SkipRow  # noqa: PLC0415
+            from cudalab.launch import fmt_dims  # noqa: PLC0415
+
+            raise SkipRow(f"{self.variant.name} is one-dimensional: give --block N and --grid N "
+                          f"(got block {fmt_dims(launch.block)}, grid {fmt_dims(launch.grid)})")
+
 
 def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relative: bool = True) -> Check:
     """Compare element-wise; NaN (the poison) anywhere fails.

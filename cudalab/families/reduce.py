@@ -298,9 +298,7 @@ void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or i
             return _library_case(d_x, problem)
         if variant.kind != "kernel":
             raise SkipRow(f"reduce has no {variant.kind} rows ({variant.name})")
-        if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-            raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                          f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+        ctx.one_dimensional()
         n = problem.dims[0]
         k = ctx.kernel()
         blocks = launch.grid[0]

@@ -30,7 +30,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SkipRow, UsageError
-from cudalab.families import Case, Check, FamilyOption, Launch, Problem, SetupContext, Work
+from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work
 from cudalab.families.base import Family
 
 KEY_CHOICES = ("present", "absent")
@@ -140,12 +140,6 @@ def _noted(notes: dict, found: Found) -> Found:
 def _items(op: str, problem: Problem) -> int:
     n, q = sizes(problem)
     return q if op == "binary" else n
-
-
-def _one_dim(variant: VariantSpec, launch: Launch) -> None:
-    if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-        raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                      f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
 
 
 def _scalar(problem: Problem, value: Any):
@@ -258,7 +252,7 @@ class Search(Family):
             return _host_case(op, problem, inputs)
         if variant.kind != "kernel":
             raise SkipRow(f"search has no {variant.kind} rows ({variant.name})")
-        _one_dim(variant, launch)
+        ctx.one_dimensional()
         n, q = sizes(problem)
         dev = ctx.device
         key = _scalar(problem, inputs["key"][0])

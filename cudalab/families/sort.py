@@ -342,9 +342,7 @@ class Sort(Family):
             return _library_case(d_x, problem)
         if variant.kind != "kernel":
             raise SkipRow(f"sort has no {variant.kind} rows ({variant.name})")
-        if launch.block[1:] != (1, 1) or launch.grid[1:] != (1, 1):
-            raise SkipRow(f"{variant.name} is one-dimensional: give --block N and --grid N "
-                          f"(got block {L.fmt_dims(launch.block)}, grid {L.fmt_dims(launch.grid)})")
+        ctx.one_dimensional()
         poison = ctx.shared("poison", lambda: key_poison(x))
         if variant.param("pad_pow2"):
             return _bitonic_case(ctx, d_x, poison)
