@@ -16,7 +16,7 @@ import pytest
 
 import fake_watch
 from cudalab.results import load_record
-from cudalab.watch import core, events
+from cudalab.watch import core, events, sources
 
 KERNEL = """// my transpose{note}
 extern "C" __global__ void my_transpose(float *out, const float *in, int rows, int cols, int pin, int pout)
@@ -243,14 +243,14 @@ def test_selected_rows_and_their_sources(tmp_path):
     (tmp_path / "h.cuh").write_text("")
     k.write_text('#include "h.cuh"\n' + kernel())
     req = runner.RunRequest(family="transpose", variants="naive,host", add=user.parse_adds([f"{k}:my_transpose"]))
-    rows = core.selected(spec, req)
+    rows = sources.selected(spec, req)
     assert [v.name for v in rows] == ["naive", "host", "+my_transpose"]
-    assert core.row_sources(spec, rows[0]) == [spec.directory / "transpose.cu"]
-    assert core.row_sources(spec, rows[1]) == []
-    assert core.row_sources(spec, rows[2]) == [k, (tmp_path / "h.cuh").resolve()]
-    files = core.family_files(spec)
+    assert sources.row_sources(spec, rows[0]) == [spec.directory / "transpose.cu"]
+    assert sources.row_sources(spec, rows[1]) == []
+    assert sources.row_sources(spec, rows[2]) == [k, (tmp_path / "h.cuh").resolve()]
+    files = sources.family_files(spec)
     assert files[0].name == "family.toml" and files[1].name == "transpose.py"
-    only = core.selected(spec, runner.RunRequest(family="transpose", variants="none", add=req.add))
+    only = sources.selected(spec, runner.RunRequest(family="transpose", variants="none", add=req.add))
     assert [v.name for v in only] == ["+my_transpose"]
 
 

@@ -27,15 +27,9 @@ from cudalab.errors import CudalabError
 from cudalab.families import Family
 from cudalab.progress import Observer
 from cudalab.results import PASSED, Result, RunPoint, RunRecord
-from cudalab.watch.sources import (
-    digest,
-    family_files,
-    forget_module,
-    row_sources,
-    selected,
-)
+from cudalab.watch.sources import digest, family_files, forget_module, row_sources, selected
 
-__all__ = ["Judged", "Version", "Watcher", "Plan", "family_files", "row_sources", "selected"]
+__all__ = ["Judged", "Version", "Watcher", "Plan", "loop"]
 
 #: How long a changed file must stay the same before it is read (seconds): editors write in steps.
 SETTLE_S = 0.1
