@@ -193,3 +193,31 @@ def test_profile_mode_runs_one_verified_launch_and_logs_it():
     dev.launch_log = []
     row = run(dev, variants="naive", n="16", profile=True)["naive"]
     assert row.status == Status.PASSED and row.stats is None and len(calls) == 1
+
+
+@pytest.mark.parametrize("family, variant", [("reduce", "neighbored"), ("sort", "radix"), ("search", "binary")])
+def test_a_one_dimensional_kernel_skips_a_2d_launch(family, variant):
+    """reduce, sort and search index along x only: a y or z extent is a skipped row naming what to give."""
+    from cudalab import catalog
+    from cudalab.errors import SkipRow
+    from cudalab.families import Launch, SetupContext, load
+
+    spec = catalog.family(family)
+    fam = load(spec.module)
+    v = spec.variant(variant)
+    problem = fam.problem("4096", None, spec.default_dtype, {})
+
+    class Run:  # uploads are never looked at: the launch is refused first
+        device = None
+
+        def upload(self, host, pitched=False):
+            return host
+
+        def shared(self, key, make):
+            return None
+
+    ctx = SetupContext(v, Launch(block=(32, 8, 1), grid=(4, 1, 1), tile=(32, 8, 1), shared=0, defines=()),
+                       problem, fam.make_inputs(problem, np.random.default_rng(1)), Run(), kernels=lambda name: None)
+    with pytest.raises(SkipRow, match=f"{variant} is one-dimensional: give --block N and --grid N "
+                                      r"\(got block 32x8, grid 4\)"):
+        fam.setup(ctx)
