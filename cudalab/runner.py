@@ -19,7 +19,7 @@ from cudalab.bench import measure, summarize
 from cudalab.catalog import VariantSpec
 from cudalab.errors import CudalabError, LaunchConfigError, SkipRow
 from cudalab.families import Case, Launch
-from cudalab.families.model import SetupContext
+from cudalab.families.model import Check, SetupContext
 from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
 from cudalab.plan import variant_arch as plan_arch
 from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
@@ -283,8 +283,13 @@ class FamilyRun:
         # Two poisons catch unwritten elements; only where the poison reaches the output (kernels,
         # the driver copy) and not under a tool, where every launch is one more profile.
         twice = v.kind in ("kernel", "driver") and not self.req.profile and not case.one_poison
-        verdict = verified_launches(case, verified_launch, lambda out: self.family.check(self.problem, out, ref),
-                                    twice, extra=not self.req.profile)
+        def check(out: Any) -> Check:
+            # host work like the reference's: a 46340-cubed matmul's sketch check took longer than the
+            # watchdog's 10 s (the kernel had finished; the row read "timeout")
+            with heartbeat.host_work():
+                return self.family.check(self.problem, out, ref)
+
+        verdict = verified_launches(case, verified_launch, check, twice, extra=not self.req.profile)
         chk = verdict.check
         if self.req.keep_outputs:
             self.outputs[v.name] = verdict.output

@@ -221,3 +221,36 @@ def test_a_one_dimensional_kernel_skips_a_2d_launch(family, variant):
     with pytest.raises(SkipRow, match=f"{variant} is one-dimensional: give --block N and --grid N "
                                       r"\(got block 32x8, grid 4\)"):
         fam.setup(ctx)
+
+
+def test_the_family_check_and_the_poison_comparison_run_as_host_work(monkeypatch):
+    # The watchdog hears only from waits on the GPU and from host work: a check that took longer
+    # than the timeout (the sketch check of a 46340-cubed matmul) read "timeout" before.
+    from contextlib import contextmanager
+
+    from cudalab import heartbeat
+    from cudalab.families.copy import Copy
+
+    inside = []
+    depth = [0]
+
+    @contextmanager
+    def recording():
+        depth[0] += 1
+        try:
+            yield
+        finally:
+            depth[0] -= 1
+
+    real_check = Copy.check
+
+    def check(self, problem, out, ref):
+        inside.append(depth[0] > 0)
+        return real_check(self, problem, out, ref)
+
+    monkeypatch.setattr(heartbeat, "host_work", recording)
+    monkeypatch.setattr(Copy, "check", check)
+    dev = FakeDevice({"copy_naive": good_copy, "copy_shared": drops_last})
+    rows = run(dev, variants="naive,shared", n="33", roofline=False)
+    assert rows["naive"].status == Status.PASSED and rows["shared"].status == Status.INCORRECT
+    assert inside and all(inside)
