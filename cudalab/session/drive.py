@@ -23,7 +23,7 @@ from cudalab import runner
 from cudalab.errors import CudalabError
 from cudalab.progress import Observer
 from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-from cudalab.session.slot import Slot, WorkerError
+from cudalab.session.slot import Slot, WorkerError, every_gpu
 from cudalab.worker import process as W
 from cudalab.worker.protocol import unpack_array
 
@@ -62,6 +62,8 @@ class Session:
         self.on_change = on_change or (lambda: None)
         self.on_ready = on_ready or (lambda info: None)
         self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)  # a point was given back or finished
+        self._busy = 0  # points a GPU holds now: one may come back (its worker could not open its GPU)
         self.stopping = threading.Event()
         self.fatal: CudalabError | None = None
         self.runs: list[runner.FamilyRun] = []
@@ -171,22 +173,12 @@ class Session:
         return self.started(), bool(self._queue)  # a point no GPU could take
 
     def _all_slots(self) -> None:
-        """``--devices all``: a worker on every GPU, started together (NVML or CUDA_VISIBLE_DEVICES says how
-        many, no CUDA context here); where neither can, the first worker says, and the others start then.
+        """``--devices all``: a worker on every GPU (:func:`~cudalab.session.slot.every_gpu`).
 
         Raises:
             WorkerError: the first GPU cannot be opened.
         """
-        guess = W.visible_gpus()
-        if guess:
-            self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(1, guess)]
-        self._ready(self.slots[0])
-        count = self.slots[0].count
-        for extra in [s for s in self.slots if s.device >= count]:  # the guess saw more than CUDA does
-            extra.drop()
-            self.slots.remove(extra)
-        have = {s.device for s in self.slots}
-        self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(count) if d not in have]
+        self.slots = every_gpu(self.slots, W.visible_gpus(), self._ready, self._spawn, self._energy)
         self.all_devices = False
 
     def started(self) -> list[runner.FamilyRun]:
@@ -195,30 +187,37 @@ class Session:
             return [r for r in self.runs if r not in self._queue]
 
     def _next(self) -> tuple[int, runner.FamilyRun] | None:
-        with self.lock:
+        with self.changed:
+            # An empty queue is not the end while another GPU holds a point: its worker may yet fail to
+            # open its GPU and give the point back (a GPU that quit here first would leave it to no one).
+            while not self._queue and self._busy and not self.stopping.is_set():
+                self.changed.wait(TICK_S)
             if not self._queue or self.stopping.is_set():
                 return None
             run = self._queue.pop(0)
+            self._busy += 1
             i = self.runs.index(run)
             self.observer.point(i, len(self.runs), _label(run))
             return i, run
 
     def _drive(self, slot: Slot) -> None:
-        nxt = None
         try:
-            while not self.stopping.is_set():
-                nxt = self._next()
-                if nxt is None:
-                    break
-                self._point(slot, *nxt)
-        except WorkerError as exc:  # this GPU cannot be used: its point goes back for the others
-            with self.lock:
-                self.fatal = self.fatal or exc
-                if nxt is not None and not nxt[1].results:
-                    self._queue.insert(0, nxt[1])
-                self._failed.add(slot.device)
-                if len(self._failed) == len(self.slots):  # no GPU left to run on
-                    self.stopping.set()
+            while (nxt := self._next()) is not None:
+                try:
+                    self._point(slot, *nxt)
+                except WorkerError as exc:  # this GPU cannot be used: its point goes back for the others
+                    with self.lock:
+                        self.fatal = self.fatal or exc
+                        if not nxt[1].results:
+                            self._queue.insert(0, nxt[1])
+                        self._failed.add(slot.device)
+                        if len(self._failed) == len(self.slots):  # no GPU left to run on
+                            self.stopping.set()
+                    return
+                finally:  # after the point went back: a GPU waiting in _next sees it before _busy drops
+                    with self.changed:
+                        self._busy -= 1
+                        self.changed.notify_all()
         finally:
             if not self.stopping.is_set():
                 slot.close()
