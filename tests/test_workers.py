@@ -105,6 +105,43 @@ def test_bad_input_kills_the_early_worker(fake_workers, tmp_path):
     assert use.started and all(w.proc.wait(timeout=5) is not None for w in use.started)
 
 
+def test_an_interrupt_keeps_a_row_the_parent_had_not_read_yet(fake_workers, tmp_path, monkeypatch):
+    """The worker sent naive's row, then the interrupt came before the parent read it (a busy machine: it
+    was still in the pipe). Here the parent reads nothing more from the worker until the session kills it."""
+    from cudalab.worker import process as P
+
+    fake_workers({"shared": "sigterm"})
+    real = P.spawn
+
+    class Unread:
+        def __init__(self, worker):
+            self.worker, self.held, self.killed, self.released = worker, None, threading.Event(), False
+
+        def next(self, timeout):
+            if self.held is None:  # up to the first row, as ever
+                ev = self.worker.next(timeout)
+                if ev is None or ev["ev"] != "row":
+                    return ev
+                self.held = [ev]
+            if not self.released:  # from the row on nothing, the poll the kill ends included
+                self.released = self.killed.wait(timeout)
+                return None
+            return self.held.pop(0) if self.held else self.worker.next(timeout)
+
+        def kill(self):
+            self.killed.set()
+            self.worker.kill()
+
+        def __getattr__(self, name):
+            return getattr(self.worker, name)
+
+    monkeypatch.setattr(P, "spawn", lambda device, energy=False: Unread(real(device, energy)))
+    res, out = run_cli([], tmp_path)
+    assert res.exit_code == 143, res.output
+    data = json.loads(out.read_text())
+    assert data["incomplete"] is True and [r["variant"] for r in data["points"][0]["results"]] == ["naive"]
+
+
 def test_json_is_written_as_rows_arrive(fake_workers, tmp_path):
     fake_workers({"bankopt": "hang"})
     out = tmp_path / "run.json"

@@ -23,7 +23,7 @@ from cudalab import runner
 from cudalab.errors import CudalabError
 from cudalab.progress import Observer
 from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-from cudalab.session.slot import Slot, WorkerError, every_gpu
+from cudalab.session.slot import Slot, WorkerError, every_gpu, facts
 from cudalab.worker import process as W
 from cudalab.worker.protocol import unpack_array
 
@@ -35,6 +35,8 @@ SLOWEST_FACTOR = 100.0
 TICK_S = 0.05
 #: Fresh workers one point may use before its remaining rows are given up.
 MAX_RESTARTS = 8
+#: How long a stopped worker's last events may take to arrive (it was killed: its pipe ends at once).
+DRAIN_S = 1.0
 
 
 class Session:
@@ -97,16 +99,8 @@ class Session:
         return max(MIN_TIMEOUT_S, SLOWEST_FACTOR * self._slowest_ms / 1e3)
 
     def info(self) -> dict[str, Any]:
-        """The facts of the GPU(s) that ran (the first one's, with every GPU's under ``devices``)."""
-        infos = []
-        for s in self.slots:
-            if s.info:
-                tele = (s.bye or {}).get("telemetry")
-                infos.append(dict(s.info, telemetry=tele) if tele is not None else dict(s.info))
-        out = dict(infos[0]) if infos else {}
-        if len(infos) > 1:
-            out["devices"] = infos  # each GPU's facts and its own worker's telemetry
-        return out
+        """The facts of the GPU(s) that ran (:func:`~cudalab.session.slot.facts`)."""
+        return facts(self.slots)
 
     def ask(self, device: int, **op: Any) -> dict[str, Any]:
         """One question to GPU ``device``'s worker (``info``), its answer (an event of the same name).
@@ -302,11 +296,17 @@ class Session:
                 return "died"
 
     def _drain(self, run: runner.FamilyRun, w: Any, ev: dict[str, Any] | None) -> None:
-        """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row)."""
-        while ev is not None and ev["ev"] != "eof":
-            if ev["ev"] == "row":
+        """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row): all
+        its events up to the end of its pipe, which comes at once (it was killed), waiting up to
+        :data:`DRAIN_S`. Not only those read so far: on a busy machine a row sent just before the
+        interrupt may still be in the pipe."""
+        end = time.monotonic() + DRAIN_S
+        while ev is None or ev["ev"] != "eof":
+            if ev is not None and ev["ev"] == "row":
                 self._row(run, Result.from_dict(ev["row"]), ev.get("output"))
-            ev = w.next(0)
+            if (left := end - time.monotonic()) <= 0:
+                break
+            ev = w.next(left)
 
     def _lost(self, slot: Slot, run: runner.FamilyRun, current: dict[str, Any] | None, status: Any, why: str) -> None:
         """The worker is gone mid-point: the variant it was on becomes a row with ``status``."""

@@ -99,3 +99,17 @@ def every_gpu(slots: list[Slot], guess: int | None, ready: Callable[[Slot], Any]
         slots.remove(extra)
     have = {s.device for s in slots}
     return slots + [Slot(d, spawn, energy).start_now() for d in range(first.count) if d not in have]
+
+
+def facts(slots: list[Slot]) -> dict[str, Any]:
+    """The facts of the GPU(s) that ran: the first one's, with every GPU's under ``devices`` (each with its own
+    worker's telemetry)."""
+    infos = []
+    for s in slots:
+        if s.info:
+            tele = (s.bye or {}).get("telemetry")
+            infos.append(dict(s.info, telemetry=tele) if tele is not None else dict(s.info))
+    out = dict(infos[0]) if infos else {}
+    if len(infos) > 1:
+        out["devices"] = infos
+    return out
