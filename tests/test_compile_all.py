@@ -1,13 +1,13 @@
 """Every kernel variant of every family builds (:func:`cudalab.build.build`, the path runs load) with
-the real nvcc for sm_90, with the defines its default launch gives it (no GPU needed)."""
+the real nvcc for sm_90, with the defines its default launch gives it (no GPU needed). Define sets that
+make the same device code (a source's own defaults passed again) share one build: build_share.py."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from cudalab import build, catalog, runner
+import build_share
+from cudalab import catalog, runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
@@ -22,13 +22,6 @@ def _cases():
                 yield pytest.param(spec.name, v.name, id=f"{spec.name}/{v.name}")
 
 
-@functools.lru_cache(maxsize=None)
-def _compile(source: str, defines: tuple) -> build.Build:
-    from pathlib import Path
-
-    return build.build(Path(source), dict(defines), "sm_90")
-
-
 @pytest.mark.parametrize("family, variant", list(_cases()))
 def test_variant_compiles_for_sm90(family, variant):
     spec = catalog.family(family)
@@ -39,7 +32,7 @@ def test_variant_compiles_for_sm90(family, variant):
         lau = runner.plan_launch(v, module, problem, None, None, L.DeviceLimits())
     except UsageError:  # e.g. a divisible variant at the family's default size cannot happen; say so
         pytest.fail(f"{family}/{variant} refuses its own family's default size")
-    res = _compile(str(spec.directory / v.source), tuple(sorted(lau.defines)))
+    res = build_share.build(spec.directory / v.source, dict(lau.defines), "sm_90")
     r = res.kernel(v.kernel)
     assert r is not None, f"{v.kernel} missing from {v.source}: has {[k.name for k in res.kernels]}"
     assert res.arch == "sm_90"

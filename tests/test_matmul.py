@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import build_share
 from cudalab import build, catalog
 from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
@@ -277,10 +278,11 @@ def define_sets() -> list[tuple[str, str, tuple[tuple[str, str], ...], tuple[str
 
 
 def ptxas(path: Path, defines, tmp_path: Path) -> dict[str, dict[str, int]]:
-    """Build for sm_90 as a run does and return per kernel: registers, spill stores/loads, stack, smem."""
+    """Build for sm_90 as a run does and return per kernel: registers, spill stores/loads, stack, smem
+    (define sets of the same device code share a build: build_share.py)."""
     return {k.name: {"regs": k.registers, "spill_st": k.spill_stores, "spill_ld": k.spill_loads,
                      "stack": k.stack_frame, "smem": k.static_shared}
-            for k in build.build(path, dict(defines), "sm_90").kernels}
+            for k in build_share.build(path, dict(defines), "sm_90").kernels}
 
 
 @needs_nvcc

@@ -182,15 +182,15 @@ def _cx(buf, i, j, asc):
 
 
 def _tile_steps(buf, tile, block, per, k, jtop):
-    """bitonic_tile_steps for every tile: thread tid handles pairs tid + p * blockDim."""
-    for base in range(0, buf.size, tile):
-        j = jtop
-        while j > 0:
-            t = np.concatenate([np.arange(block) + p * block for p in range(per // 2)])
-            i = _pair_low(t, j)
-            s = buf[base:base + tile]
-            _cx(s, i, j, ((base + i) & k) == 0)
-            j >>= 1
+    """bitonic_tile_steps for every tile: thread tid handles pairs tid + p * blockDim. The tiles are
+    independent blocks, so each step runs on all of them at once (one NumPy call, not one a tile)."""
+    t = np.concatenate([np.arange(block) + p * block for p in range(per // 2)])
+    bases = np.arange(0, buf.size, tile)[:, None]
+    j = jtop
+    while j > 0:
+        i = (bases + _pair_low(t, j)).ravel()
+        _cx(buf, i, j, (i & k) == 0)
+        j >>= 1
 
 
 def _global_steps(buf, levels, k, j):

@@ -12,6 +12,7 @@ import importlib
 import numpy as np
 import pytest
 
+import build_share
 from cudalab import build, catalog, runner
 from cudalab import launch as L
 from cudalab.results import Status
@@ -61,18 +62,18 @@ class Tile:
             start = np.cumsum(c) - c
         count = np.zeros((warps, OS.RADIX), np.int64)
         lane = np.arange(32)
-        slots = []                                  # (tile position, digit, warp, rank within the warp)
-        for w in range(warps):
-            for i in range(self.items):
-                q = w * 32 * self.items + 32 * i + lane      # tile positions of this item's 32 lanes
-                valid = base + q < self.n
-                d = np.where(valid, digits(self.src[np.minimum(base + q, self.n - 1)], self.p), -1)
-                same = d[None, :] == d[:, None]               # [lane, other]: match_any
-                before = (lane[None, :] < lane[:, None]) if self.mutation != 3 else (lane[None, :] > lane[:, None])
-                ahead = (same & before).sum(axis=1)
-                for l in np.flatnonzero(valid):
-                    slots.append((int(q[l]), int(d[l]), w, int(count[w, d[l]] + ahead[l])))
-                np.add.at(count[w], d[valid], 1)
+        before = (lane[None, :] < lane[:, None]) if self.mutation != 3 else (lane[None, :] > lane[:, None])
+        warp = np.arange(warps)[:, None]
+        slots = []                                  # (tile positions, digits, warps, ranks within the warp)
+        for i in range(self.items):                 # every warp at once: they rank their own keys
+            q = warp * 32 * self.items + 32 * i + lane        # [warp, lane]: tile positions of item i
+            valid = base + q < self.n
+            d = np.where(valid, digits(self.src[np.minimum(base + q, self.n - 1)], self.p), -1)
+            same = d[:, None, :] == d[:, :, None]             # [warp, lane, other]: match_any
+            ahead = (same & before).sum(axis=2)
+            w = np.broadcast_to(warp, q.shape)[valid]
+            slots.append((q[valid], d[valid], w, count[w, d[valid]] + ahead[valid]))
+            np.add.at(count, (w, d[valid]), 1)
         total = count.sum(axis=0)
         warp_start = np.cumsum(count, axis=0) - count
         local = np.cumsum(total) - total
@@ -359,6 +360,7 @@ def test_onesweep_kernels_compile_without_spills(dtype, block):
 def test_mutations_compile_and_change_the_code():
     p = MOD.FAMILY.problem("2^24", None, "int32", {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
-    cubins = {m: build.build(SPEC.directory / "sort.cu", {**dict(lau.defines), "MUTATION": str(m)}, "sm_90").cubin
+    # MUTATION 0 is the source's default: the build of the plain onesweep launch (build_share.py)
+    cubins = {m: build_share.build(SPEC.directory / "sort.cu", {**dict(lau.defines), "MUTATION": str(m)}, "sm_90").cubin
               for m in (0, 1, 2, 3)}
     assert len(set(cubins.values())) == 4

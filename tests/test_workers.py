@@ -105,6 +105,43 @@ def test_bad_input_kills_the_early_worker(fake_workers, tmp_path):
     assert use.started and all(w.proc.wait(timeout=5) is not None for w in use.started)
 
 
+def test_an_interrupt_keeps_a_row_the_parent_had_not_read_yet(fake_workers, tmp_path, monkeypatch):
+    """The worker sent naive's row, then the interrupt came before the parent read it (a busy machine: it
+    was still in the pipe). Here the parent reads nothing more from the worker until the session kills it."""
+    from cudalab.worker import process as P
+
+    fake_workers({"shared": "sigterm"})
+    real = P.spawn
+
+    class Unread:
+        def __init__(self, worker):
+            self.worker, self.held, self.killed, self.released = worker, None, threading.Event(), False
+
+        def next(self, timeout):
+            if self.held is None:  # up to the first row, as ever
+                ev = self.worker.next(timeout)
+                if ev is None or ev["ev"] != "row":
+                    return ev
+                self.held = [ev]
+            if not self.released:  # from the row on nothing, the poll the kill ends included
+                self.released = self.killed.wait(timeout)
+                return None
+            return self.held.pop(0) if self.held else self.worker.next(timeout)
+
+        def kill(self):
+            self.killed.set()
+            self.worker.kill()
+
+        def __getattr__(self, name):
+            return getattr(self.worker, name)
+
+    monkeypatch.setattr(P, "spawn", lambda device, energy=False: Unread(real(device, energy)))
+    res, out = run_cli([], tmp_path)
+    assert res.exit_code == 143, res.output
+    data = json.loads(out.read_text())
+    assert data["incomplete"] is True and [r["variant"] for r in data["points"][0]["results"]] == ["naive"]
+
+
 def test_json_is_written_as_rows_arrive(fake_workers, tmp_path):
     fake_workers({"bankopt": "hang"})
     out = tmp_path / "run.json"
@@ -253,22 +290,42 @@ def test_a_prestarted_worker_is_the_one_the_run_uses_and_an_unused_one_is_killed
 
 
 def test_a_gpu_whose_worker_cannot_open_leaves_its_points_to_the_others(fake_workers, tmp_path, monkeypatch):
+    """GPU 1's worker says it cannot open its GPU only after GPU 0 has run the other points (held back until
+    their rows are saved): the order a loaded machine gave, where GPU 0 had quit and the point was lost."""
     from cudalab.worker import process as P
 
     fake_workers({})
     real = P.spawn
+    out = tmp_path / "run.json"
+
+    class Late:
+        """GPU 1's worker: its events wait until two rows are saved (GPU 0 ran the other points), then 0.3 s
+        more, in which a GPU 0 that thought the run over would have closed its worker."""
+
+        def __init__(self, worker):
+            self.worker, self.since = worker, None
+
+        def next(self, timeout):
+            if self.since is None and out.is_file() and out.read_text().count('"status"') >= 2:
+                self.since = time.monotonic()
+            if self.since is None or time.monotonic() - self.since < 0.3:
+                time.sleep(0.05)
+                return None
+            return self.worker.next(timeout)
+
+        def __getattr__(self, name):
+            return getattr(self.worker, name)
 
     def spawn(device, energy=False):
         if device == 1:
             monkeypatch.setenv("FAKE_WORKER", json.dumps({"_open": "error"}))
             try:
-                return real(device, energy)
+                return Late(real(device, energy))
             finally:
                 monkeypatch.setenv("FAKE_WORKER", "{}")
         return real(device, energy)
 
     monkeypatch.setattr(P, "spawn", spawn)
-    out = tmp_path / "run.json"
     res = CliRunner().invoke(cli, ["transpose", "--n", "256,512,1k", "--variant", "naive", "--devices", "0,1",
                                    "--json", str(out)])
     rec = load_record(out)

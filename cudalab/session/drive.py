@@ -23,7 +23,7 @@ from cudalab import runner
 from cudalab.errors import CudalabError
 from cudalab.progress import Observer
 from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-from cudalab.session.slot import Slot, WorkerError
+from cudalab.session.slot import Slot, WorkerError, every_gpu, facts
 from cudalab.worker import process as W
 from cudalab.worker.protocol import unpack_array
 
@@ -35,6 +35,8 @@ SLOWEST_FACTOR = 100.0
 TICK_S = 0.05
 #: Fresh workers one point may use before its remaining rows are given up.
 MAX_RESTARTS = 8
+#: How long a stopped worker's last events may take to arrive (it was killed: its pipe ends at once).
+DRAIN_S = 1.0
 
 
 class Session:
@@ -62,6 +64,8 @@ class Session:
         self.on_change = on_change or (lambda: None)
         self.on_ready = on_ready or (lambda info: None)
         self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)  # a point was given back or finished
+        self._busy = 0  # points a GPU holds now: one may come back (its worker could not open its GPU)
         self.stopping = threading.Event()
         self.fatal: CudalabError | None = None
         self.runs: list[runner.FamilyRun] = []
@@ -95,16 +99,8 @@ class Session:
         return max(MIN_TIMEOUT_S, SLOWEST_FACTOR * self._slowest_ms / 1e3)
 
     def info(self) -> dict[str, Any]:
-        """The facts of the GPU(s) that ran (the first one's, with every GPU's under ``devices``)."""
-        infos = []
-        for s in self.slots:
-            if s.info:
-                tele = (s.bye or {}).get("telemetry")
-                infos.append(dict(s.info, telemetry=tele) if tele is not None else dict(s.info))
-        out = dict(infos[0]) if infos else {}
-        if len(infos) > 1:
-            out["devices"] = infos  # each GPU's facts and its own worker's telemetry
-        return out
+        """The facts of the GPU(s) that ran (:func:`~cudalab.session.slot.facts`)."""
+        return facts(self.slots)
 
     def ask(self, device: int, **op: Any) -> dict[str, Any]:
         """One question to GPU ``device``'s worker (``info``), its answer (an event of the same name).
@@ -171,22 +167,12 @@ class Session:
         return self.started(), bool(self._queue)  # a point no GPU could take
 
     def _all_slots(self) -> None:
-        """``--devices all``: a worker on every GPU, started together (NVML or CUDA_VISIBLE_DEVICES says how
-        many, no CUDA context here); where neither can, the first worker says, and the others start then.
+        """``--devices all``: a worker on every GPU (:func:`~cudalab.session.slot.every_gpu`).
 
         Raises:
             WorkerError: the first GPU cannot be opened.
         """
-        guess = W.visible_gpus()
-        if guess:
-            self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(1, guess)]
-        self._ready(self.slots[0])
-        count = self.slots[0].count
-        for extra in [s for s in self.slots if s.device >= count]:  # the guess saw more than CUDA does
-            extra.drop()
-            self.slots.remove(extra)
-        have = {s.device for s in self.slots}
-        self.slots += [Slot(d, self._spawn, self._energy).start_now() for d in range(count) if d not in have]
+        self.slots = every_gpu(self.slots, W.visible_gpus(), self._ready, self._spawn, self._energy)
         self.all_devices = False
 
     def started(self) -> list[runner.FamilyRun]:
@@ -195,30 +181,37 @@ class Session:
             return [r for r in self.runs if r not in self._queue]
 
     def _next(self) -> tuple[int, runner.FamilyRun] | None:
-        with self.lock:
+        with self.changed:
+            # An empty queue is not the end while another GPU holds a point: its worker may yet fail to
+            # open its GPU and give the point back (a GPU that quit here first would leave it to no one).
+            while not self._queue and self._busy and not self.stopping.is_set():
+                self.changed.wait(TICK_S)
             if not self._queue or self.stopping.is_set():
                 return None
             run = self._queue.pop(0)
+            self._busy += 1
             i = self.runs.index(run)
             self.observer.point(i, len(self.runs), _label(run))
             return i, run
 
     def _drive(self, slot: Slot) -> None:
-        nxt = None
         try:
-            while not self.stopping.is_set():
-                nxt = self._next()
-                if nxt is None:
-                    break
-                self._point(slot, *nxt)
-        except WorkerError as exc:  # this GPU cannot be used: its point goes back for the others
-            with self.lock:
-                self.fatal = self.fatal or exc
-                if nxt is not None and not nxt[1].results:
-                    self._queue.insert(0, nxt[1])
-                self._failed.add(slot.device)
-                if len(self._failed) == len(self.slots):  # no GPU left to run on
-                    self.stopping.set()
+            while (nxt := self._next()) is not None:
+                try:
+                    self._point(slot, *nxt)
+                except WorkerError as exc:  # this GPU cannot be used: its point goes back for the others
+                    with self.lock:
+                        self.fatal = self.fatal or exc
+                        if not nxt[1].results:
+                            self._queue.insert(0, nxt[1])
+                        self._failed.add(slot.device)
+                        if len(self._failed) == len(self.slots):  # no GPU left to run on
+                            self.stopping.set()
+                    return
+                finally:  # after the point went back: a GPU waiting in _next sees it before _busy drops
+                    with self.changed:
+                        self._busy -= 1
+                        self.changed.notify_all()
         finally:
             if not self.stopping.is_set():
                 slot.close()
@@ -303,11 +296,17 @@ class Session:
                 return "died"
 
     def _drain(self, run: runner.FamilyRun, w: Any, ev: dict[str, Any] | None) -> None:
-        """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row)."""
-        while ev is not None and ev["ev"] != "eof":
-            if ev["ev"] == "row":
+        """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row): all
+        its events up to the end of its pipe, which comes at once (it was killed), waiting up to
+        :data:`DRAIN_S`. Not only those read so far: on a busy machine a row sent just before the
+        interrupt may still be in the pipe."""
+        end = time.monotonic() + DRAIN_S
+        while ev is None or ev["ev"] != "eof":
+            if ev is not None and ev["ev"] == "row":
                 self._row(run, Result.from_dict(ev["row"]), ev.get("output"))
-            ev = w.next(0)
+            if (left := end - time.monotonic()) <= 0:
+                break
+            ev = w.next(left)
 
     def _lost(self, slot: Slot, run: runner.FamilyRun, current: dict[str, Any] | None, status: Any, why: str) -> None:
         """The worker is gone mid-point: the variant it was on becomes a row with ``status``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from cudalab.errors import GpuUnavailableError
 from cudalab.worker import process as W
@@ -79,3 +79,37 @@ class Slot:
                 raise WorkerError(f"the GPU worker ended before opening GPU {self.device} ({why})"
                                   + (f": {words}" if words else ""))
         return w
+
+
+def every_gpu(slots: list[Slot], guess: int | None, ready: Callable[[Slot], Any], spawn: W.Spawn,
+              energy: bool) -> list[Slot]:
+    """``--devices all``: ``slots`` (the first GPU's first) and one on every other GPU, their workers started
+    together (``guess``: how many GPUs NVML or CUDA_VISIBLE_DEVICES counts, no CUDA context here); where
+    neither can, the first worker says, and the others start then.
+
+    Raises:
+        WorkerError: the first GPU cannot be opened (from ``ready``, which waits for a slot's worker).
+    """
+    first = slots[0]
+    if guess:
+        slots = slots + [Slot(d, spawn, energy).start_now() for d in range(1, guess)]
+    ready(first)
+    for extra in [s for s in slots if s.device >= first.count]:  # the guess saw more than CUDA does
+        extra.drop()
+        slots.remove(extra)
+    have = {s.device for s in slots}
+    return slots + [Slot(d, spawn, energy).start_now() for d in range(first.count) if d not in have]
+
+
+def facts(slots: list[Slot]) -> dict[str, Any]:
+    """The facts of the GPU(s) that ran: the first one's, with every GPU's under ``devices`` (each with its own
+    worker's telemetry)."""
+    infos = []
+    for s in slots:
+        if s.info:
+            tele = (s.bye or {}).get("telemetry")
+            infos.append(dict(s.info, telemetry=tele) if tele is not None else dict(s.info))
+    out = dict(infos[0]) if infos else {}
+    if len(infos) > 1:
+        out["devices"] = infos
+    return out
