@@ -1,14 +1,14 @@
 """Builds the test session will need, run by nvcc on the core the tests leave idle.
 
-Most of the suite is single-threaded Python, and about half of its CPU time was nvcc, one build after
-another. At the start of a session the builds it will ask for are queued: every kernel variant at its
-default launch (what tests/test_compile_all.py builds) and the list tests/data/build-manifest.json
-keeps (``CUDALAB_RECORD_BUILDS=1 python -m pytest`` rewrites it; a stale list only costs builds nobody
-asks for). Background threads (one per core but one) take them from the end of the queue, each through
-a child process that keeps the session's cache folder, while the tests ask from its front; a test that
-asks for a build still queued takes it over, one being built is waited for, and every build then comes
-from the session's cache as before. What a test sees does not change: ``build.build`` is the same call
-with the same result.
+For a serial run (``python -m pytest``, as on the GPU machines; under pytest-xdist every core runs
+tests and this is off). Most of the suite is single-threaded Python, and about half of its CPU time is
+nvcc, one build after another. At the start of a session the builds it will ask for are queued: the
+list tests/data/build-manifest.json keeps (``CUDALAB_RECORD_BUILDS=1 python -m pytest`` rewrites it;
+a stale list only costs builds nobody asks for). Background threads (one per core but one) take them
+from the end of the queue, each through a child process that keeps the session's cache folder, while
+the tests ask from its front; a test that asks for a build still queued takes it over, one being built
+is waited for, and every build then comes from the session's cache as before. What a test sees does
+not change: ``build.build`` is the same call with the same result.
 """
 
 from __future__ import annotations
@@ -41,30 +41,6 @@ for line in sys.stdin:
 
 def _key(source: Any, defines: Any, arch: str) -> Key:
     return str(Path(source)), tuple(sorted((str(k), str(v)) for k, v in dict(defines).items())), arch
-
-
-def compile_all_builds() -> list[Key]:
-    """What tests/test_compile_all.py builds: every kernel variant at its family's default launch, sm_90."""
-    from cudalab import catalog, runner
-    from cudalab import launch as L
-    from cudalab.errors import CudalabError
-    from cudalab.families import load
-
-    keys: list[Key] = []
-    for spec in catalog.load_catalog().values():
-        fam = load(spec.module)
-        problem = runner.make_problem(spec, fam, runner.RunRequest(family=spec.name))
-        for v in spec.variants:
-            if v.kind != "kernel":
-                continue
-            try:
-                lau = runner.plan_launch(v, fam, problem, None, None, L.DeviceLimits())
-            except CudalabError:
-                continue  # the test says why
-            key = _key(spec.directory / v.source, dict(lau.defines), "sm_90")
-            if key not in keys:
-                keys.append(key)
-    return keys
 
 
 class Prefetch:

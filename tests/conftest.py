@@ -7,10 +7,15 @@
   builds are keyed on the source, defines, flags and nvcc version, so a kept cache is never stale.
 * Fixtures: ``invoke`` (the CLI through click's runner), ``one_line_exit_2`` (the bad-input
   contract), ``no_gpu`` (opening a GPU fails the test), ``family_tree`` (a private CUDALAB_SRC copy).
+* Under pytest-xdist (``-n auto --dist worksteal``, the README's command): the workers share one build
+  cache, the slow tests start first so that the run ends on quick ones (an idle worker steals from the
+  end of the other's queue), and a test on the GPU holds a lock so that no two workers time kernels on
+  it at once. Nothing here needs xdist: GPU machines run serially.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
@@ -43,8 +48,9 @@ test_cache_dir.__test__ = False  # a helper, not a test
 @pytest.fixture(scope="session", autouse=True)
 def _build_cache(tmp_path_factory, request):
     """Keep the tests' nvcc builds out of the user's cache folder (and the user's builds out of the tests);
-    start building what the tests will ask for on the idle cores (build_prefetch.py: every kernel variant,
-    and the builds tests/data/build-manifest.json lists; CUDALAB_RECORD_BUILDS=1 rewrites that list)."""
+    in a serial run, start building what the tests will ask for on the idle cores (build_prefetch.py: the
+    builds tests/data/build-manifest.json lists; CUDALAB_RECORD_BUILDS=1 rewrites that list). Under xdist
+    every core runs tests, and builds come on demand."""
     before = os.environ.get("CUDALAB_CACHE")
     os.environ["CUDALAB_CACHE"] = str(test_cache_dir(tmp_path_factory))
     helper = None
@@ -56,9 +62,7 @@ def _build_cache(tmp_path_factory, request):
         if os.environ.get("CUDALAB_RECORD_BUILDS"):  # refresh tests/data/build-manifest.json
             helper = B.Recorder(build, os.environ["CUDALAB_CACHE"])
         elif any(item.get_closest_marker("nvcc") or "compile" in item.nodeid for item in request.session.items):
-            keys = B.manifest_builds()
-            keys += [k for k in B.compile_all_builds() if k not in keys]
-            helper = B.Prefetch(build, os.environ["CUDALAB_CACHE"], keys, max(1, (os.cpu_count() or 2) - 1))
+            helper = B.Prefetch(build, os.environ["CUDALAB_CACHE"], B.manifest_builds(), max(1, (os.cpu_count() or 2) - 1))
         if helper is not None:
             helper.start()
     yield
@@ -96,7 +100,21 @@ def nvcc_reason() -> str:
     return ""
 
 
+#: Slow tests without the nvcc marker (a notebook kernel, terminals, worker processes, plots): under
+#: xdist they start first with the nvcc tests (builds: seconds each), so that the run ends on quick tests
+#: instead of one worker finishing a long one while the other has nothing left (with --dist load, whose
+#: batches are not stolen back, it ended 19 s apart; worksteal ends together).
+SLOW_FIRST = ("test_magic.py::test_the_example_notebook_runs_headless", "test_watch_demo.py::", "test_workers.py::",
+              "test_watch.py::", "test_saved_runs.py::", "test_sort_onesweep.py::")
+
+
+def _slow(item) -> bool:
+    return item.get_closest_marker("nvcc") is not None or any(s in item.nodeid for s in SLOW_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike (xdist checks that they agree)
+        items.sort(key=lambda item: not _slow(item))  # stable: each group keeps its order
     for item in items:
         if "nvcc" in item.keywords and nvcc_reason():
             item.add_marker(pytest.mark.skip(reason=nvcc_reason()))
@@ -110,6 +128,19 @@ def pytest_collection_modifyitems(config, items):
             reason = "compute-sanitizer not on PATH"
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _one_test_on_the_gpu(request, tmp_path_factory):
+    """Under xdist, a test on the GPU (marker gpu, ncu or sanitizer) holds the session's GPU lock: timings
+    and ncu must not share the GPU with another worker's test. Serial runs take no lock."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not any(
+            request.node.get_closest_marker(m) for m in ("gpu", "ncu", "sanitizer")):
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "gpu.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 @pytest.fixture(scope="session")

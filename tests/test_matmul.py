@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import build_share
-from cudalab import build, catalog
+from cudalab import catalog
 from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Problem, load, product
