@@ -1,9 +1,9 @@
 """One nvcc build per device code: define sets that preprocess to the same code share a build.
 
 A family's launch often passes a source's own defaults: every matmul variant's defines (``TILE=32``,
-``AS_BK=16``, the warp tile's ten) are what matmul.cu's ``#ifndef`` lines define anyway. Each define set
+``AS_BK=16``, the warp tile's ten) are what its source's ``#ifndef`` lines define anyway. Each define set
 is another key of the build cache, but nvcc sees the same device code, and makes the same cubin with
-the same resource report: six builds of matmul.cu, 4 to 6 s of nvcc each, that prove one thing.
+the same resource report: three builds of matmul_async.cu, 5 s of nvcc each, that prove one thing.
 
 :func:`build` asks nvcc's preprocessor first (``nvcc -E`` for the arch, about 0.1 s): the first define
 set of a device code builds as ever (``cudalab.build.build``, into the session's cache); later ones, in

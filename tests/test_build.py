@@ -5,6 +5,7 @@ and compile errors that name the original file and line."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,40 @@ SMALL = ('#include "small.cuh"\n'
          'extern "C" __global__ void small_kernel(float *a) { a[threadIdx.x] = TILE + SMALL_PAD; }\n')
 
 
+# nvcc's outputs for small.cu per (arch, prelude defines), in this process: see ``small``.
+_REPLAYS: dict[tuple[str, tuple[str, ...]], tuple[subprocess.CompletedProcess, bytes, str]] = {}
+
+
+def _replaying_run(argv: list[str]) -> subprocess.CompletedProcess:
+    """``build._run`` that runs nvcc once per (arch, defines) and replays its cubin, PTX and log after."""
+    if "-o" not in argv:  # nvcc --version
+        return subprocess.run(argv, capture_output=True, text=True)
+    work = Path(argv[-1])
+    out, keep = Path(argv[argv.index("-o") + 1]), Path(argv[argv.index("--keep-dir") + 1])
+    arch = next(a for a in argv if a.startswith("-arch="))
+    defines = tuple(line for line in work.read_text().splitlines() if line.startswith("#define "))
+    key = (arch, defines)
+    if key not in _REPLAYS:
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        ptx = "\n".join(p.read_text() for p in sorted(keep.glob("*.ptx")))
+        _REPLAYS[key] = (proc, out.read_bytes(), ptx)
+    proc, cubin, ptx = _REPLAYS[key]
+    out.write_bytes(cubin)
+    (keep / "small.ptx").write_text(ptx)
+    return proc
+
+
 @pytest.fixture
-def small(tmp_path) -> Path:
-    """A one-kernel source (with a local header) in a folder of its own."""
+def small(tmp_path, monkeypatch) -> Path:
+    """A one-kernel source (with a local header) in a folder of its own. Its builds run nvcc once per
+    arch and define set and replay the result after: these tests are about the cache (did nvcc run, is
+    the entry whole), not about what nvcc makes of an edit, and a real nvcc each time was ~20 builds."""
     folder = tmp_path / "small"
     folder.mkdir()
     (folder / "small.cuh").write_text("#define SMALL_PAD 1\n")
     (folder / "small.cu").write_text(SMALL)
+    monkeypatch.setattr(build, "_run", _replaying_run)
     return folder / "small.cu"
 
 
