@@ -148,17 +148,20 @@ class Session:
         if self.all_devices:
             self._all_slots()
         self.observer.start(total, reqs[0].family if reqs else "")
-        threads = [threading.Thread(target=self._drive, args=(s,), daemon=True) for s in self.slots]
+        ended = [threading.Event() for _ in self.slots]
+        threads = [threading.Thread(target=self._drive, args=(s, e), daemon=True) for s, e in zip(self.slots, ended)]
         try:
             for t in threads:
                 t.start()
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(TICK_S)
+            while not all(e.wait(TICK_S) for e in ended):
+                pass
         except KeyboardInterrupt:
             self.kill()
-            for t in threads:
-                t.join(1.0)
+            # Events, not Thread.join: an interrupt landing in join() can leave a thread marked ended while
+            # it still drains its worker's rows (CPython before 3.13), and those rows came after the table.
+            deadline = time.monotonic() + DRAIN_S + 1.0
+            for e in ended:
+                e.wait(max(0.0, deadline - time.monotonic()))
             return self.started(), True
         finally:
             self.observer.close()
@@ -194,7 +197,7 @@ class Session:
             self.observer.point(i, len(self.runs), _label(run))
             return i, run
 
-    def _drive(self, slot: Slot) -> None:
+    def _drive(self, slot: Slot, ended: threading.Event) -> None:
         try:
             while (nxt := self._next()) is not None:
                 try:
@@ -215,6 +218,7 @@ class Session:
         finally:
             if not self.stopping.is_set():
                 slot.close()
+            ended.set()
 
     def _ready(self, slot: Slot) -> Any:
         """The slot's worker, started and ready (:meth:`Slot.wait_ready`)."""
