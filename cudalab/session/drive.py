@@ -148,11 +148,10 @@ class Session:
         if self.all_devices:
             self._all_slots()
         self.observer.start(total, reqs[0].family if reqs else "")
-        ended = [threading.Event() for _ in self.slots]
-        threads = [threading.Thread(target=self._drive, args=(s, e), daemon=True) for s, e in zip(self.slots, ended)]
+        ended = [threading.Event() for _ in self.slots]  # each drive thread's end (see the interrupt below)
         try:
-            for t in threads:
-                t.start()
+            for s, e in zip(self.slots, ended):
+                threading.Thread(target=self._drive, args=(s, e), daemon=True).start()
             while not all(e.wait(TICK_S) for e in ended):
                 pass
         except KeyboardInterrupt:
