@@ -13,8 +13,8 @@ import pytest
 from cudalab import build, catalog, ncu
 from cudalab import launch as L
 from cudalab.errors import SizeError
-from cudalab.families import load
 from cudalab.families import hgemm as hg
+from cudalab.families import load
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families import product as prod
 from cudalab.plan import variant_arch
