@@ -288,6 +288,29 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def text_source(text: str, name: str) -> Path:
+    """A file holding ``text`` (cudalab's own kernels, kept as strings) in the cache folder, named by its
+    hash, so :func:`build` caches it as any source: a worker's first flush or spin costs a cache read,
+    not pycuda's compiler.
+
+    Raises:
+        OSError: neither the cache folder nor the temp folder can be written.
+    """
+    data = text.encode()
+    file = f"{name}-{hashlib.sha256(data).hexdigest()[:16]}.cu"
+    # a home that cannot be written still runs (without a cache): the file then lives in the temp folder
+    for folder in (cache_dir() / "own", Path(tempfile.gettempdir()) / f"cudalab-own-{os.getuid()}"):
+        path = folder / file
+        try:
+            if not (path.is_file() and path.read_bytes() == data):
+                folder.mkdir(parents=True, exist_ok=True)
+                _write_atomic(path, data)
+            return path
+        except OSError as exc:
+            error = exc
+    raise error
+
+
 def _store(b: Build) -> None:
     """Save a build; a cache folder that cannot be written just means no caching."""
     meta = {

@@ -23,11 +23,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cudalab import catalog
-from cudalab.errors import CudalabError
-from cudalab.files import atomic_write
-from cudalab.results import Result
-from cudalab.runner import RunRequest
+from cudalab import warm
+
+if __name__ == "__main__":  # the child itself: its GPU starts while the imports below run (cudalab.warm)
+    try:
+        warm.start(int(json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")).get("device", 0)))
+    except (IndexError, OSError, ValueError, TypeError, AttributeError):
+        pass  # main() says what is wrong with the request
+
+from cudalab import catalog  # noqa: E402
+from cudalab.errors import CudalabError  # noqa: E402
+from cudalab.files import atomic_write  # noqa: E402
+from cudalab.results import Result  # noqa: E402
+from cudalab.runner import RunRequest  # noqa: E402
 
 #: The child's exit status when it could not run at all (its ``error`` says why).
 REFUSED = 2
@@ -148,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         req = RunRequest.from_dict(json.loads(Path(req_path).read_text(encoding="utf-8")))
         req = replace(req, profile=True, roofline=False)
+        warm.start(req.device)  # started at the module's top already, unless main() was called directly
         from cudalab import gpu, runner  # noqa: PLC0415  (after the request parses: errors stay cheap)
         from cudalab.worker.serve import ContextLost, Worker  # noqa: PLC0415
 

@@ -18,6 +18,11 @@ if TYPE_CHECKING:  # for annotations only
     from cudalab.gpu import Device
 
 
+#: Uploads of at least this many bytes go through pinned memory in chunks: a pageable 1 GiB upload ran
+#: at 6.6 GB/s on an H100 host (the driver stages it through its own small pinned buffers).
+STAGED_MIN = 32 << 20
+
+
 class DeviceArray:
     """A device allocation holding an array of ``shape`` and ``dtype``, rows optionally pitched."""
 
@@ -57,12 +62,50 @@ class DeviceArray:
         return self.pitch_bytes != self.row_bytes
 
     def upload(self, host: np.ndarray) -> None:
-        """Copy a host array of the same shape into this allocation."""
+        """Copy a host array of the same shape into this allocation (a large one in pinned chunks)."""
         host = np.ascontiguousarray(host, dtype=self.dtype)
-        if self.pitched:
+        if host.nbytes >= STAGED_MIN and self.shape:
+            self._upload_staged(host)
+        elif self.pitched:
             self._copy2d(src_host=host)
         else:
             self._dev.drv.memcpy_htod(self._alloc, host)
+
+    def _upload_staged(self, host: np.ndarray, chunk_bytes: int = 64 << 20) -> None:
+        """Upload row blocks through the two halves of the pinned staging buffer: block k+1 is copied
+        into one half (by the host threads) while block k's copy to the GPU runs from the other."""
+        from cudalab.hostwork import copy_rows  # noqa: PLC0415
+
+        drv = self._dev.drv
+        rows = self.shape[0]
+        flat = host.reshape(rows, -1)
+        row_bytes = flat.shape[1] * self.dtype.itemsize
+        per = max(1, chunk_bytes // max(1, row_bytes))
+        half = min(per, rows) * row_bytes
+        staging = self._dev.staging(2 * half)
+        stream = drv.Stream()
+        copied: list[Any] = [None, None]  # the event after each half's last copy to the GPU
+        for k, r0 in enumerate(range(0, rows, per)):
+            r1, h = min(rows, r0 + per), k % 2
+            if copied[h] is not None:
+                copied[h].synchronize()  # that half's previous block has left for the GPU
+            buf = staging[h * half: h * half + (r1 - r0) * row_bytes].view(self.dtype).reshape(r1 - r0, -1)
+            copy_rows(buf, flat[r0:r1])
+            if self.pitched:
+                c = drv.Memcpy2D()
+                c.set_src_host(buf)
+                c.src_pitch = row_bytes
+                c.set_dst_device(self.ptr + r0 * self.pitch_bytes)
+                c.dst_pitch = self.pitch_bytes
+                c.width_in_bytes = row_bytes
+                c.height = r1 - r0
+                c(stream)
+            else:
+                drv.memcpy_htod_async(self.ptr + r0 * row_bytes, buf, stream)
+            copied[h] = drv.Event()
+            copied[h].record(stream)
+            heartbeat.beat()
+        stream.synchronize()
 
     def download(self) -> np.ndarray:
         """Copy this allocation back into a new host array (synchronous)."""

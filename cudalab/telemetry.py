@@ -100,9 +100,15 @@ class Telemetry:
         except Exception:  # NVMLError, or a container that hides the list
             return set()
 
-    def before_open(self) -> None:
-        """Remember who computes on the GPU before this process opens its context."""
-        self.baseline = self.processes()
+    def before_open(self, baseline: set[int] | None = None) -> None:
+        """Remember who computes on the GPU before this process opens its context: asked now, or
+        ``baseline`` (:func:`compute_pids`, read before the context was made at the worker's start);
+        in that case our context may be open already, and our own id is learnt at once."""
+        if baseline is None:
+            self.baseline = self.processes()
+        else:
+            self.baseline = set(baseline)
+            self.after_open()
 
     def after_open(self) -> None:
         """Learn our own id as NVML reports it: one new process since :meth:`before_open` is us."""
@@ -351,8 +357,22 @@ def import_nvml() -> tuple[Any | None, str]:
     return pynvml, ""
 
 
+def compute_pids(nvml: Any | None = None) -> set[int] | None:
+    """The processes computing on any GPU now, from NVML (None where it cannot say): read at a worker's
+    start before its context exists (:func:`cudalab.warm.start`), the baseline :meth:`Telemetry.before_open`
+    takes. ``nvml``: an initialised NVML module (tests pass a fake); None imports ``pynvml``."""
+    if nvml is None:
+        nvml, _ = import_nvml()
+    if nvml is None:
+        return None
+    pids: set[int] = set()
+    for i in range(int(nvml.nvmlDeviceGetCount())):
+        pids |= {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(i))}
+    return pids
+
+
 def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, exclusive: bool = False,
-                   lock_mhz: int | None = None, energy: bool = False) -> Opened:
+                   lock_mhz: int | None = None, energy: bool = False, baseline: set[int] | None = None) -> Opened:
     """Open NVML for CUDA device ``index`` before its context: look for other processes, refuse
     under ``--exclusive`` while one is there, lock the clock for ``--lock-clocks``.
 
@@ -363,6 +383,8 @@ def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, 
         exclusive: refuse while another process computes on the GPU.
         lock_mhz: lock the SM clock at this many MHz.
         energy: ``--energy`` asked for (it needs NVML).
+        baseline: who computed on the GPUs before this process's context was made (:func:`compute_pids`);
+            None asks now, before the context.
 
     Raises:
         TelemetryError: NVML missing while ``--exclusive``/``--lock-clocks``/``--energy`` need it, another process
@@ -386,7 +408,7 @@ def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, 
         return Opened(None, f"telemetry off: NVML does not find GPU {index} ({_nvml_text(exc)})")
     tele = Telemetry(nvml, handle, label=f"GPU {index}")
     try:
-        tele.before_open()
+        tele.before_open(baseline)
         if exclusive:
             tele.refuse_if_shared()
         if lock_mhz is not None:

@@ -60,6 +60,9 @@ class FakeNVML:
         self.calls.append(("bus", bus))
         return "handle"
 
+    def nvmlDeviceGetCount(self):
+        return 1
+
     def nvmlDeviceGetHandleByIndex(self, index):
         return "handle"
 

@@ -2,7 +2,7 @@
 
 A child run (argv ends ``-m cudalab.child REQUEST RESULT``) gets its result file written from the
 request, as the real child would after running each variant once; ``-o BASE`` (ncu) makes ``BASE.ncu-rep``;
-``ncu --import`` returns the CSV the test gives.
+``ncu --import`` returns the CSV the test gives; ``--log-file LOG`` gets ncu's lines and that CSV.
 """
 
 from __future__ import annotations
@@ -75,4 +75,8 @@ class FakeRun:
         if "-o" in argv and self.report:
             Path(argv[argv.index("-o") + 1] + ".ncu-rep").write_bytes(b"NCU")
         out = self.output(req, argv) if callable(self.output) else self.output
+        if "--log-file" in argv:  # ncu's own lines and its CSV go to the log, the program's output stays out
+            log = "==PROF== Connected to process 900\n" + out + "\n" + (self.csv if self.report else "")
+            Path(argv[argv.index("--log-file") + 1]).write_text(log)
+            out = ""
         return subprocess.CompletedProcess(argv, self.rc, out, "")

@@ -12,6 +12,7 @@ environment variable ``FAKE_WORKER`` (JSON: variant name -> behaviour; ``_open``
 - ``slow``: runs for 1.5 s, beating every 0.1 s, then passes (beats keep a long kernel alive).
 - ``sigint`` / ``sigterm``: sends that signal to the parent (a user's Ctrl-C, a batch system), then hangs.
 - ``error`` (``_open`` only): cannot open its GPU.
+- ``linger`` (``_exit`` only): goes on for 1.5 s after its ``bye`` (a driver tearing a context down).
 
 A key ``VARIANT@N`` (``naive@96``) applies to that variant at ``--n N`` only, before the plain name.
 
@@ -111,6 +112,8 @@ def main() -> None:
             send(ev="row", row=row.to_dict(), output=None)
         send(ev="done", id=msg["id"], inputs=None)
     send(ev="bye", telemetry={"note": "fake worker: no telemetry"})
+    if how.get("_exit") == "linger":  # a context's tear-down that takes a while after the bye
+        time.sleep(1.5)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,40 @@ class FakeDrv:
         self._check(addr, out.nbytes)
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(bytes(self.mem[addr: addr + out.nbytes]), np.uint8)
 
+    def memcpy_htod_async(self, addr, host, stream):
+        # runs when the stream gets there, reading the host buffer then (as a GPU copy does): a staging
+        # half overwritten before its copy ran uploads the wrong rows
+        stream.ops.append(lambda: self.memcpy_htod(addr, host))
+
+    def Stream(self):
+        return FakeStream()
+
+    def Event(self):
+        return FakeEvent()
+
+
+class FakeStream:
+    """Copies queued in order; they run only when an event after them or the stream is synchronized."""
+
+    def __init__(self):
+        self.ops, self.done = [], 0
+
+    def run_through(self, mark):
+        while self.done < mark:
+            self.ops[self.done]()
+            self.done += 1
+
+    def synchronize(self):
+        self.run_through(len(self.ops))
+
+
+class FakeEvent:
+    def record(self, stream):
+        self.stream, self.mark = stream, len(stream.ops)
+
+    def synchronize(self):
+        self.stream.run_through(self.mark)
+
 
 class FakeDev:
     def __init__(self):
@@ -62,3 +96,26 @@ def test_chunks_read_every_row_block_of_every_shape(shape):
     got = np.concatenate([blk.copy() for _, blk in chunks])
     assert got.shape == host.shape and (got == host).all()
     assert exact_diff(arr.chunks(chunk_bytes=4 * 64), host).wrong == 0
+
+
+@pytest.mark.parametrize("shape", [(1000,), (37, 11), (5, 7, 9), (1,)])
+def test_staged_upload_puts_every_row_where_it_belongs(shape):
+    """Many blocks through two pinned halves whose copies run late: a half reused before its copy ran
+    (no wait on its event) uploads another block's rows."""
+    dev = FakeDev()
+    host = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape) * 3 + 1
+    arr = DeviceArray(dev, shape, np.int32)
+    arr._upload_staged(host, chunk_bytes=4 * 33)
+    assert (arr.download() == host).all()
+
+
+def test_large_uploads_go_through_staging(monkeypatch):
+    from cudalab import devarray
+
+    dev = FakeDev()
+    host = np.arange(4096, dtype=np.float32)
+    arr = DeviceArray(dev, host.shape, np.float32)
+    monkeypatch.setattr(devarray, "STAGED_MIN", host.nbytes)
+    arr.upload(host)
+    assert dev.staging(1).nbytes >= 2 * 4  # the pinned halves were used
+    assert (arr.download() == host).all()

@@ -61,6 +61,17 @@ def test_a_strided_reference_is_compared_without_the_fast_path(path):
     assert exact_diff(bad, a.T).first == (899, 5)
 
 
+@pytest.mark.parametrize("where", [(0, 0), (15, 16), (511, 4), (100, 1023), (1100, 13), (1023, 1205)])
+def test_a_transposed_reference_compared_in_tiles_misses_no_element(where):
+    """A 1200x1210 result (full 512-blocks walked in 16x16 tiles, edge blocks plainly) against a.T."""
+    a = np.random.default_rng(4).random((1210, 1200), dtype=np.float32)
+    t = np.ascontiguousarray(a.T)
+    assert exact_diff(t, a.T).first is None
+    bad = _flip(t, where[0] * 1210 + where[1], 6)
+    d = exact_diff(bad, a.T)
+    assert d.first == where and d.wrong == 1
+
+
 def test_chunked_results_are_compared_as_they_arrive(path):
     a = np.random.default_rng(3).random((1000, 64), dtype=np.float64)
     for flat, want in ((None, None), (64 * 999 + 63, (999, 63)), (64 * 500, (500, 0))):
@@ -90,3 +101,12 @@ def test_a_wrong_vector_is_compared_in_few_large_tasks(monkeypatch):
     d = hostwork.exact_diff(res, ref)
     assert (d.first, d.wrong) == ((0,), n)
     assert max(counts) <= 8, counts
+
+
+def test_integers_stored_as_floats_are_the_same_draw_and_sum_exactly():
+    ints = hostwork.integers(np.random.default_rng(9), 3 * hostwork.CHUNK + 5, 1, 101)
+    floats = hostwork.integers(np.random.default_rng(9), 3 * hostwork.CHUNK + 5, 1, 101, out_dtype=np.float64)
+    assert floats.dtype == np.float64 and np.array_equal(ints, floats)
+    assert hostwork.int_sum(floats) == int(ints.sum(dtype=np.int64)) == hostwork.int_sum(ints)
+    floats[-1] += 1  # one element in the last chunk
+    assert hostwork.int_sum(floats) == hostwork.int_sum(ints) + 1

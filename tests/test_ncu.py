@@ -154,6 +154,8 @@ def test_argv_profiles_every_kernel_in_one_process():
     assert argv[argv.index("--kernel-name") + 1] == "regex:^(transpose_block|transpose_naive)$"
     assert argv[argv.index("--metrics") + 1] == "m1,m2" and "--launch-skip" not in argv
     assert ncu.import_argv("ncu", "r.ncu-rep") == ["ncu", "--import", "r.ncu-rep", "--csv", "--print-units", "base"]
+    logged = ncu.profile_argv("/opt/ncu", "/tmp/r", ["k"], ["m1"], log="/tmp/x.log")
+    assert logged[:6] == ["/opt/ncu", "--csv", "--print-units", "base", "--log-file", "/tmp/x.log"] and "-o" not in logged
 
 
 def test_ncu_missing_message(invoke, monkeypatch, tmp_path):
@@ -191,8 +193,8 @@ def transpose_run(drop: str = "", **kw) -> FakeRun:
 def test_one_ncu_process_for_the_whole_family(tmp_path):
     run = transpose_run()
     rep = ncu.profile(TRANSPOSE_REQ, ncu="/opt/ncu", run=run)
-    profiled = [argv for argv, _ in run.calls if "--import" not in argv]
-    assert len(profiled) == 1 and len(run.calls) == 2
+    # one ncu process in all: the CSV comes in its log file, no second process reads a report back
+    assert len(run.calls) == 1 and "--import" not in run.calls[0][0] and "--log-file" in run.calls[0][0]
     argv, kw = run.calls[0]
     assert argv[-4:-2] == ["-m", "cudalab.child"] and kw["env"]["LC_ALL"] == "C" and "shell" not in kw
     assert "transpose_block|" in argv[argv.index("--kernel-name") + 1]

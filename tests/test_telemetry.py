@@ -14,7 +14,7 @@ from cudalab import gpu, report, runner, telemetry
 from cudalab.cli import cli
 from cudalab.gpu import DeviceInfo
 from cudalab.results import Result
-from cudalab.telemetry import Telemetry, TelemetryError, decode_reasons, open_telemetry
+from cudalab.telemetry import Telemetry, TelemetryError, compute_pids, decode_reasons, open_telemetry
 from fake_nvml import FakeNVML
 from test_runcore import FakeDevice, good_copy
 
@@ -160,6 +160,22 @@ def test_other_process_is_flagged_and_our_container_pid_is_learnt():
     nvml.pids = [9999]
     assert tele.window().start().stop().other_pids == ()
     assert tele.summary()["other_process"] == [222]
+
+
+def test_a_baseline_read_before_an_early_context_still_learns_our_pid():
+    """A worker's context is made while it imports (cudalab.warm); NVML's list was read before that. In a
+    container NVML shows us under a host pid: the one new pid since the baseline is us, at once, so
+    --exclusive does not refuse our own context."""
+    nvml = FakeNVML(pids=[222])
+    baseline = compute_pids(nvml)
+    assert baseline == {222}
+    nvml.pids = [222, 9999]  # our context came before open_telemetry
+    tele = open_telemetry(0, "0000:01:00.0", nvml=nvml, baseline=baseline).telemetry
+    assert tele.others() == {222}
+    nvml.pids = [9999]
+    assert open_telemetry(0, "0000:01:00.0", nvml=nvml, exclusive=True, baseline=set()).telemetry is not None
+    with pytest.raises(TelemetryError, match="pid 9999"):  # without the baseline it would be taken for another
+        open_telemetry(0, "0000:01:00.0", nvml=nvml, exclusive=True)
 
 
 def test_exclusive_refuses_while_another_process_computes():

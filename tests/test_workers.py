@@ -373,3 +373,25 @@ def test_host_work_beats_from_a_helper_thread_and_stops_after():
         assert inside >= 3 and len(beats) == inside, beats
     finally:
         heartbeat.install(None)
+
+
+def test_close_returns_at_the_bye_and_the_next_worker_of_that_gpu_waits_for_the_last(monkeypatch):
+    """The table does not wait for a context's tear-down; a new worker on the same GPU does (its memory)."""
+    import time
+
+    from cudalab.worker import process as P
+
+    monkeypatch.setenv("FAKE_WORKER", '{"_exit": "linger"}')
+    monkeypatch.setattr(P, "_ENDING", [])
+    from fake_workers import FAKE_MAIN
+
+    argv = lambda fd: [sys.executable, FAKE_MAIN, "--fd", str(fd)]  # noqa: E731
+    w = P.WorkerProcess(0, argv=argv, echo=None)
+    assert w.next(10)["ev"] == "ready"
+    t0 = time.monotonic()
+    assert w.close()["ev"] == "bye"
+    assert time.monotonic() - t0 < 1.0 and w.proc.poll() is None and P._ENDING == [w]
+    P.reap(1)  # another GPU's: not waited for
+    assert w.proc.poll() is None
+    P.reap(0)
+    assert w.proc.poll() is not None and P._ENDING == []

@@ -83,7 +83,7 @@ def exact_limit(problem: Problem, per_block: int) -> int:
 def exact_inputs(problem: Problem, rng: np.random.Generator, limit: int) -> np.ndarray:
     """Integers 1..limit in the problem's float dtype: all positive, so a dropped element always
     lowers the sum, and varied, so reading a wrong element usually changes it."""
-    return hostwork.integers(rng, problem.dims[0], 1, limit + 1, np.int32).astype(problem.np_dtype)
+    return hostwork.integers(rng, problem.dims[0], 1, limit + 1, np.int32, out_dtype=problem.np_dtype)
 
 
 def check_exact(partials: np.ndarray, total: int, limit: int) -> Check:
@@ -187,7 +187,7 @@ def _exact_check(ctx, problem: Problem, k, launch: Launch, d_part, d_work):
     limit = exact_limit(problem, -(-n // blocks) + L.threads(launch.block))
     host = ctx.shared(f"x_exact_{limit}_host", lambda: exact_inputs(problem, ctx.rng, limit))
     d_exact = ctx.shared(f"x_exact_{limit}", lambda: ctx.device.to_device(host))
-    total = ctx.shared(f"x_exact_{limit}_total", lambda: _Total(int(host.sum(dtype=np.int64))))
+    total = ctx.shared(f"x_exact_{limit}_total", lambda: _Total(hostwork.int_sum(host)))
     args = (d_work, d_part, np.uint32(n)) if d_work is not None else (d_exact, d_part, np.uint64(n))
 
     def check(byte: int) -> Check:

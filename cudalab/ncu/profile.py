@@ -1,10 +1,11 @@
 """The ncu driver: one ncu process per command profiles the verified launch of every selected variant.
 
-``ncu -o REPORT -f --clock-control none --kernel-name regex:^(k1|k2)$ --metrics ... python -m cudalab.child
-REQUEST RESULT`` runs every selected variant once (profile mode: one poisoned, verified launch each) on
-the child protocol (:mod:`cudalab.child`); ``ncu --import REPORT --csv --print-units base`` reads the
-report back (sturdier than stdout, where the program's output is mixed in; base units keep durations in
-ns at full precision). ``--clock-control none`` keeps the GPU's own clocks so durations match CUDA
+``ncu --csv --print-units base --log-file LOG --clock-control none --kernel-name regex:^(k1|k2)$ --metrics ...
+python -m cudalab.child REQUEST RESULT`` runs every selected variant once (profile mode: one poisoned,
+verified launch each) on the child protocol (:mod:`cudalab.child`); ncu's CSV goes to its log file, apart
+from the program's own output (base units keep durations in ns at full precision). Where the report
+itself is wanted (``--export FILE.ncu-rep``, ``--source``), ``-o REPORT`` replaces the log and ``ncu
+--import REPORT --csv --print-units base`` reads the report back. ``--clock-control none`` keeps the GPU's own clocks so durations match CUDA
 events. The child's rows give each variant's verdict and launch log; :mod:`cudalab.ncu.match` pairs
 ncu's launches with them.
 
@@ -69,9 +70,12 @@ SOURCE_ARGS = ("--set", "full", "--import-source", "yes")
 
 
 def profile_argv(ncu: str, report: str | os.PathLike, kernels: Sequence[str], metrics: Sequence[str],
-                 extra: Sequence[str] = ()) -> list[str]:
-    """ncu's argv prefix for one child run: every launch of the given kernels, into ``report`` (.ncu-rep added)."""
-    return [ncu, "-o", str(report), "-f", "--clock-control", "none", *extra, "--kernel-name", kernel_filter(kernels),
+                 extra: Sequence[str] = (), log: str | os.PathLike | None = None) -> list[str]:
+    """ncu's argv prefix for one child run: every launch of the given kernels, into ``report`` (.ncu-rep added),
+    or with ``log``, no report: ncu's own output, the CSV in base units included, into that file (one ncu
+    process instead of a second one to read a report back: 0.6 s less on an H100)."""
+    out = ["--csv", "--print-units", "base", "--log-file", str(log)] if log is not None else ["-o", str(report), "-f"]
+    return [ncu, *out, "--clock-control", "none", *extra, "--kernel-name", kernel_filter(kernels),
             "--metrics", ",".join(metrics)]
 
 
@@ -98,6 +102,16 @@ def read_report(ncu: str, report: str | os.PathLike, run: Runner, timeout: float
     if proc.returncode != 0:
         raise ToolFailedError(f"ncu could not read the report {Path(report).name} (exit {proc.returncode})", tail(out))
     return proc.stdout or ""
+
+
+def _read_log(log: Path | None) -> str:
+    """ncu's log file ('' when there is none, or ncu never wrote it)."""
+    if log is None:
+        return ""
+    try:
+        return log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def marker_lines(req: runner.RunRequest, rows: Sequence[Result]) -> str:
@@ -140,26 +154,32 @@ def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os
         raise KernelNotProfiledError(f"{spec.name}: no kernel variant selected (host, driver and library rows "
                                      "have no kernel of cudalab's)")
     exe = ncu or find_ncu()
+    # a report file only where one is kept or its source page is read; else the CSV comes in ncu's log
+    keep = source or (export is not None and str(export).endswith(".ncu-rep"))
     with tempfile.TemporaryDirectory(prefix="cudalab-ncu-") as tmp:
         base = Path(tmp) / "report"
-        prefix = profile_argv(exe, base, kernels, mset.metrics, SOURCE_ARGS if source else ())
+        log = None if keep else Path(tmp) / "ncu.log"
+        prefix = profile_argv(exe, base, kernels, mset.metrics, SOURCE_ARGS if source else (), log)
         try:
             done = child.run_child(req, prefix, timeout, workdir=tmp, run=run)
         except subprocess.TimeoutExpired:
             raise ToolFailedError(f"ncu profiling {spec.name} ran past {timeout:g} s") from None
         except OSError as exc:
             raise ToolMissingError(f"could not start {exe}: {exc}; {NCU_HINT}") from None
-        check_output(done.output)
+        logged = _read_log(log)
+        check_output(done.output + "\n" + logged)
         if done.result is None:
             raise ToolFailedError(f"the profiled run of {spec.name} wrote no result (ncu exit {done.returncode}); "
-                                  "its output ends:", tail(done.output))
+                                  "its output ends:", tail(done.output + "\n" + logged))
         if done.result.error:
             raise ToolFailedError(f"the profiled run of {spec.name} refused: {done.result.error}")
         rep = base.with_name(base.name + ".ncu-rep")
-        if not rep.is_file():
-            raise KernelNotProfiledError(f"ncu wrote no report: it saw no launch of {', '.join(sorted(set(kernels)))} "
-                                         f"(ncu exit {done.returncode}); its output ends:", tail(done.output))
-        text = read_report(exe, rep, run, timeout)
+        if not (rep.is_file() if log is None else '"Metric Value"' in logged):
+            what = "no report" if log is None else "no metrics"
+            raise KernelNotProfiledError(f"ncu wrote {what}: it saw no launch of {', '.join(sorted(set(kernels)))} "
+                                         f"(ncu exit {done.returncode}); its output ends:",
+                                         tail(done.output + "\n" + logged))
+        text = read_report(exe, rep, run, timeout) if log is None else logged
         parsed = parse_csv(text, f"ncu --import {rep.name}")
         rows, notes = build_rows(selected, done.result.rows, parsed.launches, fam, problem)
         page = read_source_page(exe, rep, run, timeout) if source else None

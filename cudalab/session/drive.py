@@ -234,9 +234,11 @@ class Session:
             if restarts > MAX_RESTARTS:
                 self._give_up(run, remaining, "the GPU worker kept dying; the rows left were not run")
                 break
-            w = self._ready(slot)
             req = replace(run.req, device=slot.device, done=tuple(r.variant for r in run.results))
-            w.send(op="point", id=index, request=req.to_dict())
+            early = slot.send_before_ready(op="point", id=index, request=req.to_dict())
+            w = self._ready(slot)
+            if not early:
+                w.send(op="point", id=index, request=req.to_dict())
             outcome = self._follow(slot, run, index)
             if outcome in ("done", "refused", "stopped"):
                 if outcome == "stopped":
@@ -299,10 +301,9 @@ class Session:
                 return "died"
 
     def _drain(self, run: runner.FamilyRun, w: Any, ev: dict[str, Any] | None) -> None:
-        """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row): all
-        its events up to the end of its pipe, which comes at once (it was killed), waiting up to
-        :data:`DRAIN_S`. Not only those read so far: on a busy machine a row sent just before the
-        interrupt may still be in the pipe."""
+        """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row): all its
+        events up to the end of its pipe (at once: it was killed), waiting up to :data:`DRAIN_S`; on a busy
+        machine a row sent just before the interrupt may still be in the pipe."""
         end = time.monotonic() + DRAIN_S
         while ev is None or ev["ev"] != "eof":
             if ev is not None and ev["ev"] == "row":
@@ -327,9 +328,8 @@ class Session:
                  quiet: bool = False) -> None:
         """Rows for variants that will not run (``quiet``: kept from the progress, a refusal says it once)."""
         by = {v.name: v for v in run.variants}
-        for n in names:
-            v = by[n]
-            self._row(run, Result(variant=n, kind=v.kind, status=status, reason=why, legacy=v.legacy), quiet=quiet)
+        for v in (by[n] for n in names):
+            self._row(run, Result(variant=v.name, kind=v.kind, status=status, reason=why, legacy=v.legacy), quiet=quiet)
 
     def _row(self, run: runner.FamilyRun, row: Result, output: str | None = None, quiet: bool = False) -> None:
         with self.lock:

@@ -51,6 +51,12 @@ class Slot:
             self.bye = bye or self.bye
             self.worker = None
 
+    def send_before_ready(self, **op: Any) -> bool:
+        """Start the worker and send it ``op`` now if it is not ready yet (a point sent early has its inputs
+        drawn while the GPU opens, :mod:`cudalab.worker.early`); False when it was ready or could not read."""
+        self.start()
+        return not self.ready and self.worker.send(**op)
+
     def wait_ready(self, stopping: threading.Event, tick_s: float) -> Any:
         """The worker, started and ready (its GPU open); its facts and GPU count kept.
 

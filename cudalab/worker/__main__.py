@@ -2,6 +2,22 @@
 
 import sys
 
-from cudalab.worker.serve import main
+from cudalab import warm
+
+
+def _baseline():
+    from cudalab.telemetry import compute_pids  # noqa: PLC0415  (in the start's thread, after the driver)
+
+    return compute_pids()
+
+
+# The GPU starts in a thread while the rest of the worker imports (cudalab.warm); the argument parser
+# checks the line properly in main(), this only reads the device early.
+_argv = sys.argv[1:]
+_dev = _argv[_argv.index("--device") + 1] if "--device" in _argv[:-1] else "0"
+if _dev.isdigit():
+    warm.start(int(_dev), before_context=_baseline)
+
+from cudalab.worker.serve import main  # noqa: E402  (after the GPU's start: this import takes a while)
 
 sys.exit(main())

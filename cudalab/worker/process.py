@@ -144,7 +144,12 @@ class WorkerProcess:
         self._close_pipes()
 
     def close(self, wait_s: float = 5.0) -> dict[str, Any] | None:
-        """Ask the worker to finish and return its ``bye`` (telemetry), killing it if it does not answer."""
+        """Ask the worker to finish and return its ``bye`` (telemetry), killing it if it does not answer.
+
+        A worker that said ``bye`` is left to end by itself: the driver's tear-down of its context took
+        150 ms on an H100, after the table was ready. It is waited for (:func:`reap`) before another
+        worker starts on its GPU, whose memory it may still hold until then.
+        """
         bye = None
         if self.proc.poll() is None and self.send(op="exit"):
             try:
@@ -154,6 +159,9 @@ class WorkerProcess:
             except OSError:
                 pass
             bye = last_bye(self.next, wait_s)
+        if bye is not None and self.proc.poll() is None:
+            _ENDING.append(self)
+            return bye
         self.kill()
         return bye
 
@@ -194,14 +202,14 @@ class WorkerProcess:
 
 
 def last_bye(next_event: Callable[[float], dict[str, Any] | None], wait_s: float) -> dict[str, Any] | None:
-    """After ``exit``: read events until the pipe closes (or none comes for ``wait_s``); the ``bye``."""
-    bye = None
+    """After ``exit``: read events until the ``bye`` (a worker's last event), the pipe closes, or none comes
+    for ``wait_s``; the ``bye`` or None."""
     while True:
         ev = next_event(wait_s)
         if ev is None or ev["ev"] == "eof":
-            return bye
+            return None
         if ev["ev"] == "bye":
-            bye = ev
+            return ev
 
 
 Spawn = Callable[[int, bool], Any]
@@ -213,12 +221,28 @@ _EARLY: dict[tuple[int, bool], WorkerProcess] = {}
 NO_WORKER = {"list", "compile", "report", "compare", "ncu", "sanitize"}
 
 
+#: Workers that said ``bye`` and are ending by themselves (:meth:`WorkerProcess.close`).
+_ENDING: list[WorkerProcess] = []
+
+
+def reap(device: int | None = None, wait_s: float = 5.0) -> None:
+    """Wait for the ending workers of GPU ``device`` (all when None) to be gone; kill one that takes longer."""
+    for w in [w for w in _ENDING if device is None or w.device == device]:
+        _ENDING.remove(w)
+        try:
+            w.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+        w.kill()
+
+
 def spawn(device: int, energy: bool = False) -> WorkerProcess:
-    """A worker for GPU ``device``: the one :func:`prestart` started for it, else a new one (tests replace
-    this with fake workers)."""
+    """A worker for GPU ``device``: the one :func:`prestart` started for it, else a new one once the
+    previous worker of that GPU is gone (tests replace this with fake workers)."""
     early = _EARLY.pop((device, energy), None)
     if early is not None and early.proc.poll() is None:
         return early
+    reap(device)
     return WorkerProcess(device, energy=energy)
 
 

@@ -16,6 +16,7 @@ finishes is the parent's to end: it kills the worker when no beat came for too l
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import signal
 import sys
@@ -25,6 +26,7 @@ from typing import Any, BinaryIO, Callable, TextIO
 from cudalab import heartbeat
 from cudalab.errors import CudalabError
 from cudalab.results import FAILED, PASSED, SKIPPED, Result
+from cudalab.worker import early
 from cudalab.worker.protocol import decode, encode, pack_array
 
 
@@ -53,13 +55,20 @@ def open_gpu(index: int, energy: bool = False) -> tuple[Any, Any, str]:
     Returns:
         (device, telemetry or None, the note why telemetry is off).
     """
-    from cudalab import gpu, telemetry  # noqa: PLC0415  (only a worker imports pycuda)
+    from cudalab import gpu, telemetry, warm  # noqa: PLC0415  (only a worker imports pycuda)
+    from cudalab import catalog, runner  # noqa: F401, PLC0415  (what a point needs, while the GPU starts)
+
+    try:
+        catalog.load_catalog()  # its files parsed now: the first point's precheck reads them from a cache
+    except Exception:  # the point's own precheck says what is wrong
+        pass
 
     try:
         bus = gpu.pci_bus_id(index)
     except Exception:  # the device is opened next and says what is wrong in its own words
         bus = None
-    opened = telemetry.open_telemetry(index, bus, energy=energy)
+    # a worker started its GPU at once (cudalab.warm): who computed before its context came then
+    opened = telemetry.open_telemetry(index, bus, energy=energy, baseline=warm.before_context())
     try:
         dev = gpu.Device(index)
     except BaseException:
@@ -98,9 +107,15 @@ class Worker:
         self.note = note
         self.current: tuple[int, Any, Any] | None = None  # (point id, FamilyRun, Context) kept for its roofline
 
-    def serve(self, inp: TextIO) -> None:
-        """Answer operations until ``exit``, the end of input, or a lost context."""
-        for line in inp:
+    def serve(self, inp: TextIO, first: tuple[str, Any] | None = None) -> None:
+        """Answer operations until ``exit``, the end of input, or a lost context.
+
+        ``first``: an operation read before the GPU was open, and its point's run with the inputs drawn
+        then (:func:`cudalab.worker.early.first_point`), answered before the rest.
+        """
+        lines = itertools.chain([first[0]] if first else [], inp)
+        prepared = first[1] if first else None
+        for line in lines:
             msg = decode(line)
             if msg is None:
                 continue
@@ -109,7 +124,7 @@ class Worker:
                 break
             try:
                 if op == "point":
-                    self.point(int(msg["id"]), msg["request"])
+                    self.point(int(msg["id"]), msg["request"], prepared)
                 elif op == "roofline":
                     self.roofline(int(msg["id"]), msg["request"])
                 elif op == "info":
@@ -117,10 +132,11 @@ class Worker:
             except ContextLost as exc:
                 self.chan.send(ev="lost", reason=str(exc))
                 return
+            prepared = None
         summary = self.tele.summary() if self.tele is not None else {"note": self.note}
         self.chan.send(ev="bye", telemetry=summary)
 
-    def _run(self, pid: int, request: dict) -> tuple[Any, Any]:
+    def _run(self, pid: int, request: dict, prepared: Any = None) -> tuple[Any, Any]:
         from cudalab import runner  # noqa: PLC0415
 
         if self.current is not None and self.current[0] == pid:
@@ -128,21 +144,27 @@ class Worker:
         self.release()
         req = runner.RunRequest.from_dict(request)
         kinds: dict[str, str] = {}
+        early.settle()  # no row runs beside an import the first point started
 
         def stage(variant: str, what: str) -> None:
             watch = what == "running" and kinds.get(variant, "kernel") != "host"
             self.chan.send(ev="stage", variant=variant, stage=what, watch=watch)
 
-        run = runner.FamilyRun(req, self.dev, strict=False, on_stage=stage, telemetry=self.tele)
+        if prepared is not None:  # planned and its inputs drawn while the GPU opened: now it gets the GPU
+            run = prepared
+            run.device, run.on_stage, run.telemetry = self.dev, stage, self.tele
+        else:
+            run = runner.FamilyRun(req, self.dev, strict=False, on_stage=stage, telemetry=self.tele)
         kinds.update({v.name: v.kind for v in run.variants})
         ctx = runner.Context(self.dev, run.rng)
         self.current = (pid, run, ctx)
         return run, ctx
 
-    def point(self, pid: int, request: dict) -> None:
-        """Run a point's variants, one ``row`` event each, then ``done`` (or ``refused``)."""
+    def point(self, pid: int, request: dict, prepared: Any = None) -> None:
+        """Run a point's variants, one ``row`` event each, then ``done`` (or ``refused``); ``prepared``: its
+        run, planned before the GPU was open."""
         try:
-            run, ctx = self._run(pid, request)
+            run, ctx = self._run(pid, request, prepared)
         except CudalabError as exc:
             self.chan.send(ev="refused", id=pid, message=str(exc), exit_code=exc.exit_code)
             return
@@ -218,7 +240,8 @@ def _lost_row(row: Result, req: Any) -> Result:
 
 
 def serve(inp: TextIO, out: BinaryIO, index: int, energy: bool = False,
-          open_device: Callable[[int, bool], tuple[Any, Any, str]] = open_gpu) -> None:
+          open_device: Callable[[int, bool], tuple[Any, Any, str]] = open_gpu,
+          opening: Callable[[], bool] | None = None) -> None:
     """Open the GPU, say ``ready`` (or ``error``) and serve until told to stop.
 
     Args:
@@ -227,9 +250,12 @@ def serve(inp: TextIO, out: BinaryIO, index: int, energy: bool = False,
         index: the GPU.
         energy: ``--energy`` was asked for (NVML must be there).
         open_device: opens the GPU (tests pass a fake).
+        opening: whether the GPU is still coming up in the background (:func:`cudalab.warm.opening`); while
+            it is, a point the parent sent already has its inputs drawn (:mod:`cudalab.worker.early`).
     """
     chan = Channel(out)
     heartbeat.install(lambda: chan.send(ev="beat"))
+    first = early.first_point(inp, opening) if opening is not None else None
     try:
         dev, tele, note = open_device(index, energy)
     except CudalabError as exc:
@@ -240,7 +266,7 @@ def serve(inp: TextIO, out: BinaryIO, index: int, energy: bool = False,
         return
     count = getattr(dev, "device_count", None)
     chan.send(ev="ready", device=dev.info.to_dict(), pid=os.getpid(), count=count() if callable(count) else 1)
-    Worker(chan, dev, tele, note).serve(inp)
+    Worker(chan, dev, tele, note).serve(inp, first)
 
 
 def _die_with_parent() -> None:
@@ -265,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and ends this process itself
     out = os.fdopen(args.fd, "wb", buffering=0)
     try:
-        serve(sys.stdin, out, args.device, args.energy)
+        from cudalab import warm  # noqa: PLC0415
+
+        serve(sys.stdin, out, args.device, args.energy, opening=warm.opening)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
