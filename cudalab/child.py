@@ -160,12 +160,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cudalab import gpu, runner  # noqa: PLC0415  (after the request parses: errors stay cheap)
         from cudalab.worker.serve import ContextLost, Worker  # noqa: PLC0415
 
-        runner.FamilyRun(req, None)  # precheck before opening the GPU
+        run = runner.FamilyRun(req, None)  # precheck before opening the GPU
+        if run.variants:
+            run.prepare()  # the inputs drawn while the GPU starts (cudalab.warm), as a worker's first point
         dev = gpu.Device(req.device)
         dev.launch_log = []
         chan = _Rows()
         try:
-            Worker(chan, dev, None).point(0, req.to_dict())  # type: ignore[arg-type]
+            Worker(chan, dev, None).point(0, req.to_dict(), run)  # type: ignore[arg-type]
         except ContextLost:
             pass  # the row that broke the context is in; the tool's own report says the rest
         finally:

@@ -98,9 +98,10 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
             run()
             return (clock() - t0) * 1e3
 
-        # NumPy's rows are a baseline read at a glance: three samples, a quarter of the budget
-        # (a 15 ms host sum used to spend the whole half second on CI targets it never reaches)
-        host_proto = replace(proto, min_samples=min(proto.min_samples, 3), warmup=0, budget_s=proto.budget_s / 4)
+        # NumPy's rows are a baseline read at a glance: three samples, an eighth of the budget (a 15 ms
+        # host sum used to spend the whole half second on CI targets it never reaches; a quarter of it was
+        # a tenth of `cudalab reduce --all`'s time to table)
+        host_proto = replace(proto, min_samples=min(proto.min_samples, 3), warmup=0, budget_s=proto.budget_s / 8)
         m = measure_until(host_sample, host_proto, clock)
         return Timing(m.stats, m.stop, launches=count[0])
 
