@@ -273,7 +273,9 @@ def _walls(rows) -> list[str]:
           "cache and Python's bytecode cache: these machines set PYTHONDONTWRITEBYTECODE, so the commands run with "
           "PYTHONPYCACHEPREFIX, as an installed package has its .pyc files). GPU work = every "
           "timed sample plus a warm-up and a verified launch per row, from the command's own JSON (– for commands "
-          "that save none). Targets are issue 32's; rows without one are information.", "",
+          "that save none). Peak RSS: the larger of the user's process (with the children it waited for: ncu's) "
+          "and its GPU worker (as the worker reports it in the saved run). Targets are issue 32's; rows without one "
+          "are information.", "",
           "| command | wall s | first run s | GPU work s | GPU share | peak RSS MiB | target s | met |",
           "|---|---|---|---|---|---|---|---|"]
     for w in rows:

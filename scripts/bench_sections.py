@@ -87,6 +87,17 @@ def _saved_points(argv: list[str]) -> tuple[subprocess.CompletedProcess, list]:
             return proc, []
 
 
+def worker_rss_kib(path: Path | None) -> int:
+    """The peak RSS (KiB) a saved run's GPU workers reported (0 when none did): the parent returns at its
+    worker's bye without waiting for it, so /usr/bin/time on the parent no longer counts the worker."""
+    try:
+        dev = json.loads(path.read_text()).get("device") or {} if path is not None else {}
+    except (OSError, ValueError):
+        return 0
+    mibs = [(d.get("telemetry") or {}).get("worker_peak_rss_mib") or 0 for d in [dev, *(dev.get("devices") or [])]]
+    return int(max(mibs) * 1024)
+
+
 def gpu_seconds(record: dict) -> float:
     """GPU work in a saved run: every timed sample (batches counted whole) plus a warm-up and a
     verified launch per row."""
@@ -118,6 +129,7 @@ def time_to_table(keep: Path, commands=TABLE_COMMANDS) -> list[dict]:
             path = Path(tmp) / "run.json" if saves else None
             first, _, _ = _timed(argv, path)
             wall, proc, rss = _timed(argv, path)
+            rss = max(rss, worker_rss_kib(path))
             gpu = gpu_seconds(json.loads(path.read_text())) if path is not None and path.is_file() else None
         ok = table_verdict(wall, proc.returncode, target, saves)
         rows.append({"command": "cudalab " + " ".join(argv), "argv": argv, "wall_s": wall, "first_wall_s": first,
@@ -539,6 +551,7 @@ def largest(device_free: int, host_free: int | None) -> list[dict]:
         with tempfile.TemporaryDirectory() as tmp:
             saved = Path(tmp) / "large.json"
             wall, proc, rss = _timed([fam_name, "--n", str(n), "--dtype", dtype, *extra], saved)
+            rss = max(rss, worker_rss_kib(saved))
             rows = _row_summary(saved)
         up_wall, up, _ = _timed([fam_name, "--n", str(n + 1), "--dtype", dtype, *extra])
         refusal = [ln for ln in up.stderr.splitlines() if ln.startswith("cudalab:")]

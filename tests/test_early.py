@@ -95,4 +95,6 @@ def test_serve_answers_the_early_point_after_ready_with_what_it_drew(monkeypatch
     row = next(e["row"] for e in out.got if e["ev"] == "row")
     assert row["variant"] == "naive" and row["status"] == "passed"
     assert drawn[0] is False and all(drawn[1:])  # drawn once, before the GPU was open; never again
+    bye = next(e for e in out.got if e["ev"] == "bye")  # the worker's own peak memory, for the run's record
+    assert bye["telemetry"]["worker_peak_rss_mib"] > 10
     os.close(w)

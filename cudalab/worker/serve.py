@@ -134,7 +134,7 @@ class Worker:
                 return
             prepared = None
         summary = self.tele.summary() if self.tele is not None else {"note": self.note}
-        self.chan.send(ev="bye", telemetry=summary)
+        self.chan.send(ev="bye", telemetry=dict(summary, worker_peak_rss_mib=_peak_rss_mib()))
 
     def _run(self, pid: int, request: dict, prepared: Any = None) -> tuple[Any, Any]:
         from cudalab import runner  # noqa: PLC0415
@@ -229,6 +229,17 @@ class Worker:
             except Exception:  # a broken context frees nothing; the process ends soon after
                 pass
             self.current = None
+
+
+def _peak_rss_mib() -> float | None:
+    """This worker's peak resident memory (MiB): the host side of a run's memory, kept in its record (the
+    parent no longer waits for the worker to end, so a tool that measures the parent does not see it)."""
+    try:
+        import resource  # noqa: PLC0415  (POSIX only)
+
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+    except (ImportError, OSError):
+        return None
 
 
 def _lost_row(row: Result, req: Any) -> Result:
