@@ -12,6 +12,7 @@ No GPU is needed here; only nvcc.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -21,7 +22,7 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from cudalab.defines import validate_define  # noqa: F401  (also the name other modules use)
 from cudalab.errors import CompileError, CudalabError, UsageError
@@ -274,6 +275,24 @@ def _load(key: str, source: Path) -> Build | None:
         return None
 
 
+@contextlib.contextmanager
+def _locked(key: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``key``'s build across processes (two test workers, two GPU workers of
+    one sweep); none where the cache folder cannot hold the lock file or there is no ``fcntl``."""
+    try:
+        import fcntl  # noqa: PLC0415  (POSIX)
+
+        locks = cache_dir().parent / "locks"  # beside the builds, not among them
+        locks.mkdir(parents=True, exist_ok=True)
+        f = open(locks / f"{key[:2]}.lock", "a")  # 256 lock files at most, whatever the builds
+    except (ImportError, OSError):
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -286,29 +305,6 @@ def _write_atomic(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
-
-
-def text_source(text: str, name: str) -> Path:
-    """A file holding ``text`` (cudalab's own kernels, kept as strings) in the cache folder, named by its
-    hash, so :func:`build` caches it as any source: a worker's first flush or spin costs a cache read,
-    not pycuda's compiler.
-
-    Raises:
-        OSError: neither the cache folder nor the temp folder can be written.
-    """
-    data = text.encode()
-    file = f"{name}-{hashlib.sha256(data).hexdigest()[:16]}.cu"
-    # a home that cannot be written still runs (without a cache): the file then lives in the temp folder
-    for folder in (cache_dir() / "own", Path(tempfile.gettempdir()) / f"cudalab-own-{os.getuid()}"):
-        path = folder / file
-        try:
-            if not (path.is_file() and path.read_bytes() == data):
-                folder.mkdir(parents=True, exist_ok=True)
-                _write_atomic(path, data)
-            return path
-        except OSError as exc:
-            error = exc
-    raise error
 
 
 def _store(b: Build) -> None:
@@ -360,9 +356,14 @@ def build(source: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Buil
     version = nvcc_version()
     key = cache_key(source, text, defines, arch, version)
     hit = _load(key, source)
-    if hit is not None:
-        return hit
+    if hit is None:
+        with _locked(key):  # another process building this key: wait for it, then read its build
+            hit = _load(key, source) or _compile(source, text, defines, arch, version, key)
+    return hit
 
+
+def _compile(source: Path, text: bytes, defines: dict[str, str], arch: str, version: str, key: str) -> Build:
+    """nvcc on ``text`` behind its prelude, the result stored in the cache (see :func:`build`)."""
     with tempfile.TemporaryDirectory(prefix="cudalab-build-") as tmp:
         work = Path(tmp) / (source.name if source.suffix == ".cu" else source.name + ".cu")
         work.write_bytes(prelude(source, defines) + text)

@@ -20,7 +20,7 @@ from cudalab import build, heartbeat, warm
 from cudalab.errors import CompileError, GpuError, GpuUnavailableError
 from cudalab.devarray import DeviceArray
 from cudalab.launch import DeviceLimits, Dim3, fmt_dims
-from cudalab.own_kernels import FLUSH_SRC, SPIN_SRC
+from cudalab.own_kernels import FLUSH_SRC, SPIN_SRC, source_file
 
 INSTALL_HINT = "install it on a machine with an NVIDIA driver: pip install -e '.[gpu]'"
 
@@ -294,7 +294,7 @@ class Device:
         """One of cudalab's own small kernels (flush, spin), or False where nvcc cannot build it here
         (built and cached as the families' kernels are: pycuda's compiler ran ``nvcc --version`` first)."""
         try:
-            mod = self.drv.module_from_buffer(build.build(build.text_source(source, name), {}, self.info.arch).cubin)
+            mod = self.drv.module_from_buffer(build.build(source_file(source, name), {}, self.info.arch).cubin)
         except Exception:  # no nvcc, an old PTX ISA, no cache folder: the callers fall back
             return False
         self._internal.append(mod)  # keep the module: unloading it would invalidate the function

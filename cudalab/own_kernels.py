@@ -1,7 +1,17 @@
 """cudalab's own small kernels, run around every sample (CUDA C source; compiled by :mod:`cudalab.gpu`).
 
-Pure strings, so a probe script or a test can build the very same kernels with another CUDA stack.
+Strings, so a probe script or a test can build the very same kernels with another CUDA stack; and the
+file each is built from (:func:`source_file`).
 """
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from cudalab import build
 
 #: A kernel that holds the stream for a given number of nanoseconds (globaltimer): enqueued before
 #: a batch, it lets the host queue all the batch's launches before the first one starts, so the
@@ -34,3 +44,25 @@ extern "C" __global__ void cudalab_flush_read(const uint4 *buf, unsigned long lo
     if (acc == 0x9E3779B9u) sink[0] = acc;
 }
 """
+
+
+def source_file(text: str, name: str) -> Path:
+    """A file holding ``text`` in the build cache's folder, named by its hash, so :func:`cudalab.build.build`
+    caches it as any source: a worker's first flush or spin costs a cache read, not pycuda's compiler.
+
+    Raises:
+        OSError: neither the cache folder nor the temp folder can be written.
+    """
+    data = text.encode()
+    file = f"{name}-{hashlib.sha256(data).hexdigest()[:16]}.cu"
+    # a home that cannot be written still runs (without a cache): the file then lives in the temp folder
+    for folder in (build.cache_dir() / "own", Path(tempfile.gettempdir()) / f"cudalab-own-{os.getuid()}"):
+        path = folder / file
+        try:
+            if not (path.is_file() and path.read_bytes() == data):
+                folder.mkdir(parents=True, exist_ok=True)
+                build._write_atomic(path, data)
+            return path
+        except OSError as exc:
+            error = exc
+    raise error

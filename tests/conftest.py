@@ -51,8 +51,13 @@ def _build_cache(tmp_path_factory, request):
     in a serial run, start building what the tests will ask for on the idle cores (build_prefetch.py: the
     builds tests/data/build-manifest.json lists; CUDALAB_RECORD_BUILDS=1 rewrites that list). Under xdist
     every core runs tests, and builds come on demand."""
-    before = os.environ.get("CUDALAB_CACHE")
+    before = {k: os.environ.get(k) for k in ("CUDALAB_CACHE", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
     os.environ["CUDALAB_CACHE"] = str(test_cache_dir(tmp_path_factory))
+    # The Pythons the tests start (fake GPU workers, the CLI in a subprocess, a notebook kernel: about 80)
+    # share compiled bytecode beside the build cache, out of the source tree; with PYTHONDONTWRITEBYTECODE
+    # (set on these machines) each compiled cudalab from source again, 0.1-0.15 s apiece.
+    os.environ["PYTHONPYCACHEPREFIX"] = str(Path(os.environ["CUDALAB_CACHE"]) / "pyc")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     helper = None
     if not nvcc_reason() and not os.environ.get("PYTEST_XDIST_WORKER"):
         import build_prefetch as B
@@ -68,10 +73,11 @@ def _build_cache(tmp_path_factory, request):
     yield
     if helper is not None:
         helper.stop()
-    if before is None:
-        os.environ.pop("CUDALAB_CACHE", None)
-    else:
-        os.environ["CUDALAB_CACHE"] = before
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @functools.lru_cache(maxsize=1)

@@ -337,3 +337,34 @@ def test_compile_shows_the_sm_90a_build_of_wgmma(invoke):
     assert int(row.split()[5]) > 64  # the real kernel's registers, not a trap stub's
     res = invoke(["compile", "hgemm", "--variant", "wgmma", "--arch", "sm_80"])
     assert res.exit_code == 0 and "runs on sm_90 GPUs only, not sm_80" in res.output
+
+
+def test_two_processes_asking_for_one_build_compile_it_once(tmp_path, monkeypatch):
+    """The second asker waits on the key's lock and reads the first's build (two test workers, two GPU
+    workers of a sweep): nvcc runs once. Threads stand in for processes (flock holds between open files)."""
+    import threading
+    import time
+
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "nvcc_version", lambda: "fake")
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k() {}\n')
+    compiled = []
+
+    def slow_compile(source, text, defines, arch, version, key):
+        compiled.append(key)
+        time.sleep(0.3)  # the other asker arrives meanwhile
+        b = build.Build(source=source, arch=arch, defines=(), cubin=b"CUBIN", kernels=(), log="", cached=False,
+                        nvcc_version=version, key=key)
+        build._store(b)
+        return b
+
+    monkeypatch.setattr(build, "_compile", slow_compile)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(build.build(src, {}, "sm_90"))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(compiled) == 1 and [b.cubin for b in got] == [b"CUBIN", b"CUBIN"]
+    assert sorted(b.cached for b in got) == [False, True]
