@@ -346,7 +346,7 @@ def test_hist_and_init_grids():
 def test_onesweep_kernels_compile_without_spills(dtype, block):
     p = MOD.FAMILY.problem("2^24", None, dtype, {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
-    res = {k.name: k for k in build.build(SPEC.directory / "sort.cu", dict(lau.defines), "sm_90").kernels}
+    res = {k.name: k for k in build.build(SPEC.directory / "sort_onesweep.cu", dict(lau.defines), "sm_90").kernels}
     assert set(OS.KERNELS) <= set(res)
     for name in OS.KERNELS:
         k = res[name]
@@ -361,6 +361,6 @@ def test_mutations_compile_and_change_the_code():
     p = MOD.FAMILY.problem("2^24", None, "int32", {})
     lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     # MUTATION 0 is the source's default: the build of the plain onesweep launch (build_share.py)
-    cubins = {m: build_share.build(SPEC.directory / "sort.cu", {**dict(lau.defines), "MUTATION": str(m)}, "sm_90").cubin
+    cubins = {m: build_share.build(SPEC.directory / "sort_onesweep.cu", {**dict(lau.defines), "MUTATION": str(m)}, "sm_90").cubin
               for m in (0, 1, 2, 3)}
     assert len(set(cubins.values())) == 4

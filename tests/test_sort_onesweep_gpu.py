@@ -104,7 +104,7 @@ def test_repeated_runs_give_one_answer(device):
 
 
 def _mutant_tree(root):
-    """cuda_src/sort plus one onesweep variant per mutation (sort.cu's MUTATION hooks)."""
+    """cuda_src/sort plus one onesweep variant per mutation (sort_onesweep.cu's MUTATION hooks)."""
     dest = root / "sort"
     shutil.copytree(SRC / "sort", dest)
     v = catalog.family("sort").variant("onesweep")

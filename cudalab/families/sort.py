@@ -276,7 +276,7 @@ class Sort(Family):
         return n * size + 2 * n * (size + 4) + 2 * n * size + (64 << 20)
 
     def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
-        """The element type for sort.cu."""
+        """The element type for sort.cu and sort_onesweep.cu."""
         return {"ELEM_T": C_TYPES[problem.dtype]}
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:

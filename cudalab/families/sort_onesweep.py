@@ -3,7 +3,7 @@
 A stable LSD radix sort over 8-bit digits after Adinets & Merrill's Onesweep: one launch zeroes the
 scratch, one reads every key once and counts all four digit histograms, then one launch per digit
 ranks each tile's keys and finds the tile's place in the output by decoupled look-back over the tiles
-before it (sort.cu explains the kernels). 6 launches a sort, against radix's 24. The keys move
+before it (sort_onesweep.cu explains the kernels). 6 launches a sort, against radix's 24. The keys move
 unchanged; pass 0 reads the pristine input and the passes alternate between two buffers, so the last
 one writes buffer 1.
 
