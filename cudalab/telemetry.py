@@ -1,28 +1,25 @@
 """What the GPU was doing while a variant's samples ran, read from NVML (``nvidia-ml-py``, optional).
 
-Per variant a :class:`Window` polls NVML on a background thread every few milliseconds while the
-samples run: SM and memory clocks, power, temperature, clock-event (throttle) reasons. The run as a
-whole gives the measured clocks the header prints instead of the nominal maximum, which is not a
-measurement.
+Per variant a :class:`Window` polls NVML on a background thread every few milliseconds while the samples run: SM and
+memory clocks, power, temperature, clock-event (throttle) reasons. The run as a whole gives the measured clocks the
+header prints instead of the nominal maximum, which is not a measurement.
 
-Power is NVML's instantaneous reading (field ``NVML_FI_DEV_POWER_INSTANT``), not
-``nvmlDeviceGetPowerUsage``, a one-second average (under a copy it took a second to climb from 119 W
-to 381 W on an H100, while the instantaneous reading stepped at once); where the driver lacks the
-field the average is shown, marked. Both sensors update every 100 ms on an H100, and so does the
-energy counter: a row's window of tens of milliseconds cannot give an energy (read before and after
-a window, the counter gave nothing or a whole step: 1,000 mJ for a 0.2 ms launch). Energy is
-measured apart, on request (``--energy``): :meth:`Telemetry.sustained_watts` keeps the GPU busy with
-the row's launches for a second and divides the counter's steps by the time between them.
+Power is NVML's instantaneous reading (field ``NVML_FI_DEV_POWER_INSTANT``), not ``nvmlDeviceGetPowerUsage``, a
+one-second average (under a copy it took a second to climb from 119 W to 381 W on an H100, while the instantaneous
+reading stepped at once); where the driver lacks the field the average is shown, marked. Both sensors update every
+100 ms on an H100, and so does the energy counter: a row's window of tens of milliseconds cannot give an energy
+(read before and after a window, the counter gave nothing or a whole step: 1,000 mJ for a 0.2 ms launch). Energy is
+measured apart, on request (``--energy``): :meth:`Telemetry.sustained_watts` keeps the GPU busy with the row's
+launches for a second and divides the counter's steps by the time between them.
 
-Another process computing on the same GPU makes every timing of the run doubtful (two runs at once
-read 2.5% IQR where one alone reads 0.2%): it is looked for at the start and end of each window and
-now and then in between, and flagged on the rows. Inside a container NVML may report host process
-ids, so our own id is learnt by difference: the processes on the GPU before we open our context
-are others; one new process after it is us.
+Another process computing on the same GPU makes every timing of the run doubtful (two runs at once read 2.5% IQR
+where one alone reads 0.2%): it is looked for at the start and end of each window and now and then in between, and
+flagged on the rows. Inside a container NVML may report host process ids, so our own id is learnt by difference: the
+processes on the GPU before we open our context are others; one new process after it is us.
 
-NVML numbers GPUs its own way: the GPU is found by the PCI bus id CUDA reports. Every NVML call
-may fail (old driver, no permission, a field the GPU lacks); a failed field is left out, never
-guessed. Tests pass a fake NVML module.
+NVML numbers GPUs its own way: the GPU is found by the PCI bus id CUDA reports. Every NVML call may fail (old
+driver, no permission, a field the GPU lacks); a failed field is left out, never guessed. Tests pass a fake NVML
+module.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cudalab.errors import CudalabError
+from cudalab.gpu_pids import ancestors, compute_pids  # noqa: F401  (compute_pids: the worker's baseline)
 from cudalab.readings import BENIGN, REASONS, Poll, Reading, Sustained, decode_reasons, summarize  # noqa: F401
 
 INTERVAL_S = 0.005
@@ -42,20 +40,6 @@ FI_POWER_INSTANT = 186
 #: Look for other processes every this many polls (the process list is the slowest NVML call).
 PROCESS_EVERY = 10
 INSTALL_HINT = "pip install -e '.[telemetry]' (nvidia-ml-py)"
-
-
-def ancestors(pid: int | None = None) -> set[int]:
-    """The ids of this process's parents up to init, from /proc (empty where there is none)."""
-    out: set[int] = set()
-    pid = os.getppid() if pid is None else pid
-    while pid > 1 and pid not in out:
-        out.add(pid)
-        try:
-            stat = open(f"/proc/{pid}/stat").read()
-        except OSError:
-            break
-        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command name is the state, then ppid
-    return out
 
 
 class TelemetryError(CudalabError):
@@ -101,9 +85,8 @@ class Telemetry:
             return set()
 
     def before_open(self, baseline: set[int] | None = None) -> None:
-        """Remember who computes on the GPU before this process opens its context: asked now, or
-        ``baseline`` (:func:`compute_pids`, read before the context was made at the worker's start);
-        in that case our context may be open already, and our own id is learnt at once."""
+        """Remember who computes on the GPU before this process opens its context: asked now, or ``baseline``
+        (:func:`compute_pids` at the worker's start); our context may be open then: our id is learnt at once."""
         if baseline is None:
             self.baseline = self.processes()
         else:
@@ -357,20 +340,6 @@ def import_nvml() -> tuple[Any | None, str]:
     return pynvml, ""
 
 
-def compute_pids(nvml: Any | None = None) -> set[int] | None:
-    """The processes computing on any GPU now, from NVML (None where it cannot say): read at a worker's
-    start before its context exists (:func:`cudalab.warm.start`), the baseline :meth:`Telemetry.before_open`
-    takes. ``nvml``: an initialised NVML module (tests pass a fake); None imports ``pynvml``."""
-    if nvml is None:
-        nvml, _ = import_nvml()
-    if nvml is None:
-        return None
-    pids: set[int] = set()
-    for i in range(int(nvml.nvmlDeviceGetCount())):
-        pids |= {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(i))}
-    return pids
-
-
 def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, exclusive: bool = False,
                    lock_mhz: int | None = None, energy: bool = False, baseline: set[int] | None = None) -> Opened:
     """Open NVML for CUDA device ``index`` before its context: look for other processes, refuse
@@ -383,8 +352,7 @@ def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, 
         exclusive: refuse while another process computes on the GPU.
         lock_mhz: lock the SM clock at this many MHz.
         energy: ``--energy`` asked for (it needs NVML).
-        baseline: who computed on the GPUs before this process's context was made (:func:`compute_pids`);
-            None asks now, before the context.
+        baseline: who computed before this process's context was made (:func:`compute_pids`); None: asked now.
 
     Raises:
         TelemetryError: NVML missing while ``--exclusive``/``--lock-clocks``/``--energy`` need it, another process

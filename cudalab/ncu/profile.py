@@ -5,9 +5,9 @@ python -m cudalab.child REQUEST RESULT`` runs every selected variant once (profi
 verified launch each) on the child protocol (:mod:`cudalab.child`); ncu's CSV goes to its log file, apart
 from the program's own output (base units keep durations in ns at full precision). Where the report
 itself is wanted (``--export FILE.ncu-rep``, ``--source``), ``-o REPORT`` replaces the log and ``ncu
---import REPORT --csv --print-units base`` reads the report back. ``--clock-control none`` keeps the GPU's own clocks so durations match CUDA
-events. The child's rows give each variant's verdict and launch log; :mod:`cudalab.ncu.match` pairs
-ncu's launches with them.
+--import REPORT --csv --print-units base`` reads the report back. ``--clock-control none`` keeps the
+GPU's own clocks so durations match CUDA events. The child's rows give each variant's verdict and launch
+log; :mod:`cudalab.ncu.match` pairs ncu's launches with them.
 
 ``--export FILE.csv`` writes cudalab's marker lines (the request and each child row's launch log) and
 then ncu's CSV, so ``--import`` matches exactly; ``--export FILE.ncu-rep`` copies ncu's report and writes

@@ -6,7 +6,7 @@ from cudalab import warm
 
 
 def _baseline():
-    from cudalab.telemetry import compute_pids  # noqa: PLC0415  (in the start's thread, after the driver)
+    from cudalab.gpu_pids import compute_pids  # noqa: PLC0415  (in the start thread, after the driver)
 
     return compute_pids()
 
