@@ -240,7 +240,7 @@ def test_info_asks_a_worker_and_holds_no_context_itself(fake_workers):
     assert res.exit_code == 0, res.output
     assert "Fake GPU 0" in res.output and "Fake GPU 1" in res.output and "200" in res.output
     assert "largest --n, GPU 1" in res.output
-    assert all(w.proc.poll() is not None for w in use.started)
+    assert all(w.proc.wait(timeout=5) is not None for w in use.started)  # each said bye and ends by itself
 
 
 def test_info_without_a_gpu_is_one_line(fake_workers):
