@@ -346,6 +346,10 @@ def test_written_records_match_the_schema_and_round_trip(tmp_path):
     assert load_record(path).points[0].results[0] == rec.points[0].results[0]
     broken = dict(data, points=[dict(data["points"][0], metric="speed")])
     assert validate(broken) and _check(broken, json.loads(SCHEMA.read_text()), json.loads(SCHEMA.read_text()))
+    # the worker's telemetry as a real worker sends it in its bye (its own peak memory among it)
+    tele = {"source": "nvml", "polls": 192, "sm_mhz": 1980, "worker_peak_rss_mib": 372.7}
+    assert validate(dict(data, device=dict(data["device"], telemetry=tele))) == []
+    assert validate(dict(data, device=dict(data["device"], telemetry=dict(tele, worker_peak_rss_mib="372 MiB"))))
 
 
 # --- plots ------------------------------------------------------------------------------------------
