@@ -67,7 +67,7 @@ class DeviceArray:
         if host.nbytes >= STAGED_MIN and self.shape:
             self._upload_staged(host)
         elif self.pitched:
-            self._copy2d(src_host=host)
+            self._copy2d(0, self.rows, host, to_device=True)
         else:
             self._dev.drv.memcpy_htod(self._alloc, host)
 
@@ -92,14 +92,7 @@ class DeviceArray:
             buf = staging[h * half: h * half + (r1 - r0) * row_bytes].view(self.dtype).reshape(r1 - r0, -1)
             copy_rows(buf, flat[r0:r1])
             if self.pitched:
-                c = drv.Memcpy2D()
-                c.set_src_host(buf)
-                c.src_pitch = row_bytes
-                c.set_dst_device(self.ptr + r0 * self.pitch_bytes)
-                c.dst_pitch = self.pitch_bytes
-                c.width_in_bytes = row_bytes
-                c.height = r1 - r0
-                c(stream)
+                self._copy2d(r0, r1, buf, to_device=True, stream=stream)
             else:
                 drv.memcpy_htod_async(self.ptr + r0 * row_bytes, buf, stream)
             copied[h] = drv.Event()
@@ -111,7 +104,7 @@ class DeviceArray:
         """Copy this allocation back into a new host array (synchronous)."""
         out = np.empty(self.shape, self.dtype)
         if self.pitched:
-            self._copy2d(dst_host=out)
+            self._copy2d(0, self.rows, out, to_device=False)
         else:
             self._dev.drv.memcpy_dtoh(out, self._alloc)
         return out
@@ -142,19 +135,11 @@ class DeviceArray:
 
     def download_rows(self, r0: int, r1: int, out: np.ndarray) -> None:
         """Copy rows ``r0:r1`` into ``out`` (contiguous, ``(r1 - r0, ...)``), synchronously."""
-        drv = self._dev.drv
         if self.pitched:
-            c = drv.Memcpy2D()
-            c.set_src_device(self.ptr + r0 * self.pitch_bytes)
-            c.src_pitch = self.pitch_bytes
-            c.set_dst_host(out)
-            c.dst_pitch = self.row_bytes
-            c.width_in_bytes = self.row_bytes
-            c.height = r1 - r0
-            c(aligned=True)
+            self._copy2d(r0, r1, out, to_device=False)
         else:  # the stride of the first axis: one element of a 1-D array, a whole row of a matrix
             stride = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
-            drv.memcpy_dtoh(out, self.ptr + r0 * stride)
+            self._dev.drv.memcpy_dtoh(out, self.ptr + r0 * stride)
 
     def download_padding(self) -> np.ndarray:
         """The row padding of a pitched allocation (bytes past each row's data), as uint8 of shape
@@ -173,22 +158,27 @@ class DeviceArray:
         c(aligned=False)
         return out
 
-    def _copy2d(self, src_host: np.ndarray | None = None, dst_host: np.ndarray | None = None) -> None:
-        drv = self._dev.drv
-        c = drv.Memcpy2D()
-        if src_host is not None:
-            c.set_src_host(src_host)
+    def _copy2d(self, r0: int, r1: int, host: np.ndarray, to_device: bool, stream: Any = None) -> None:
+        """Rows ``r0:r1`` of a pitched allocation from (``to_device``) or into contiguous ``host`` rows;
+        enqueued on ``stream`` (``host`` pinned), else synchronous."""
+        c = self._dev.drv.Memcpy2D()
+        rows = self.ptr + r0 * self.pitch_bytes
+        if to_device:
+            c.set_src_host(host)
             c.src_pitch = self.row_bytes
-            c.set_dst_device(self._alloc)
+            c.set_dst_device(rows)
             c.dst_pitch = self.pitch_bytes
         else:
-            c.set_src_device(self._alloc)
+            c.set_src_device(rows)
             c.src_pitch = self.pitch_bytes
-            c.set_dst_host(dst_host)
+            c.set_dst_host(host)
             c.dst_pitch = self.row_bytes
         c.width_in_bytes = self.row_bytes
-        c.height = self.rows
-        c(aligned=True)
+        c.height = r1 - r0
+        if stream is not None:
+            c(stream)
+        else:
+            c(aligned=True)
 
     def poison(self, byte: int = 0xFF) -> None:
         """Fill every byte (padding too) so unwritten elements show: 0xFF is NaN for floats, -1 for ints."""

@@ -91,19 +91,14 @@ def int_sum(a: np.ndarray) -> int:
 
 
 def copy_rows(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` for two arrays of one shape, in row bands across the threads (a pinned
-    staging buffer filled at memory speed rather than one core's)."""
-    rows = dst.shape[0] if dst.ndim else 1
-    per = max(1, (1 << 20) // max(1, dst[:1].size if dst.ndim else 1))  # ~4 MiB a task
-    spans = _spans(rows, per)
+    """``dst[...] = src`` for two arrays of one shape (at least 1-D), in row bands across the threads (a
+    pinned staging buffer filled at memory speed rather than one core's)."""
+    spans = _spans(dst.shape[0], max(1, (1 << 20) // max(1, dst[:1].size)))  # ~1M elements a task
 
     def one(k: int) -> None:
         a, b = spans[k]
         np.copyto(dst[a:b], src[a:b])
 
-    if dst.ndim == 0:
-        np.copyto(dst, src)
-        return
     _run(one, len(spans))
 
 

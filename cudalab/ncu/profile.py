@@ -180,7 +180,7 @@ def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os
                                          f"(ncu exit {done.returncode}); its output ends:",
                                          tail(done.output + "\n" + logged))
         text = read_report(exe, rep, run, timeout) if log is None else logged
-        parsed = parse_csv(text, f"ncu --import {rep.name}")
+        parsed = parse_csv(text, f"ncu --import {rep.name}" if log is None else "ncu's log")
         rows, notes = build_rows(selected, done.result.rows, parsed.launches, fam, problem)
         page = read_source_page(exe, rep, run, timeout) if source else None
         if source:

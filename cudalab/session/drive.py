@@ -235,10 +235,7 @@ class Session:
                 self._give_up(run, remaining, "the GPU worker kept dying; the rows left were not run")
                 break
             req = replace(run.req, device=slot.device, done=tuple(r.variant for r in run.results))
-            early = slot.send_before_ready(op="point", id=index, request=req.to_dict())
-            w = self._ready(slot)
-            if not early:
-                w.send(op="point", id=index, request=req.to_dict())
+            slot.send_ready(self.stopping, TICK_S, op="point", id=index, request=req.to_dict())
             outcome = self._follow(slot, run, index)
             if outcome in ("done", "refused", "stopped"):
                 if outcome == "stopped":

@@ -51,11 +51,20 @@ class Slot:
             self.bye = bye or self.bye
             self.worker = None
 
-    def send_before_ready(self, **op: Any) -> bool:
-        """Start the worker and send it ``op`` now if it is not ready yet (a point sent early has its inputs
-        drawn while the GPU opens, :mod:`cudalab.worker.early`); False when it was ready or could not read."""
+    def send_ready(self, stopping: threading.Event, tick_s: float, **op: Any) -> Any:
+        """Send ``op`` to the worker (started if need be) and return it, ready (:meth:`wait_ready`). A worker
+        not ready yet gets ``op`` at once: a point sent early has its inputs drawn while its GPU opens
+        (:mod:`cudalab.worker.early`).
+
+        Raises:
+            WorkerError: as :meth:`wait_ready`.
+        """
         self.start()
-        return not self.ready and self.worker.send(**op)
+        early = not self.ready and self.worker.send(**op)
+        w = self.wait_ready(stopping, tick_s)
+        if not early:
+            w.send(**op)
+        return w
 
     def wait_ready(self, stopping: threading.Event, tick_s: float) -> Any:
         """The worker, started and ready (its GPU open); its facts and GPU count kept.
