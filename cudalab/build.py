@@ -27,6 +27,8 @@ from typing import Any, Iterator, Mapping
 from cudalab.defines import validate_define  # noqa: F401  (also the name other modules use)
 from cudalab.errors import CompileError, CudalabError, UsageError
 from cudalab.files import load_json, read_bytes
+from cudalab.ptxas import KernelInfo, parse_ptx_params, parse_ptxas  # noqa: F401  (re-exported)
+from cudalab.restated import drop_restated
 from cudalab.tools import find_cuda_tool
 
 # Every flag but -arch and -I (both in the cache key on their own). Part of the cache key.
@@ -37,31 +39,6 @@ CACHE_FORMAT = 1
 _ARCH = re.compile(r"sm_\d+[af]?")  # sm_90, sm_90a, sm_100f
 
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\r\n]+)"', re.M)
-_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
-_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
-_PTX_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\)")
-_PTX_PARAM = re.compile(r"\.param\b.*?\.[busf](\d+)\b[^,\[]*?(?:\[(\d+)\])?\s*$", re.S)
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """What one kernel of a build uses: ptxas's report and its parameter sizes.
-
-    Attributes:
-        params: size in bytes of each parameter, in order, from the PTX ``.entry`` signature
-            (a pointer is 8, an int 4, a 16-byte struct 16): what a user's kernel must match to
-            take the family's arguments.
-    """
-
-    name: str
-    registers: int
-    static_shared: int
-    stack_frame: int
-    spill_stores: int
-    spill_loads: int
-    barriers: int
-    params: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,7 +46,8 @@ class Build:
     """One compiled source: the cubin to load and the report of that very cubin.
 
     Attributes:
-        defines: the ``(NAME, VALUE)`` pairs, sorted, that the prelude defined.
+        defines: the ``(NAME, VALUE)`` pairs, sorted, that the build was asked for (the prelude left
+            out those restating the source's own defaults: :mod:`cudalab.restated`).
         kernels: one record per ``.entry`` of the cubin, in source order.
         log: nvcc's output (ptxas's ``-v`` report) from the run that made the cubin.
         cached: True when it came from the disk cache and nvcc did not run.
@@ -129,49 +107,6 @@ def _version_of(nvcc: str) -> str:
 def nvcc_version() -> str:
     """``nvcc --version``'s output (read once per process): part of every cache key."""
     return _version_of(find_nvcc())
-
-
-def parse_ptxas(text: str) -> list[KernelInfo]:
-    """Parse ``-Xptxas -v`` output into one record per kernel, in the order ptxas reports them
-    (``params`` left empty: ptxas does not report them)."""
-    out: list[KernelInfo] = []
-    current: dict | None = None
-    for line in text.splitlines():
-        m = _ENTRY.search(line)
-        if m:
-            current = {"name": m.group(1), "frame": (0, 0, 0)}
-            continue
-        if current is None:
-            continue
-        m = _FRAME.search(line)
-        if m:
-            current["frame"] = tuple(int(x) for x in m.groups())
-            continue
-        m = _USED.search(line)
-        if m:
-            stack, st, ld = current["frame"]
-            out.append(KernelInfo(name=current["name"], registers=int(m.group(1)),
-                                  static_shared=int(m.group(3) or 0), stack_frame=stack, spill_stores=st,
-                                  spill_loads=ld, barriers=int(m.group(2) or 0)))
-            current = None
-    return out
-
-
-def parse_ptx_params(ptx: str) -> dict[str, tuple[int, ...]]:
-    """Parameter sizes in bytes of every ``.entry`` in PTX text, in source order.
-
-    ``.param .u64 p`` is 8 bytes, ``.param .align 8 .b8 p[16]`` (a struct passed by value) 16.
-    """
-    out: dict[str, tuple[int, ...]] = {}
-    for m in _PTX_ENTRY.finditer(ptx):
-        sizes = []
-        for decl in filter(str.strip, m.group(2).split(",")):
-            p = _PTX_PARAM.search(decl.strip())
-            if p is None:
-                raise CompileError(f"cannot read the PTX parameter {decl.strip()!r} of {m.group(1)}")
-            sizes.append(int(p.group(1)) // 8 * int(p.group(2) or 1))
-        out[m.group(1)] = tuple(sizes)
-    return out
 
 
 # --- the source as nvcc sees it ------------------------------------------------------------------------
@@ -342,6 +277,25 @@ def build(source: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Buil
         CompileError: the source cannot be read or nvcc rejected it; the log names the original file.
         ToolMissingError: nvcc is not installed.
     """
+    source, text, asked, defines, version, key = _prepare(source, defines, arch)
+    hit = _load(key, source)
+    if hit is None:
+        with _locked(key):  # another process building this key: wait for it, then read its build
+            hit = _load(key, source) or _compile(source, text, defines, arch, version, key)
+    return replace(hit, defines=asked)
+
+
+def cached(source: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Build | None:
+    """What :func:`build` would return from the disk cache alone, or None: nvcc never runs (but
+    ``nvcc --version`` may, once, for the key). Raises as :func:`build` does on refused input."""
+    source, _, asked, _, _, key = _prepare(source, defines, arch)
+    hit = _load(key, source)
+    return None if hit is None else replace(hit, defines=asked)
+
+
+def _prepare(source: Path, defines: Mapping[str, str], arch: str) -> tuple[Path, bytes, tuple, dict, str, str]:
+    """Checked input: the source, its text, the defines asked for (sorted pairs), the defines the
+    prelude will hold (restated defaults dropped), the nvcc version and the cache key."""
     source = Path(source)
     defines = {str(k): str(v) for k, v in defines.items()}
     for name, value in defines.items():
@@ -354,12 +308,9 @@ def build(source: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Buil
     except UsageError as exc:
         raise CompileError(f"cannot read {source}: {exc}") from None
     version = nvcc_version()
-    key = cache_key(source, text, defines, arch, version)
-    hit = _load(key, source)
-    if hit is None:
-        with _locked(key):  # another process building this key: wait for it, then read its build
-            hit = _load(key, source) or _compile(source, text, defines, arch, version, key)
-    return hit
+    prelude_defines = drop_restated(source, defines)  # a restated default is the same cubin: the same key
+    key = cache_key(source, text, prelude_defines, arch, version)
+    return source, text, tuple(sorted(defines.items())), prelude_defines, version, key
 
 
 def _compile(source: Path, text: bytes, defines: dict[str, str], arch: str, version: str, key: str) -> Build:

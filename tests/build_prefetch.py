@@ -22,6 +22,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from cudalab.restated import drop_restated
+
 Key = tuple[str, tuple[tuple[str, str], ...], str]
 # The child: one key a line in, one line out when it is built (a failed build is left to the test that
 # needs it: it builds again and sees the error itself).
@@ -40,7 +42,9 @@ for line in sys.stdin:
 
 
 def _key(source: Any, defines: Any, arch: str) -> Key:
-    return str(Path(source)), tuple(sorted((str(k), str(v)) for k, v in dict(defines).items())), arch
+    # What the build cache keys on: define sets that only restate the source's defaults are one build.
+    defines = drop_restated(Path(source), {str(k): str(v) for k, v in dict(defines).items()})
+    return str(Path(source)), tuple(sorted(defines.items())), arch
 
 
 class Prefetch:

@@ -5,7 +5,9 @@ A family's launch often passes a source's own defaults: every matmul variant's d
 is another key of the build cache, but nvcc sees the same device code, and makes the same cubin with
 the same resource report: three builds of matmul_async.cu, 5 s of nvcc each, that prove one thing.
 
-:func:`build` asks nvcc's preprocessor first (``nvcc -E`` for the arch, about 0.1 s): the first define
+:func:`build` takes a build already in the cache as it is (``cudalab.build`` itself gives define sets that
+only restate a source's defaults one key: :mod:`cudalab.restated`); otherwise it asks nvcc's preprocessor
+(``nvcc -E`` for the arch, about 0.15 s): the first define
 set of a device code builds as ever (``cudalab.build.build``, into the session's cache); later ones, in
 any xdist worker, get that build, whose kernels are the ones they would have compiled. The tests that
 check every variant's build use it (test_compile_all, test_matmul, test_add's signatures, the sort
@@ -50,7 +52,10 @@ def _digest(source: Path, defines: tuple[tuple[str, str], ...], arch: str, text:
     with tempfile.TemporaryDirectory(prefix="cudalab-pp-") as tmp:
         work = Path(tmp) / (source.name if source.suffix == ".cu" else source.name + ".cu")
         work.write_bytes(B.prelude(source, dict(defines)) + text)
-        proc = subprocess.run([B.find_nvcc(), "-E", f"-arch={arch}", "-I", str(source.resolve().parent), str(work)],
+        # -gencode, not -arch: only then does -E define sm_90a's feature macros (__CUDA_ARCH_FEAT_SM90_ALL),
+        # without which every wgmma define set preprocesses to the same empty kernel.
+        gencode = f"-gencode=arch=compute_{arch[3:]},code={arch}"
+        proc = subprocess.run([B.find_nvcc(), "-E", gencode, "-I", str(source.resolve().parent), str(work)],
                               capture_output=True)
     if proc.returncode != 0:
         return None
@@ -75,6 +80,8 @@ def build(source: Any, defines: Mapping[str, Any], arch: str = "sm_90", *,
     source = Path(source)
     defines = {str(k): str(v) for k, v in dict(defines).items()}
     cache = os.environ.get("CUDALAB_CACHE")
+    if cache and B.cached(source, defines, arch) is not None:  # built (or a restated default): no nvcc -E
+        return real(source, defines, arch)
     digest = device_digest(source, defines, arch) if cache else None
     if digest is None:
         return real(source, defines, arch)

@@ -53,10 +53,16 @@ class FakeKernel:
     def __init__(self, device: "WatchGpu", fn: Any, ms: float):
         self.device, self.fn, self.ms = device, fn, ms
         self.num_regs = 16
+        self.timed_once = False
 
     def launch(self, grid, block, args, shared=0):
         self.device.last_ms = self.ms
+        # The checked launch and the first timed one do the NumPy work; the other timed launches only
+        # take their fake time (the notebook's 4096^2 transposes cost 40 ms of CPU each, ~40 a row).
+        if self.device.timing and self.timed_once:
+            return
         self.fn(*args)
+        self.timed_once = self.timed_once or self.device.timing
 
 
 def transpose(out, src, rows, cols, pin, pout):
@@ -84,6 +90,7 @@ class WatchGpu(FakeDevice):
         super().__init__({})
         self.info = DeviceInfo(index, "Fake GPU", (9, 0), 132, 80 * 2**30, 50 * 2**20, 1980, 2619, 5120, "13.0", "13.0")
         self.last_ms = 1.0
+        self.timing = False
 
     def close(self) -> None:
         pass
@@ -103,7 +110,11 @@ class WatchGpu(FakeDevice):
         return out
 
     def time_ms(self, enqueue):
-        enqueue()
+        self.timing = True
+        try:
+            enqueue()
+        finally:
+            self.timing = False
         self.timed += 1
         return EventTime(self.last_ms, True)
 

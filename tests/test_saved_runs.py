@@ -357,9 +357,16 @@ def test_written_records_match_the_schema_and_round_trip(tmp_path):
 needs_mpl = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib not installed")
 
 
+def _plot_cases():
+    # Every fixture as a PNG; SVG (the same figure through another backend) for a plain run and a sweep.
+    for f in FIXTURES:
+        yield pytest.param(f, ".png", id=f"{f.name}-.png")
+    for f in (RUNS / "nvidia-h200-transpose.json", RUNS / "v1-synthetic-reduce-block-sweep.json"):
+        yield pytest.param(f, ".svg", id=f"{f.name}-.svg")
+
+
 @needs_mpl
-@pytest.mark.parametrize("suffix", [".png", ".svg"])
-@pytest.mark.parametrize("path", FIXTURES, ids=[f.name for f in FIXTURES])
+@pytest.mark.parametrize("path, suffix", list(_plot_cases()))
 def test_report_plot(invoke, tmp_path, path, suffix):
     out = tmp_path / f"plot{suffix}"
     res = invoke("report", str(path), "--plot", str(out))

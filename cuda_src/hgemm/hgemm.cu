@@ -8,9 +8,24 @@
 //         pipeline HG_STAGES deep; 128 x 256 block tile, 8 warps of 64 x 64, fragments double-buffered.
 //   (wgmma: hgemm_wgmma.cu, sm_90a.)
 
-#include <mma.h>
+// The mma rung's tile (the family's values: a launch that passes them shares this build, see
+// cudalab/restated.py). Defaults come before any toolkit header, which then cannot depend on them.
+#ifndef HG_BM
+#define HG_BM 128
+#endif
+#ifndef HG_BN
+#define HG_BN 256
+#endif
+#ifndef HG_BK
+#define HG_BK 64
+#endif
+#ifndef HG_STAGES
+#define HG_STAGES 4
+#endif
 
 #include "hgemm_common.cuh"
+
+#include <mma.h>
 
 // ---- wmma ------------------------------------------------------------------------------------
 // Block tile 128 x 128, K slices of 32; 8 warps as 2 (M) x 4 (N), each a 64 x 32 warp tile of
@@ -104,18 +119,6 @@ hgemm_wmma(const hg_t *__restrict__ A, const hg_t *__restrict__ B, float *__rest
 // the 8 rows one ldmatrix reads (8 lanes' addresses, one chunk each) fall in 8 different 16-byte
 // bank groups. A with 4 chunks a row (HG_BK 32: two rows a 128-byte line): f(r) = (r >> 1) & 3;
 // A with 8 chunks (HG_BK 64) and B (HG_BN / 8 chunks a row): f(r) = r & 7.
-#ifndef HG_BM
-#define HG_BM 128
-#endif
-#ifndef HG_BN
-#define HG_BN 256
-#endif
-#ifndef HG_BK
-#define HG_BK 32
-#endif
-#ifndef HG_STAGES
-#define HG_STAGES 4
-#endif
 #if HG_BK != 32 && HG_BK != 64
 #error "HG_BK must be 32 or 64"
 #endif

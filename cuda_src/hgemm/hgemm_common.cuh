@@ -5,13 +5,18 @@
 // HG_BF16 = 1 (the family's --dtype bfloat16) or 0 (float16) picks the element type.
 #pragma once
 
+// Defaults before the toolkit headers (cudalab/restated.py: a launch that restates them shares the build).
+#ifndef HG_BF16
+#define HG_BF16 1
+#endif
+#ifndef HG_MUTATION
+#define HG_MUTATION 0  // 1: a kernel broken on purpose for the mutation tests (drop the last K tile)
+#endif
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#ifndef HG_BF16
-#define HG_BF16 1
-#endif
 #if HG_BF16
 typedef __nv_bfloat16 hg_t;
 #define HG_MMA_TYPE "bf16"
@@ -20,10 +25,6 @@ typedef __half hg_t;
 #define HG_MMA_TYPE "f16"
 #endif
 
-// A kernel broken on purpose for the mutation tests (HG_MUTATION = 1: drop the last K tile).
-#ifndef HG_MUTATION
-#define HG_MUTATION 0
-#endif
 
 // Rows of 16-bit elements whose 16-byte chunks are whole and aligned: K and N multiples of 8
 // (cudaMalloc'd bases are 256-byte aligned). Then a chunk is either wholly inside the matrix or

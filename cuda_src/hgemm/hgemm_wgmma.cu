@@ -23,14 +23,15 @@
 // Built for sm_90a only: under any other target (the plain sm_90 build `cudalab compile` makes) the
 // kernel is a stub that traps, so the file still compiles everywhere.
 
+#ifndef WG_STAGES  // before any toolkit header, like hgemm_common.cuh's defaults (cudalab/restated.py)
+#define WG_STAGES 4
+#endif
+
 #include "hgemm_common.cuh"
 
 #define WG_BM 128
 #define WG_BN 256
 #define WG_BK 64
-#ifndef WG_STAGES
-#define WG_STAGES 4
-#endif
 #define WG_THREADS 384
 #define WG_A_BYTES (WG_BM * WG_BK * 2)               // 16 KiB a stage
 #define WG_B_BYTES (WG_BK * WG_BN * 2)               // 32 KiB a stage
