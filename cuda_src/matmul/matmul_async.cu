@@ -83,11 +83,14 @@ matmul_warptile(const float *__restrict__ A, const float *__restrict__ B, float 
 #ifndef SK_DYNAMIC
 #define SK_DYNAMIC 1
 #endif
+#ifndef SK_SERP
+#define SK_SERP 1  // the serpentine FFMA order of a k step (sgemm_async.cuh, SaCfg::SERP)
+#endif
 
 extern "C" __global__ void __launch_bounds__(WT_THREADS, WT_MINB)
 matmul_streamk(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, int K,
                float *__restrict__ ws)
 {
-    sgemm_streamk<SaCfg<WT_BM, WT_BN, WT_BK, WT_THREADS, WT_MI, WT_NI, WT_STAGES, WT_WM, WT_WN>, WT_GROUP, SK_WAVES,
+    sgemm_streamk<SaCfg<WT_BM, WT_BN, WT_BK, WT_THREADS, WT_MI, WT_NI, WT_STAGES, WT_WM, WT_WN, SK_SERP != 0>, WT_GROUP, SK_WAVES,
                   SK_FIRST != 0, SK_DYNAMIC != 0, false>(A, B, nullptr, C, M, N, K, 1.f, 0.f, ws);
 }
