@@ -9,7 +9,7 @@ environment variable ``FAKE_WORKER`` (JSON: variant name -> behaviour; ``_open``
 - ``die``: says it is running the variant, then kills itself with SIGSEGV.
 - ``half``: writes half of the row's line, then exits.
 - ``lost``: a failed row naming a sticky CUDA error, then ``lost``, then exits (as a real worker does).
-- ``slow``: runs for 1.5 s, beating every 0.1 s, then passes (beats keep a long kernel alive).
+- ``slow``: runs for 1 s, beating every 0.1 s, then passes (beats keep a long kernel alive).
 - ``sigint`` / ``sigterm``: sends that signal to the parent (a user's Ctrl-C, a batch system), then hangs.
 - ``error`` (``_open`` only): cannot open its GPU.
 - ``linger`` (``_exit`` only): goes on for 1.5 s after its ``bye`` (a driver tearing a context down).
@@ -98,7 +98,7 @@ def main() -> None:
                 os.kill(os.getppid(), signal.SIGINT if b == "sigint" else signal.SIGTERM)
                 time.sleep(3600)
             if b == "slow":
-                for _ in range(15):
+                for _ in range(10):
                     time.sleep(0.1)
                     send(ev="beat")
             try:

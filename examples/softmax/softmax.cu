@@ -1,5 +1,6 @@
 // Row-wise softmax of a rows x cols float32 matrix: y[r][c] = exp(x[r][c] - max_r) / sum_r.
-#include <math.h>
+// (expf, fmaxf and __fdividef come with nvcc's implicit cuda_runtime.h: no toolkit header is included, so
+// a launch that restates RV's default shares its build.)
 
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
