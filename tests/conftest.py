@@ -19,6 +19,8 @@ import fcntl
 import functools
 import os
 import shutil
+import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -104,6 +106,54 @@ def nvcc_reason() -> str:
     except ToolMissingError as exc:
         return str(exc)
     return ""
+
+
+# --- xdist: the first worker rewrites the test modules, the others load its bytecode ---------------------
+# pytest rewrites every test module's asserts on import (about 5 s of CPU for this suite) and, with
+# PYTHONDONTWRITEBYTECODE (set on these machines), keeps nothing: each worker did it all again. Under
+# xdist the workers now write bytecode beside the session's build cache (a fresh folder each run), and
+# every worker but gw0 waits for gw0's collection (building kernels meanwhile), then finds the rewritten
+# modules there.
+
+def _shared_run_folder(config) -> Path | None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return config._tmp_path_factory.getbasetemp().parent  # what test_cache_dir shares too
+
+
+@pytest.hookimpl(trylast=True)  # after the tmpdir plugin's pytest_configure
+def pytest_configure(config):
+    folder = _shared_run_folder(config)
+    if folder is not None:
+        sys.pycache_prefix = str(folder / "cudalab-cache" / "pyc")  # where the subprocesses' go (_build_cache)
+        sys.dont_write_bytecode = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):
+    folder = _shared_run_folder(session.config)
+    if folder is None or os.environ["PYTEST_XDIST_WORKER"] == "gw0":
+        return
+    # Meanwhile this core builds what the suite will ask for (build_prefetch.py, from the manifest's end).
+    helper = None
+    if not nvcc_reason():
+        import build_prefetch as B
+
+        from cudalab import build
+
+        helper = B.Prefetch(build, str(test_cache_dir(session.config._tmp_path_factory)), B.manifest_builds(), 1)
+        helper.start()
+    deadline = time.monotonic() + 60  # gw0 failing to collect must not hang the others
+    while not (folder / "gw0-collected").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if helper is not None:
+        helper.stop()  # the build under way finishes in its child; a test that needs it waits (build lock)
+
+
+def pytest_collection_finish(session):
+    folder = _shared_run_folder(session.config)
+    if folder is not None and os.environ["PYTEST_XDIST_WORKER"] == "gw0":
+        (folder / "gw0-collected").touch()
 
 
 #: Slow tests without the nvcc marker (a notebook kernel, terminals, worker processes, plots): under
