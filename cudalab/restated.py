@@ -20,6 +20,11 @@ spliced in where they are first included (what nvcc sees, less the toolkit's hea
 Before the block nothing names ``NAME``; from the block on it is defined to the same tokens either way.
 So the preprocessed device code, and with the ``#line`` after the prelude the line info too, is the
 same: the cubin is the same.
+
+A define the source never names is dropped too, when the source includes no toolkit header at all:
+``--add`` gives every kernel of yours ``BLOCK_X`` ... ``TILE_Z``, and a kernel that reads none of them
+builds once for every block shape. Token pasting (``##``) could form a name that is never written out,
+so a source that pastes keeps every define.
 """
 
 from __future__ import annotations
@@ -81,10 +86,16 @@ def _lines(source: Path, place: Path, seen: set[Path]) -> list[str] | None:
 def source_defaults(source: Path) -> dict[str, str]:
     """``NAME -> VALUE`` for each default of ``source`` that a restating define may be dropped for
     (the rules in the module's docstring)."""
+    return _analyse(source)[0]
+
+
+def _analyse(source: Path) -> tuple[dict[str, str], set[str] | None]:
+    """The droppable defaults, and every name the source writes (None: it pastes tokens or includes a
+    toolkit header, so an unnamed define may still matter)."""
     source = Path(source)
     lines = _lines(source, source.resolve().parent, {source.resolve()})
-    if lines is None:
-        return {}
+    if lines is None or any("##" in ln for ln in lines):
+        return {}, None
     directives = [(i, _DIRECTIVE.match(ln)) for i, ln in enumerate(lines)]
     stack: list[bool] = []  # one entry per open conditional: True for an include guard
     mentioned: set[str] = set()
@@ -122,10 +133,15 @@ def source_defaults(source: Path) -> dict[str, str]:
             toolkit = True
         mentioned.update(_WORD.findall(lines[i]))
         i += 1
-    return out
+    names = None if any(ln.startswith("#include <>") for ln in lines) else set(_WORD.findall("\n".join(lines)))
+    return out, names
 
 
 def drop_restated(source: Path, defines: Mapping[str, str]) -> dict[str, str]:
-    """``defines`` without those that restate ``source``'s own defaults (same text, spaces aside)."""
-    defaults = source_defaults(source) if defines else {}
-    return {k: v for k, v in defines.items() if " ".join(str(v).split()) != " ".join(defaults.get(k, "\0").split())}
+    """``defines`` without those that restate ``source``'s own defaults (same text, spaces aside) and,
+    where that is safe, those it never names."""
+    if not defines:
+        return {}
+    defaults, names = _analyse(source)
+    return {k: v for k, v in defines.items()
+            if " ".join(str(v).split()) != " ".join(defaults.get(k, "\0").split()) and (names is None or k in names)}

@@ -11,7 +11,8 @@ only restate a source's defaults one key: :mod:`cudalab.restated`); otherwise it
 set of a device code builds as ever (``cudalab.build.build``, into the session's cache); later ones, in
 any xdist worker, get that build, whose kernels are the ones they would have compiled. The tests that
 check every variant's build use it (test_compile_all, test_matmul, test_add's signatures, the sort
-mutants); everything else builds its own key. The registry lives in the session's cache folder
+mutants); everything else builds its own key. An ``--add`` prelude of a family's file (test_add checks the
+families' kernels as users' ones) is built as that file: the same device code, one build. The registry lives in the session's cache folder
 (``device-code/<digest>.json`` names the define set that built it), with a lock per digest so two
 workers never build one device code at once.
 """
@@ -64,6 +65,19 @@ def _digest(source: Path, defines: tuple[tuple[str, str], ...], arch: str, text:
     return h.hexdigest()
 
 
+# user.compile_source's file: a comment and one #include of the user's (here: a family's) source.
+_ADD_PRELUDE = re.compile(r'// cudalab --add prelude; source sha256 [0-9a-f]{64}\n#include "([^"\n]+)"\n')
+
+
+def _add_prelude_target(source: Path) -> Path:
+    """The file an ``--add`` prelude includes (the same device code), else ``source`` itself."""
+    try:
+        m = _ADD_PRELUDE.fullmatch(source.read_text())
+    except (OSError, UnicodeDecodeError):
+        return source
+    return Path(m.group(1)) if m and Path(m.group(1)).is_file() else source
+
+
 def build(source: Any, defines: Mapping[str, Any], arch: str = "sm_90", *,
           real: Callable[..., B.Build] | None = None) -> B.Build:
     """``cudalab.build.build(source, defines, arch)``, or the session's build of the same device code.
@@ -77,7 +91,7 @@ def build(source: Any, defines: Mapping[str, Any], arch: str = "sm_90", *,
         that set's, its kernels and their report are this one's.
     """
     real = real or B.build
-    source = Path(source)
+    source = _add_prelude_target(Path(source))
     defines = {str(k): str(v) for k, v in dict(defines).items()}
     cache = os.environ.get("CUDALAB_CACHE")
     if cache and B.cached(source, defines, arch) is not None:  # built (or a restated default): no nvcc -E

@@ -26,7 +26,7 @@ def test_a_restated_default_is_dropped_and_other_values_and_names_kept(tmp_path)
     assert source_defaults(src) == {"TILE": "32"}
     assert drop_restated(src, {"TILE": "32"}) == {}
     assert drop_restated(src, {"TILE": " 32 "}) == {}  # spaces aside
-    assert drop_restated(src, {"TILE": "16", "PAD": "0"}) == {"TILE": "16", "PAD": "0"}
+    assert drop_restated(src, {"TILE": "16"}) == {"TILE": "16"}
     assert drop_restated(src, {"TILE": "32u"}) == {"TILE": "32u"}  # the same value, not the same text
 
 
@@ -60,6 +60,15 @@ def test_defaults_that_might_differ_are_kept(tmp_path, text):
     assert drop_restated(src, {"TILE": "32"}) == {"TILE": "32"}
 
 
+def test_a_define_the_source_never_names_is_dropped_unless_a_header_or_pasting_could_name_it(tmp_path):
+    src = write(tmp_path, DEFAULT + USE)
+    assert drop_restated(src, {"BLOCK_X": "32", "TILE": "16"}) == {"TILE": "16"}
+    for text in ("#include <cuda_fp16.h>\n" + DEFAULT + USE,                  # a toolkit header might test it
+                 "#define CAT(a, b) a##b\n" + DEFAULT + USE):                  # CAT(BLOCK, _X) names it unwritten
+        src = write(tmp_path, text)
+        assert drop_restated(src, {"BLOCK_X": "32"}) == {"BLOCK_X": "32"}
+
+
 def test_local_headers_are_read_where_they_are_included(tmp_path):
     # A default inside a header's include guard counts; a toolkit include after the default does not matter.
     write(tmp_path, "#ifndef K_CUH\n#define K_CUH\n" + DEFAULT + "#endif\n", "k.cuh")
@@ -80,6 +89,9 @@ def test_every_default_dropped_from_a_real_source_preprocesses_to_the_same_devic
     assert len(defaults) >= 3, defaults
     same = build_share.device_digest(source, {}, "sm_90")
     assert same is not None and build_share.device_digest(source, defaults, "sm_90") == same
+    # And a name the source never writes (what --add passes every kernel) changes nothing either.
+    assert drop_restated(source, {**defaults, "BLOCK_X": "32"}) == {}
+    assert build_share.device_digest(source, {**defaults, "BLOCK_X": "32"}, "sm_90") == same
     # The check sees a real difference: one default changed is other code.
     name0, value0 = next(iter(defaults.items()))
     assert build_share.device_digest(source, {**defaults, name0: value0 + " + 1"}, "sm_90") != same
