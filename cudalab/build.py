@@ -28,7 +28,7 @@ from cudalab.defines import validate_define  # noqa: F401  (also the name other 
 from cudalab.errors import CompileError, CudalabError, UsageError
 from cudalab.files import load_json, read_bytes
 from cudalab.ptxas import KernelInfo, parse_ptx_params, parse_ptxas  # noqa: F401  (re-exported)
-from cudalab.restated import drop_restated
+from cudalab.restated import drop_restated, find_local
 from cudalab.tools import find_cuda_tool
 
 # Every flag but -arch and -I (both in the cache key on their own). Part of the cache key.
@@ -124,14 +124,10 @@ def includes(source: Path) -> list[Path]:
         except OSError:
             continue  # nvcc will say so, with the including line
         for m in _INCLUDE.finditer(text):
-            name = m.group(1).decode(errors="replace")
-            for place in (current.parent, source.resolve().parent):
-                found = (place / name).resolve()
-                if found.is_file():
-                    if found not in seen and found != source.resolve():
-                        seen[found] = None
-                        todo.append(found)
-                    break
+            found = find_local(m.group(1).decode(errors="replace"), current, source.resolve().parent)
+            if found is not None and found not in seen and found != source.resolve():
+                seen[found] = None
+                todo.append(found)
     return sorted(seen)
 
 

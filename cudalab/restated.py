@@ -51,6 +51,16 @@ def _strip_comments(text: str) -> str:
     return _LEXEME.sub(keep, text)
 
 
+def find_local(name: str, including: Path, place: Path) -> Path | None:
+    """Where nvcc finds ``#include "name"``: beside the including file, then in ``place`` (the source's
+    folder, the build's ``-I``); None when neither has it (a toolkit header, or missing)."""
+    for folder in (including.parent, place):
+        found = (folder / name).resolve()
+        if found.is_file():
+            return found
+    return None
+
+
 def _lines(source: Path, place: Path, seen: set[Path]) -> list[str] | None:
     """The comment-free lines of ``source`` with its local includes spliced in at their first
     inclusion; a toolkit or unresolved include becomes a ``#include <>`` marker line. None when a file
@@ -64,12 +74,7 @@ def _lines(source: Path, place: Path, seen: set[Path]) -> list[str] | None:
         d = _DIRECTIVE.match(line)
         if d and d.group(1) == "include":
             m = _INCLUDE_LOCAL.match(d.group(2))
-            found = None
-            if m:
-                for folder in (source.parent, place):  # as build.includes and nvcc's -I find it
-                    if (folder / m.group(1)).is_file():
-                        found = (folder / m.group(1)).resolve()
-                        break
+            found = find_local(m.group(1), source, place) if m else None
             if found is None:
                 out.append("#include <>")
             elif found not in seen:
@@ -96,14 +101,14 @@ def _analyse(source: Path) -> tuple[dict[str, str], set[str] | None]:
     lines = _lines(source, source.resolve().parent, {source.resolve()})
     if lines is None or any("##" in ln for ln in lines):
         return {}, None
-    directives = [(i, _DIRECTIVE.match(ln)) for i, ln in enumerate(lines)]
+    directives = [_DIRECTIVE.match(ln) for ln in lines]
     stack: list[bool] = []  # one entry per open conditional: True for an include guard
     mentioned: set[str] = set()
     toolkit = False
     out: dict[str, str] = {}
     i = 0
     while i < len(lines):
-        d = directives[i][1]
+        d = directives[i]
         word = d.group(1) if d else ""
         if word == "ifndef":
             name = d.group(2).strip()

@@ -123,9 +123,8 @@ def _shared_run_folder(config) -> Path | None:
 
 @pytest.hookimpl(trylast=True)  # after the tmpdir plugin's pytest_configure
 def pytest_configure(config):
-    folder = _shared_run_folder(config)
-    if folder is not None:
-        sys.pycache_prefix = str(folder / "cudalab-cache" / "pyc")  # where the subprocesses' go (_build_cache)
+    if _shared_run_folder(config) is not None:  # beside the builds, where _build_cache puts the subprocesses'
+        sys.pycache_prefix = str(test_cache_dir(config._tmp_path_factory) / "pyc")
         sys.dont_write_bytecode = False
 
 
