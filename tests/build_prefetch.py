@@ -1,14 +1,17 @@
-"""Builds the test session will need, run by nvcc on the core the tests leave idle.
+"""Builds the test session will need, run by nvcc on the CPU time the tests leave idle.
 
-For a serial run (``python -m pytest``, as on the GPU machines; under pytest-xdist every core runs
-tests and this is off). Most of the suite is single-threaded Python, and about half of its CPU time is
-nvcc, one build after another. At the start of a session the builds it will ask for are queued: the
-list tests/data/build-manifest.json keeps (``CUDALAB_RECORD_BUILDS=1 python -m pytest`` rewrites it;
-a stale list only costs builds nobody asks for). Background threads (one per core but one) take them
-from the end of the queue, each through a child process that keeps the session's cache folder, while
-the tests ask from its front; a test that asks for a build still queued takes it over, one being built
-is waited for, and every build then comes from the session's cache as before. What a test sees does
-not change: ``build.build`` is the same call with the same result.
+About half of the suite's CPU time is nvcc, one build after another. At the start of a session the
+builds it will ask for are queued: the list tests/data/build-manifest.json keeps
+(``CUDALAB_RECORD_BUILDS=1 python -m pytest`` rewrites it; a stale list only costs builds nobody asks
+for). Background threads take them from the end of the queue, each through a child process that keeps
+the session's cache folder, while the tests ask from its front; a test that asks for a build still
+queued takes it over, one being built is waited for, and every build then comes from the session's
+cache as before. What a test sees does not change: ``build.build`` is the same call with the same result.
+
+- A serial run (``python -m pytest``, as on the GPU machines): one thread per core but one.
+- Under pytest-xdist every core runs tests, so each worker's one thread builds at the idle priority
+  (``SCHED_IDLE``): only on a core no test wants, while another worker's test sleeps on a timeout or
+  waits for a subprocess, or while the workers collect. A test waiting for that build frees its core.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -28,9 +32,14 @@ Key = tuple[str, tuple[tuple[str, str], ...], str]
 # The child: one key a line in, one line out when it is built (a failed build is left to the test that
 # needs it: it builds again and sees the error itself).
 _LOOP = """
-import json, sys
+import json, os, sys
 from pathlib import Path
 from cudalab import build
+if sys.argv[1:] == ["idle"]:  # nvcc and its stages inherit the policy
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
 for line in sys.stdin:
     source, defines, arch = json.loads(line)
     try:
@@ -50,12 +59,14 @@ def _key(source: Any, defines: Any, arch: str) -> Key:
 class Prefetch:
     """Queued builds, background threads, and the ``build.build`` that coordinates with them."""
 
-    def __init__(self, build_module: Any, cache: str, keys: list[Key], threads: int):
+    def __init__(self, build_module: Any, cache: str, keys: list[Key], threads: int, idle: bool = False):
         self.build = build_module
         self.real: Callable[..., Any] = build_module.build
         self.cache = cache
+        self.idle = idle
         self.queue = collections.deque(keys)
         self.running: dict[Key, threading.Event] = {}
+        self.children: list[subprocess.Popen] = []
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._work, daemon=True, name=f"nvcc-prefetch-{i}")
                         for i in range(threads)]
@@ -66,15 +77,29 @@ class Prefetch:
             t.start()
 
     def stop(self) -> None:
+        """At the session's end: take nothing more from the queue, and end the build under way."""
         with self.lock:
             self.queue.clear()
+            children = list(self.children)
         self.build.build = self.real
+        for child in children:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)  # nvcc's stages with it
+            except OSError:
+                pass
 
     def _work(self) -> None:
         # One child per thread builds what it is sent: the build cache is named by the environment, which
         # tests change (monkeypatch.setenv) while this thread runs; the child keeps the session's.
-        child = subprocess.Popen([sys.executable, "-c", _LOOP], env=dict(os.environ, CUDALAB_CACHE=self.cache),
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        # TMPDIR: what a killed cicc leaves goes with the session's folder, not into /tmp.
+        tmp = Path(self.cache) / "prefetch-tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        child = subprocess.Popen([sys.executable, "-c", _LOOP, *(["idle"] if self.idle else [])],
+                                 env=dict(os.environ, CUDALAB_CACHE=self.cache, TMPDIR=str(tmp)),
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 start_new_session=True)
+        with self.lock:
+            self.children.append(child)
         try:
             while True:
                 with self.lock:

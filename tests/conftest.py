@@ -26,6 +26,13 @@ from typing import Any, Callable
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker is one core's work (-n auto): NumPy's BLAS threads on top of it only contend with
+    # the other workers (and spin after each call). Before NumPy is imported, here and in every process
+    # the tests start; a value the caller set is kept.
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 #: Fake GPU workers (fixtures ``fake_workers`` and ``inline_worker``) for the parent's tests.
 pytest_plugins = ["fake_workers"]
 
@@ -52,13 +59,15 @@ def _build_cache(tmp_path_factory, request):
     """Keep the tests' nvcc builds out of the user's cache folder (and the user's builds out of the tests);
     in a serial run, start building what the tests will ask for on the idle cores (build_prefetch.py: the
     builds tests/data/build-manifest.json lists; CUDALAB_RECORD_BUILDS=1 rewrites that list). Under xdist
-    every core runs tests, and builds come on demand."""
-    before = {k: os.environ.get(k) for k in ("CUDALAB_CACHE", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
+    each worker builds its share of that list at the idle priority (pytest_collection below)."""
+    before = {k: os.environ.get(k) for k in ("CUDALAB_CACHE", "PYTHONDONTWRITEBYTECODE")}
     os.environ["CUDALAB_CACHE"] = str(test_cache_dir(tmp_path_factory))
     # The Pythons the tests start (fake GPU workers, the CLI in a subprocess, a notebook kernel: about 80)
-    # share compiled bytecode beside the build cache, out of the source tree; with PYTHONDONTWRITEBYTECODE
-    # (set on these machines) each compiled cudalab from source again, 0.1-0.15 s apiece.
-    os.environ["PYTHONPYCACHEPREFIX"] = str(Path(os.environ["CUDALAB_CACHE"]) / "pyc")
+    # keep cudalab's compiled bytecode in its __pycache__ folders, as Python does by default; with
+    # PYTHONDONTWRITEBYTECODE (set on these machines) each compiled cudalab from source again, 0.1-0.15 s
+    # apiece. Not PYTHONPYCACHEPREFIX: under a prefix Python ignores the .pyc files installed beside
+    # numpy, pandas, matplotlib, IPython and the standard library, and compiled about 1,700 modules from
+    # source each session (the prefix was tried: it cost more than it saved).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     helper = None
     if not nvcc_reason() and not os.environ.get("PYTEST_XDIST_WORKER"):
@@ -110,10 +119,10 @@ def nvcc_reason() -> str:
 
 # --- xdist: the first worker rewrites the test modules, the others load its bytecode ---------------------
 # pytest rewrites every test module's asserts on import (about 5 s of CPU for this suite) and, with
-# PYTHONDONTWRITEBYTECODE (set on these machines), keeps nothing: each worker did it all again. Under
-# xdist the workers now write bytecode beside the session's build cache (a fresh folder each run), and
-# every worker but gw0 waits for gw0's collection (building kernels meanwhile), then finds the rewritten
-# modules there.
+# PYTHONDONTWRITEBYTECODE (set on these machines), keeps nothing: each worker did it all again. Now the
+# rewritten modules are written to tests/__pycache__ (pytest's default; ignored by git), every xdist
+# worker but gw0 waits for gw0's collection and loads them from there, and a later local run finds them
+# too. Meanwhile, and then whenever a core has nothing else to do, each worker builds kernels.
 
 def _shared_run_folder(config) -> Path | None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
@@ -121,38 +130,43 @@ def _shared_run_folder(config) -> Path | None:
     return config._tmp_path_factory.getbasetemp().parent  # what test_cache_dir shares too
 
 
-@pytest.hookimpl(trylast=True)  # after the tmpdir plugin's pytest_configure
 def pytest_configure(config):
-    if _shared_run_folder(config) is not None:  # beside the builds, where _build_cache puts the subprocesses'
-        sys.pycache_prefix = str(test_cache_dir(config._tmp_path_factory) / "pyc")
-        sys.dont_write_bytecode = False
+    sys.dont_write_bytecode = False  # before collection: the rewriter asks it when it writes
+
+
+_builds = []  # this xdist worker's background builds (build_prefetch.py), from collection to the end
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session):
     folder = _shared_run_folder(session.config)
-    if folder is None or os.environ["PYTEST_XDIST_WORKER"] == "gw0":
+    if folder is None:
         return
-    # Meanwhile this core builds what the suite will ask for (build_prefetch.py, from the manifest's end).
-    helper = None
-    if not nvcc_reason():
+    if not nvcc_reason():  # the manifest's builds, this worker's share, at the idle priority
         import build_prefetch as B
 
         from cudalab import build
 
-        helper = B.Prefetch(build, str(test_cache_dir(session.config._tmp_path_factory)), B.manifest_builds(), 1)
-        helper.start()
+        index, count = int(os.environ["PYTEST_XDIST_WORKER"][2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 1))
+        keys = B.manifest_builds()[index::count]
+        _builds.append(B.Prefetch(build, str(test_cache_dir(session.config._tmp_path_factory)), keys, 1, idle=True))
+        _builds[-1].start()
+    if os.environ["PYTEST_XDIST_WORKER"] == "gw0":
+        return
     deadline = time.monotonic() + 60  # gw0 failing to collect must not hang the others
     while not (folder / "gw0-collected").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    if helper is not None:
-        helper.stop()  # the build under way finishes in its child; a test that needs it waits (build lock)
 
 
 def pytest_collection_finish(session):
     folder = _shared_run_folder(session.config)
     if folder is not None and os.environ["PYTEST_XDIST_WORKER"] == "gw0":
         (folder / "gw0-collected").touch()
+
+
+def pytest_sessionfinish(session):
+    while _builds:
+        _builds.pop().stop()
 
 
 #: Slow tests without the nvcc marker (a notebook kernel, terminals, worker processes, plots): under

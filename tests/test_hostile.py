@@ -8,7 +8,6 @@ a missing GPU (``pycuda is not installed`` matches no fragment here).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -195,21 +194,23 @@ ENV_CASES: list[tuple[str, dict[str, str], str]] = [
 
 
 def _tree(ws: Path) -> dict[str, str]:
+    # A file that was written has a new mtime, one that was replaced a new inode: no need to hash it.
     out = {}
     for p in sorted(ws.rglob("*")):
         if p.is_symlink():
             out[str(p)] = "-> " + os.readlink(p)
         elif p.is_file():
             st = p.stat()
-            out[str(p)] = f"{hashlib.sha256(p.read_bytes()).hexdigest()} {st.st_mode:o} {st.st_mtime_ns}"
+            out[str(p)] = f"{st.st_ino} {st.st_size} {st.st_mode:o} {st.st_mtime_ns}"
         elif p.is_dir():
             out[str(p)] = "dir"
     return out
 
 
-@pytest.fixture
-def ws(tmp_path, monkeypatch) -> Path:
-    """The workspace: saved runs, files a user keeps, hostile inputs; the tests run inside it."""
+@pytest.fixture(scope="module")
+def _ws_template(tmp_path_factory) -> Path:
+    """What every test's workspace holds, written once (a 1 MiB family.toml among it)."""
+    tmp_path = tmp_path_factory.mktemp("hostile-ws")
     shutil.copy(RUNS / "nvidia-h200-transpose.json", tmp_path / "run.json")
     shutil.copy(RUNS / "nvidia-h100-80gb-hbm3-transpose.json", tmp_path / "other.json")
     shutil.copy(RUNS / "nvidia-h200-reduce.json", tmp_path / "reduce.json")
@@ -238,6 +239,15 @@ def ws(tmp_path, monkeypatch) -> Path:
     (tmp_path / "deep-src" / "deep" / "family.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
     (tmp_path / "deep-src" / "big").mkdir()
     (tmp_path / "deep-src" / "big" / "family.toml").write_text("#" * (2**20 + 10))
+    return tmp_path
+
+
+@pytest.fixture
+def ws(_ws_template, tmp_path, monkeypatch) -> Path:
+    """The workspace: saved runs, files a user keeps, hostile inputs; the tests run inside it. Its files
+    are hard links to the template's: a test that wrote one in place fails its own check (the mtime)."""
+    tmp_path = tmp_path / "ws"
+    shutil.copytree(_ws_template, tmp_path, symlinks=True, copy_function=os.link)
     monkeypatch.chdir(tmp_path)
     for var in ("CUDALAB_SRC", "CUDALAB_PATH"):  # what an earlier test may have left
         monkeypatch.delenv(var, raising=False)
