@@ -169,21 +169,26 @@ def pytest_sessionfinish(session):
         _builds.pop().stop()
 
 
-#: Slow tests without the nvcc marker (a notebook kernel, terminals, worker processes, plots): under
-#: xdist they start first with the nvcc tests (builds: seconds each), so that the run ends on quick tests
-#: instead of one worker finishing a long one while the other has nothing left (with --dist load, whose
-#: batches are not stolen back, it ended 19 s apart; worksteal ends together).
-SLOW_FIRST = ("test_magic.py::test_the_example_notebook_runs_headless", "test_watch_demo.py::", "test_workers.py::",
-              "test_watch.py::", "test_saved_runs.py::", "test_sort_onesweep.py::")
+#: Tests that mostly wait (a worker's timeout, a heartbeat, watch's polling, a notebook kernel, a
+#: terminal demo): under xdist they start first, while the other worker's tests and the idle-priority
+#: builds (pytest_collection above) keep both cores busy; at the end they left a core idle for ~20 s.
+WAITING_FIRST = ("test_magic.py::test_the_example_notebook_runs_headless", "test_watch_demo.py::", "test_workers.py::",
+                 "test_watch.py::")
+#: Then the slow ones (nvcc builds: seconds each, plots, simulated sorts), so that the run ends on quick
+#: tests instead of one worker finishing a long one while the other has nothing left (worksteal: an idle
+#: worker steals from the end of the other's queue).
+SLOW_NEXT = ("test_saved_runs.py::", "test_sort_onesweep.py::")
 
 
-def _slow(item) -> bool:
-    return item.get_closest_marker("nvcc") is not None or any(s in item.nodeid for s in SLOW_FIRST)
+def _order(item) -> int:
+    if any(s in item.nodeid for s in WAITING_FIRST):
+        return 0
+    return 1 if item.get_closest_marker("nvcc") is not None or any(s in item.nodeid for s in SLOW_NEXT) else 2
 
 
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike (xdist checks that they agree)
-        items.sort(key=lambda item: not _slow(item))  # stable: each group keeps its order
+        items.sort(key=_order)  # stable: each group keeps its order
     for item in items:
         if "nvcc" in item.keywords and nvcc_reason():
             item.add_marker(pytest.mark.skip(reason=nvcc_reason()))
