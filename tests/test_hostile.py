@@ -246,9 +246,9 @@ def _ws_template(tmp_path_factory) -> Path:
 def ws(_ws_template, tmp_path, monkeypatch) -> Path:
     """The workspace: saved runs, files a user keeps, hostile inputs; the tests run inside it. Its files
     are hard links to the template's: a test that wrote one in place fails its own check (the mtime)."""
-    tmp_path = tmp_path / "ws"
-    shutil.copytree(_ws_template, tmp_path, symlinks=True, copy_function=os.link)
-    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "ws"
+    shutil.copytree(_ws_template, root, symlinks=True, copy_function=os.link)
+    monkeypatch.chdir(root)
     for var in ("CUDALAB_SRC", "CUDALAB_PATH"):  # what an earlier test may have left
         monkeypatch.delenv(var, raising=False)
     # Every case here is refused before any GPU work, so no worker needs to come up: the session a
@@ -256,7 +256,7 @@ def ws(_ws_template, tmp_path, monkeypatch) -> Path:
     from cudalab.session import drive
 
     monkeypatch.setattr(drive.Session, "start", lambda self: self)
-    return tmp_path
+    return root
 
 
 def _argv(args: str | list[str], ws: Path) -> list[str]:
