@@ -1,5 +1,5 @@
 """The Python API, for notebooks: ``cudalab.run(...)`` runs a family (a sweep when any axis is a list)
-and returns the :class:`~cudalab.results.RunRecord` the command line would save; nothing is printed
+and returns the :class:`~cudalab.records.results.RunRecord` the command line would save; nothing is printed
 unless asked.
 
     import cudalab
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from cudalab import catalog
 
 if TYPE_CHECKING:
-    from cudalab.results import RunRecord
+    from cudalab.records.results import RunRecord
 
 __all__ = ["run", "command_options"]
 
@@ -85,7 +85,7 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
     """Run variants of one family on the GPU and return the record.
 
     Every axis may be a list (or a comma text, as on the command line); the cross product runs,
-    one :class:`~cudalab.results.RunPoint` per point. The run is the command line's
+    one :class:`~cudalab.records.results.RunPoint` per point. The run is the command line's
     (``cudalab FAMILY`` with the same options: :func:`cudalab.session.run.run_points`).
 
     Args:
@@ -116,7 +116,8 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
         TelemetryError: ``exclusive`` with another process on the GPU, or ``lock_clocks`` refused.
     """
     from cudalab import progress as P  # noqa: PLC0415
-    from cudalab import report, sweep  # noqa: PLC0415
+    from cudalab import report  # noqa: PLC0415
+    from cudalab.session import sweep  # noqa: PLC0415
     from cudalab.families import load  # noqa: PLC0415
     from cudalab.session.run import run_points  # noqa: PLC0415
 

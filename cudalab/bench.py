@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from cudalab import heartbeat
+from cudalab.worker import heartbeat
 
 #: Two-sided 95% normal quantile, for the order-statistic confidence interval of the median.
 Z95 = 1.959964

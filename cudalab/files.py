@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from cudalab.errors import CudalabError, UsageError
 
 if TYPE_CHECKING:  # results imports this module (atomic_write)
-    from cudalab.results import Result
+    from cudalab.records.results import Result
 
 __all__ = ["MAX_DEPTH", "MAX_READ", "WriteError", "atomic_write", "check_input", "check_output_dir", "check_output_path",
            "load_json", "read_bytes", "read_text", "write_bytes", "write_csv", "write_json"]

@@ -7,7 +7,7 @@
 runs the family with every ``extern "C" __global__`` kernel of the cell as an ``--add`` row (named
 after the kernel; the ``@KEY=VALUE,...`` word of the magic line is each kernel's ``--add`` options,
 ``@KERNEL:KEY=VALUE,...`` one kernel's), shows the table and leaves the
-:class:`~cudalab.results.RunRecord` in ``rec`` (``-o NAME``). ``%cudalab ARGS`` runs any command as the
+:class:`~cudalab.records.results.RunRecord` in ``rec`` (``-o NAME``). ``%cudalab ARGS`` runs any command as the
 terminal would (a family command shows its table and takes ``-o`` too). The ``notebook`` extra
 brings IPython.
 
@@ -158,7 +158,7 @@ def is_family(name: str) -> bool:
 def run_family(args: list[str], cell: str | None = None, opts: Sequence[str] = ()) -> tuple[int, Any, str]:
     """A family command with the cell's kernels as ``--add`` rows; (exit code, the RunRecord or None,
     what it printed)."""
-    from cudalab.results import load_record  # noqa: PLC0415
+    from cudalab.records.results import load_record  # noqa: PLC0415
 
     args = list(args)
     if cell is not None:

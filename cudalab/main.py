@@ -2,7 +2,7 @@
 
 A worker's Python, pycuda and CUDA context take about as long to come up as this process takes to
 import click, rich and NumPy and plan the run; started first, the two overlap (see
-:func:`cudalab.worker.process.prestart`). This module imports nothing heavy before that.
+:func:`cudalab.session.process.prestart`). This module imports nothing heavy before that.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 
 def main() -> None:
     """Console-script entry point (``cudalab``, ``python -m cudalab``)."""
-    from cudalab.discovery import add_paths, split_global
-    from cudalab.worker.process import prestart
+    from cudalab.catalog.discovery import add_paths, split_global
+    from cudalab.session.process import prestart
 
     paths, rest = split_global(sys.argv[1:])
     if paths:  # before the early worker starts: it inherits CUDALAB_PATH and finds the same families

@@ -6,19 +6,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from cudalab import catalog, memplan, user
+from cudalab import catalog, memplan
+from cudalab.catalog import user
 from cudalab import launch as L
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec, VariantSpec
-from cudalab.defines import check_launch_defines
+from cudalab.build.defines import check_launch_defines
 from cudalab.errors import CudalabError, LaunchConfigError, SizeError, SkipRow, UsageError
-from cudalab.expr import evaluate
+from cudalab.catalog.expr import evaluate
 from cudalab.families import Family, Launch, Problem, load
 
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Everything a user chose for one family run; JSON round-trips it for child runs (:mod:`cudalab.child`).
+    """Everything a user chose for one family run; JSON round-trips it for child runs (:mod:`cudalab.worker.child`).
 
     ``profile``: under a tool (ncu, compute-sanitizer) each variant runs one warm-up and one verified
     launch, nothing is timed and no roofline is measured.

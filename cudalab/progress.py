@@ -40,7 +40,7 @@ class Observer:
         """A variant enters a stage: ``compiling`` or ``running`` (a tool may add its own)."""
 
     def result(self, row: Any) -> None:
-        """A row is finished (a :class:`cudalab.results.Result`, or a tool's row with ``variant``/``status``)."""
+        """A row is finished (a :class:`cudalab.records.results.Result`, or a tool's row with ``variant``/``status``)."""
 
     def close(self) -> None:
         """The run is over."""

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import bench_sections as S
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab.ncu.metrics import DRAM_PCT
 
 #: The tile orders and shapes tried against the transpose target, each a sweep of existing

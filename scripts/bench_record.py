@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime
 import statistics
 
-from cudalab import __version__, gpu, report, runner
+from cudalab import __version__, report
+from cudalab.worker import gpu
+from cudalab.worker import executor as runner
 
 
 def _f(x, fmt: str, none: str = "–") -> str:

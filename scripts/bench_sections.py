@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from cudalab import memplan, runner
+from cudalab import memplan
+from cudalab.worker import executor as runner
 from cudalab.families import load
 
 CLI = [sys.executable, "-m", "cudalab"]

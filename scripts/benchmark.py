@@ -50,9 +50,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cudalab import __version__, catalog, gpu, report, runner  # noqa: E402
+from cudalab import __version__, catalog, report  # noqa: E402
+from cudalab.worker import gpu  # noqa: E402
+from cudalab.worker import executor as runner  # noqa: E402
 from cudalab.bench import Protocol  # noqa: E402
-from cudalab.results import Result, Roofline  # noqa: E402
+from cudalab.records.results import Result, Roofline  # noqa: E402
 
 import bench_ceiling as C  # noqa: E402
 import bench_sections as S  # noqa: E402
@@ -105,7 +107,7 @@ EXPECTED_S = {"large": 190, "wall": 60, "saved": 20, "ncu": 80, "energy": 10, "t
 def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
     """Run every job on one GPU with telemetry; one job's failure never loses the others' figures. With no
     jobs, only the device's description (and its free memory, for the large section)."""
-    from cudalab import sweep
+    from cudalab.session import sweep
 
     tele = sweep.open_telemetry(runner.RunRequest(family=jobs[0][1])) if jobs else None
     dev = gpu.Device(0)

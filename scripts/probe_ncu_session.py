@@ -13,7 +13,7 @@ one of them mis-times the kernel or because the kernel itself runs differently i
         --launch-count 4 --metrics gpu__time_duration.sum python3 scripts/probe_ncu_session.py
 
 Needs CuPy and a GPU (the benchmark machines have both); of cudalab it takes only the spin and L2-flush
-kernels its samples use (their sources, from :mod:`cudalab.own_kernels`).
+kernels its samples use (their sources, from :mod:`cudalab.worker.own_kernels`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main() -> int:
     import cupy as cp
     import numpy as np
 
-    from cudalab.own_kernels import FLUSH_SRC, SPIN_SRC  # the very kernels cudalab's samples run before a launch
+    from cudalab.worker.own_kernels import FLUSH_SRC, SPIN_SRC  # the very kernels cudalab's samples run before a launch
 
     mod = cp.RawModule(code=SOURCE + SPIN_SRC + FLUSH_SRC)
     spin, flush = mod.get_function("cudalab_spin"), mod.get_function("cudalab_flush_read")

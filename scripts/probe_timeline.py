@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: module -> functions (``Class.method`` for methods) whose calls the timeline shows.
 TARGETS = {
-    "cudalab.worker.process": ["prestart", "WorkerProcess.__init__", "WorkerProcess.close", "reap"],
-    "cudalab.devarray": ["DeviceArray.upload", "DeviceArray._upload_staged"],
+    "cudalab.session.process": ["prestart", "WorkerProcess.__init__", "WorkerProcess.close", "reap"],
+    "cudalab.worker.devarray": ["DeviceArray.upload", "DeviceArray._upload_staged"],
     "cudalab.families.reduce": ["_exact_check", "Reduce.setup", "Reduce.reference", "Reduce.make_inputs"],
     "cudalab.families.transpose": ["Transpose.setup"],
     "cudalab.bench": ["measure", "measure_until"],
@@ -33,24 +33,24 @@ TARGETS = {
     "cudalab.cli.family": ["run_family", "print_header", "show"],
     "cudalab.session.drive": ["Session.run", "Session._point", "Session._roofline", "Session._ready"],
     "cudalab.worker.serve": ["open_gpu", "Worker.point", "Worker.roofline", "Worker._run"],
-    "cudalab.gpu": ["_driver", "pci_bus_id", "Device.__init__", "Device.compile", "Device.staging", "Device.synchronize",
+    "cudalab.worker.gpu": ["_driver", "pci_bus_id", "Device.__init__", "Device.compile", "Device.staging", "Device.synchronize",
                     "Device._build_internal", "Device.flush_l2", "Device.spin"],
     "cudalab.plan": ["precheck"],
-    "cudalab.telemetry": ["open_telemetry", "import_nvml", "Telemetry.after_open", "Telemetry.summary", "compute_pids"],
-    "cudalab.warm": ["_open", "take_staging", "wait"],
+    "cudalab.instruments.telemetry": ["open_telemetry", "import_nvml", "Telemetry.after_open", "Telemetry.summary", "compute_pids"],
+    "cudalab.worker.warm": ["_open", "take_staging", "wait"],
     "cudalab.hostwork": ["uniform", "integers", "exact_diff", "copy_rows"],
-    "cudalab.runner": ["FamilyRun.__init__", "FamilyRun.check_memory", "FamilyRun.prepare", "FamilyRun.run_variant",
+    "cudalab.worker.executor": ["FamilyRun.__init__", "FamilyRun.check_memory", "FamilyRun.prepare", "FamilyRun.run_variant",
                        "FamilyRun._drive",
                        "FamilyRun.measure_roofline", "Context.upload"],
-    "cudalab.verify": ["verified_launches"],
-    "cudalab.sampling": ["time_case"],
-    "cudalab.roofline": ["measure"],
+    "cudalab.worker.verify": ["verified_launches"],
+    "cudalab.worker.sampling": ["time_case"],
+    "cudalab.worker.roofline": ["measure"],
     "cudalab.ncu.profile": ["profile", "read_report"],
-    "cudalab.child": ["run_child", "main"],
+    "cudalab.worker.child": ["run_child", "main"],
     "cudalab.build": ["build", "compile_cubin"],
 }
 #: modules whose import (execution) time is shown as a span of its own.
-IMPORTS = ("numpy", "pycuda.driver", "rich.console", "click", "cudalab.cli.app", "cudalab.runner", "cupy",
+IMPORTS = ("numpy", "pycuda.driver", "rich.console", "click", "cudalab.cli.app", "cudalab.worker.executor", "cupy",
            "pynvml", "cudalab.families")
 
 SITE = r'''

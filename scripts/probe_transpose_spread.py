@@ -165,7 +165,7 @@ PAT_SHAPE(64, 32)
 
 
 class _Case:
-    """What :func:`cudalab.sampling.time_case` samples: one launch, nothing to reset."""
+    """What :func:`cudalab.worker.sampling.time_case` samples: one launch, nothing to reset."""
 
     timer, can_repeat = "events", True
 
@@ -180,7 +180,7 @@ def _pattern_cases():
     """The device, the kernels of ``pattern`` as launch closures (memcpy_dtod first), and the input."""
     import numpy as np
 
-    from cudalab import gpu
+    from cudalab.worker import gpu
 
     dev = gpu.Device(0)
     src = Path(tempfile.mkdtemp()) / "pattern.cu"
@@ -206,7 +206,7 @@ def _pattern_cases():
 def pattern(rounds: int) -> list[dict]:
     """Time the traffic-only kernels beside vec4-band and memcpy_dtod, ``rounds`` times over."""
     from cudalab.bench import Protocol
-    from cudalab.sampling import time_case
+    from cudalab.worker.sampling import time_case
 
     dev, cases, a = _pattern_cases()
     rows = []

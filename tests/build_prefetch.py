@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from cudalab.restated import drop_restated
+from cudalab.build.restated import drop_restated
 
 Key = tuple[str, tuple[tuple[str, str], ...], str]
 # The child: one key a line in, one line out when it is built (a failed build is left to the test that

@@ -6,7 +6,7 @@ is another key of the build cache, but nvcc sees the same device code, and makes
 the same resource report: three builds of matmul_async.cu, 5 s of nvcc each, that prove one thing.
 
 :func:`build` takes a build already in the cache as it is (``cudalab.build`` itself gives define sets that
-only restate a source's defaults one key: :mod:`cudalab.restated`); otherwise it asks nvcc's preprocessor
+only restate a source's defaults one key: :mod:`cudalab.build.restated`); otherwise it asks nvcc's preprocessor
 (``nvcc -E`` for the arch, about 0.15 s): the first define
 set of a device code builds as ever (``cudalab.build.build``, into the session's cache); later ones, in
 any xdist worker, get that build, whose kernels are the ones they would have compiled. The tests that

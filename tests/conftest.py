@@ -95,7 +95,7 @@ def _build_cache(tmp_path_factory, request):
 def gpu_reason() -> str:
     """'' when a GPU is usable, else why not."""
     try:
-        from cudalab import gpu
+        from cudalab.worker import gpu
 
         if gpu.device_count() == 0:
             return "no CUDA GPU"
@@ -220,7 +220,7 @@ def _one_test_on_the_gpu(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def device():
     """The GPU (session-wide: one context for all GPU tests)."""
-    from cudalab import gpu
+    from cudalab.worker import gpu
 
     dev = gpu.Device(0)
     yield dev
@@ -263,7 +263,7 @@ def one_line_exit_2() -> Callable[[Any, str], None]:
 @pytest.fixture
 def no_gpu(monkeypatch):
     """Opening the GPU fails the test: what it guards must be refused before."""
-    from cudalab import gpu
+    from cudalab.worker import gpu
 
     def opened(*_a, **_k):
         raise AssertionError("the GPU was opened before the bad input was refused")

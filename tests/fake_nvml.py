@@ -1,4 +1,4 @@
-"""A stand-in for the ``pynvml`` module: the NVML calls cudalab.telemetry makes, with settable answers."""
+"""A stand-in for the ``pynvml`` module: the NVML calls cudalab.instruments.telemetry makes, with settable answers."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Stand-ins for subprocess.run that play a tool over the child protocol (no GPU, no ncu, no sanitizer).
 
-A child run (argv ends ``-m cudalab.child REQUEST RESULT``) gets its result file written from the
+A child run (argv ends ``-m cudalab.worker.child REQUEST RESULT``) gets its result file written from the
 request, as the real child would after running each variant once; ``-o BASE`` (ncu) makes ``BASE.ncu-rep``;
 ``ncu --import`` returns the CSV the test gives; ``--log-file LOG`` gets ncu's lines and that CSV.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Callable
 
 from cudalab import launch as L
-from cudalab import runner
-from cudalab.child import ChildResult
-from cudalab.results import PASSED, SKIPPED, Result
+from cudalab.worker import executor as runner
+from cudalab.worker.child import ChildResult
+from cudalab.records.results import PASSED, SKIPPED, Result
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')

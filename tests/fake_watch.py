@@ -23,10 +23,12 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
-from cudalab import gpu, telemetry, user  # noqa: E402
+from cudalab.worker import gpu  # noqa: E402
+from cudalab.instruments import telemetry  # noqa: E402
+from cudalab.catalog import user  # noqa: E402
 from cudalab.errors import CompileError, GpuError  # noqa: E402
-from cudalab.gpu import DeviceInfo, EventTime  # noqa: E402
-from cudalab.user import SignatureError  # noqa: E402
+from cudalab.worker.gpu import DeviceInfo, EventTime  # noqa: E402
+from cudalab.catalog.user import SignatureError  # noqa: E402
 from test_runcore import FakeDevice  # noqa: E402
 
 _INCLUDE = re.compile(r'#include "([^"]+)"')
@@ -131,7 +133,7 @@ def check_signature(variant, family, signature, defines, itemsize, arch="sm_90")
 def install(setattr_: Any = setattr) -> None:
     """Point cudalab at the fake: workers are threads running the real worker loop on :class:`WatchGpu`
     (``setattr_``: a test's ``monkeypatch.setattr``, so the patch ends with the test)."""
-    from cudalab.worker import process as W
+    from cudalab.session import process as W
     from fake_workers import ThreadWorker
 
     setattr_(gpu, "Device", WatchGpu)

@@ -28,10 +28,10 @@ import signal
 import sys
 import time
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab.bench import summarize
 from cudalab.errors import LaunchConfigError, UsageError
-from cudalab.results import FAILED, PASSED, SKIPPED, Result
+from cudalab.records.results import FAILED, PASSED, SKIPPED, Result
 from cudalab.worker.protocol import decode, encode
 
 

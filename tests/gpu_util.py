@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 
 FAST = Protocol(warmup=1, min_samples=2, max_samples=3, budget_s=0.01, flush_l2=False)

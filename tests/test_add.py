@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 import build_share
-from cudalab import build, runner, user
+from cudalab import build
+from cudalab.worker import executor as runner
+from cudalab.catalog import user
 from cudalab import launch as L
 from cudalab.catalog import family
 from cudalab.cli import cli
@@ -300,7 +302,7 @@ def test_examples_parse():
 
 def test_the_nvcc_log_is_printed_after_the_tables(capsys):
     from cudalab.cli.family import print_logs
-    from cudalab.results import RunPoint, RunRecord
+    from cudalab.records.results import RunPoint, RunRecord
 
     log = "nvcc could not compile /x/broken.cu\n/x/broken.cu(1): error: expected a ';'"
     rows = (runner.Result("naive", "kernel", runner.PASSED),

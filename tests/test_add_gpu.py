@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 from gpu_util import FAST
 
-from cudalab import child, runner, user
+from cudalab.worker import child
+from cudalab.worker import executor as runner
+from cudalab.catalog import user
 from cudalab.cli import cli
 
 pytestmark = pytest.mark.gpu

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cudalab import catalog, gpu
+from cudalab import catalog
+from cudalab.worker import gpu
 from cudalab.launch import DeviceLimits
 
 HAVE_PYCUDA = importlib.util.find_spec("pycuda") is not None
@@ -213,7 +214,7 @@ def test_larger_than_gpu_memory_on_a_real_gpu(device, monkeypatch):
     """On a GPU: the same refusal from the run core with the real device (its free memory made small),
     before any allocation. (The command's path from a worker's refusal to one line is the test above;
     the worker is another process, which a patch here would not reach.)"""
-    from cudalab import runner
+    from cudalab.worker import executor as runner
     from cudalab.errors import OutOfMemoryError
 
     monkeypatch.setattr(type(device), "mem_info", lambda self: (2**20, 80 * 2**30))

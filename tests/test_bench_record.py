@@ -305,7 +305,7 @@ def test_the_large_matmul_runs_warptile_alone(sec):
 
 def _row(variant, kind="kernel", status="passed", gflops=None, gbs=None, rate=None, ms=1.0):
     from cudalab.bench import Stats
-    from cudalab.results import Result, Status
+    from cudalab.records.results import Result, Status
 
     stats = Stats(median=ms, iqr=0.0, min=ms, max=ms, mean=ms, n=10, samples=(ms,) * 10)
     return Result(variant=variant, kind=kind, status=Status(status), stats=stats, gflops=gflops, gbs=gbs,
@@ -569,7 +569,7 @@ def test_deadline_skips_a_section_that_would_end_too_late(bench, rec):
 
 def _fake_calls(monkeypatch, bench, name="NVIDIA H100 80GB HBM3"):
     """benchmark.main's GPU work faked: two jobs and every section's figures."""
-    from cudalab.results import Roofline
+    from cudalab.records.results import Roofline
 
     info = {"name": name, "compute_capability": "9.0", "sm_count": 132, "sm_clock_mhz": 1980, "mem_clock_mhz": 2619,
             "l2_bytes": 50 * 2**20, "total_memory": 80 * 2**30, "driver_version": "13.0", "cuda_version": "13.0",

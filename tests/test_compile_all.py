@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 import build_share
-from cudalab import catalog, runner
+from cudalab import catalog
+from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load

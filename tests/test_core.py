@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cudalab import bench, build, catalog, expr
+from cudalab import bench, build, catalog
+from cudalab.catalog import expr
 from cudalab import launch as L
 from cudalab.errors import CatalogError, LaunchConfigError, UsageError
 

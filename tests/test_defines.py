@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from cudalab import catalog
-from cudalab.defines import parse_defines
+from cudalab.build.defines import parse_defines
 from cudalab.errors import CatalogError, UsageError
-from cudalab.expr import evaluate
+from cudalab.catalog.expr import evaluate
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -69,7 +69,7 @@ def test_an_override_that_is_zero_for_one_launch_is_refused_by_the_planner():
     """-D ROWS=block_y-8 passes the parser (it names the launch) but is 0 at block 32x8: the planner, which
     every run, the Python API and compile go through, refuses it before anything is built."""
     from cudalab import launch as L
-    from cudalab import runner
+    from cudalab.worker import executor as runner
     from cudalab.families import load
 
     spec = catalog.family("transpose")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab.devarray import DeviceArray
+from cudalab.worker.devarray import DeviceArray
 from cudalab.hostwork import exact_diff
 
 
@@ -110,7 +110,7 @@ def test_staged_upload_puts_every_row_where_it_belongs(shape):
 
 
 def test_large_uploads_go_through_staging(monkeypatch):
-    from cudalab import devarray
+    from cudalab.worker import devarray
 
     dev = FakeDev()
     host = np.arange(4096, dtype=np.float32)

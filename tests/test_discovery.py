@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import cudalab
-from cudalab import catalog, discovery
+from cudalab import catalog
+from cudalab.catalog import discovery
 from test_problem import make_family
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

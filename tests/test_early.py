@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from cudalab import runner
-from cudalab.gpu import DeviceInfo
+from cudalab.worker import executor as runner
+from cudalab.worker.gpu import DeviceInfo
 from cudalab.worker import early
 from cudalab.worker import serve as S
 from cudalab.worker.protocol import decode, encode

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cudalab import catalog, gpu
+from cudalab import catalog
+from cudalab.worker import gpu
 from cudalab.errors import CatalogError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import pytest
 from gpu_util import run_rows
 from mutants import SRC, use_tree
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab import sanitize as S
 
 

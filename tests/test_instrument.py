@@ -1,4 +1,4 @@
-"""One contract for instruments (cudalab.instrument): an ncu metric set declares its columns and legend in
+"""One contract for instruments (cudalab.instruments): an ncu metric set declares its columns and legend in
 cudalab/ncu/metrics.py alone; `cudalab ncu`, a family run with --ncu and `cudalab report` of either's record
 show them; cudalab.report and cudalab.ncu never import each other. CPU only (the committed ncu CSVs, a fake ncu)."""
 
@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from fake_tools import FakeRun, ncu_csv, planned_rows
 
-from cudalab import instrument, ncu
+from cudalab import ncu
+from cudalab import instruments as instrument
 from cudalab.ncu import metrics
-from cudalab.results import PASSED, Result, RunPoint, RunRecord, load_record, save_record
-from cudalab.runner import RunRequest
+from cudalab.records.results import PASSED, Result, RunPoint, RunRecord, load_record, save_record
+from cudalab.worker.executor import RunRequest
 
 ROOT = Path(__file__).parent.parent
 COPY_CSV = ROOT / "tests" / "data" / "ncu_import_copy_memory_h200.csv"
@@ -42,14 +43,14 @@ def test_report_and_ncu_import_nothing_of_each_other(package, other):
     found = {f"{p.name}: {m}" for p in sorted((ROOT / "cudalab" / package).glob("*.py"))
              for m in _imports(p) if m == other or m.startswith(other + ".")}
     assert not found, found
-    contract = _imports(ROOT / "cudalab" / "instrument.py")  # the contract both use imports neither
+    contract = _imports(ROOT / "cudalab" / "instruments" / "__init__.py")  # the contract both use imports neither
     assert not any(m.startswith(("cudalab.ncu", "cudalab.report")) for m in contract)
 
 
 def test_report_renders_a_saved_ncu_record_without_importing_ncu(invoke, tmp_path):
     saved = tmp_path / "ncu.json"
     assert invoke("ncu", "copy", "--import", COPY_CSV, "--json", saved).exit_code == 0
-    code = ("import sys; from cudalab import report; from cudalab.results import load_record; "
+    code = ("import sys; from cudalab import report; from cudalab.records.results import load_record; "
             f"rec = load_record({str(saved)!r}); con = report.console(); "
             "report.print_point(con, rec, rec.points[0]); "
             "print(sorted(m for m in sys.modules if m.startswith('cudalab.ncu')))")
@@ -60,7 +61,7 @@ def test_report_renders_a_saved_ncu_record_without_importing_ncu(invoke, tmp_pat
 
 
 def test_ncu_formats_its_table_without_report_or_rich():
-    code = ("import sys; from cudalab import ncu; from cudalab.runner import RunRequest; "
+    code = ("import sys; from cudalab import ncu; from cudalab.worker.executor import RunRequest; "
             f"t = ncu.table(ncu.load_import({str(SOURCE_CSV)!r}, RunRequest(family='transpose'))); "
             "assert 'ld wf/req' in t.headers, t.headers; "
             "print(sorted(m for m in sys.modules if m.startswith(('cudalab.report', 'rich'))))")

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from cudalab.cli import cli
-from cudalab.results import load_record
+from cudalab.records.results import load_record
 
 pytestmark = pytest.mark.gpu
 

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cudalab import launch as L
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab.catalog import VariantSpec
 from cudalab.errors import LaunchConfigError, SizeError, UsageError
 from cudalab.families import Family, Problem

@@ -13,7 +13,7 @@ import pytest
 import fake_watch
 from cudalab import magic
 from cudalab.errors import UsageError
-from cudalab.results import RunRecord, load_record
+from cudalab.records.results import RunRecord, load_record
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "tests" / "data" / "runs" / "nvidia-h200-transpose.json"

@@ -15,7 +15,7 @@ from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Problem, load, product
 from cudalab.families.model import SetupContext
-from cudalab.runner import RunRequest, plan_launch, precheck
+from cudalab.worker.executor import RunRequest, plan_launch, precheck
 
 FAMILIES = ("matmul", "gemm", "gemv")
 LIMITS = L.DeviceLimits()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.catalog import family
 from cudalab.errors import UsageError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 
 pytestmark = pytest.mark.gpu

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from cudalab import gpu, memplan
+from cudalab import memplan
+from cudalab.worker import gpu
 from cudalab.cli import cli
 from cudalab.errors import OutOfMemoryError
 from cudalab.families import load

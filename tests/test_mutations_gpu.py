@@ -12,7 +12,7 @@ import pytest
 from gpu_util import run_rows
 from mutants import build, use_tree
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 
 pytestmark = pytest.mark.gpu
 

@@ -13,10 +13,10 @@ import pytest
 from fake_tools import FakeRun, ncu_csv, planned_rows
 
 from cudalab import ncu
-from cudalab.child import ChildResult
+from cudalab.worker.child import ChildResult
 from cudalab.errors import CudalabError, ToolFailedError, ToolMissingError
-from cudalab.results import INCORRECT, MISSING, PASSED, FAILED, SKIPPED, Result, RunPoint
-from cudalab.runner import RunRequest
+from cudalab.records.results import INCORRECT, MISSING, PASSED, FAILED, SKIPPED, Result, RunPoint
+from cudalab.worker.executor import RunRequest
 
 DATA = Path(__file__).parent / "data"
 TRANSPOSE_CSV = DATA / "ncu_transpose_smem_h200.csv"      # ncu --csv stdout, program output mixed in
@@ -196,7 +196,7 @@ def test_one_ncu_process_for_the_whole_family(tmp_path):
     # one ncu process in all: the CSV comes in its log file, no second process reads a report back
     assert len(run.calls) == 1 and "--import" not in run.calls[0][0] and "--log-file" in run.calls[0][0]
     argv, kw = run.calls[0]
-    assert argv[-4:-2] == ["-m", "cudalab.child"] and kw["env"]["LC_ALL"] == "C" and "shell" not in kw
+    assert argv[-4:-2] == ["-m", "cudalab.worker.child"] and kw["env"]["LC_ALL"] == "C" and "shell" not in kw
     assert "transpose_block|" in argv[argv.index("--kernel-name") + 1]
     by = {r.variant: r for r in rep.rows}
     assert "host" not in by  # host, driver and library rows have no kernel of cudalab's
@@ -435,7 +435,7 @@ def test_a_run_table_with_ncu_ms_says_where_that_figure_comes_from():
     """The --ncu columns come from a second process under ncu, where some kernels run at another
     speed: the legend says so, and only when the columns are there."""
     from cudalab import report
-    from cudalab.results import RunRecord
+    from cudalab.records.results import RunRecord
 
     def printed(extra):
         rows = (Result("naive", "kernel", PASSED, extra=extra),)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cudalab import ncu
-from cudalab.results import PASSED
-from cudalab.runner import RunRequest
+from cudalab.records.results import PASSED
+from cudalab.worker.executor import RunRequest
 
 pytestmark = pytest.mark.ncu
 

@@ -18,8 +18,8 @@ from cudalab import ncu
 from cudalab.ncu.parse import Rule, parse_csv
 from cudalab.ncu.source import PAGE_MARKER, SourceLine, assign_blocks, parse_source, split_pages, split_row
 from cudalab.report.source import hot, render_source
-from cudalab.results import PASSED
-from cudalab.runner import RunRequest
+from cudalab.records.results import PASSED
+from cudalab.worker.executor import RunRequest
 
 DATA = Path(__file__).parent / "data" / "ncu-source"
 SQUARE, TRANSPOSE, REDUCE = DATA / "smem-square.csv", DATA / "transpose.csv", DATA / "reduce.csv"
@@ -295,7 +295,7 @@ def test_json_record_keeps_lines_and_rules_and_report_renders_them(invoke, tmp_p
 
 
 def test_add_ncu_with_source_puts_lines_and_rules_in_the_rows():
-    from cudalab.results import Result, RunPoint
+    from cudalab.records.results import Result, RunPoint
 
     point = RunPoint(family="transpose", metric="bandwidth", problem={},
                      results=(Result("block", "kernel", PASSED), Result("bankopt", "kernel", PASSED)))
@@ -335,7 +335,7 @@ def test_a_launch_spanning_a_header_names_the_header_lines():
 
 def test_views_are_registered_by_the_keys_they_own():
     from cudalab.report import instruments
-    from cudalab.results import Result
+    from cudalab.records.results import Result
 
     rows = [Result("a", "kernel", PASSED, extra={"ncu_rules": [{"name": "R", "kind": "OPT", "speedup": 12.0,
                                                                "description": "Do this. Then that."}]}),

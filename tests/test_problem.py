@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cudalab
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab.errors import CatalogError
 from cudalab.problems import Output, Problem, ProblemFamily, Scratch, Tolerance, Work
 from test_runcore import FAST, FakeDevice
@@ -149,7 +149,7 @@ def test_the_signature_is_written_from_args():
     sig = p.signature()
     assert "void KERNEL(unsigned int *bins," in sig and "const unsigned char *data," in sig
     assert "unsigned long long *flags," in sig and "int n)" in sig
-    from cudalab.user import prototype_sizes
+    from cudalab.catalog.user import prototype_sizes
 
     assert prototype_sizes(sig) == (8, 8, 8, 4)
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import cudalab
-from cudalab import gpu, telemetry
-from cudalab.gpu import DeviceInfo
+from cudalab.worker import gpu
+from cudalab.instruments import telemetry
+from cudalab.worker.gpu import DeviceInfo
 from test_problem import drops_last, good, make_family
 from test_runcore import FakeDevice
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 from test_runcore import FAST, FakeDevice, FakeKernel
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from cudalab import build, catalog, runner
+from cudalab import build, catalog
+from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.errors import CompileError, SizeError, UsageError
 from cudalab.families.model import SetupContext

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab import catalog, runner
+from cudalab import catalog
+from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 from cudalab.families import load
 

@@ -1,4 +1,4 @@
-"""Defines that restate a source's defaults share its build (cudalab.restated): the rules on small
+"""Defines that restate a source's defaults share its build (cudalab.build.restated): the rules on small
 sources, and on the real ones that the preprocessed device code is indeed the same."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 import build_share
 from cudalab import build, catalog
-from cudalab.restated import drop_restated, source_defaults
+from cudalab.build.restated import drop_restated, source_defaults
 
 DEFAULT = "#ifndef TILE\n#define TILE 32\n#endif\n"
 USE = "__global__ void k(float *p) { p[threadIdx.x] = TILE; }\n"

@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab.gpu import EventTime
-from cudalab import runner
+from cudalab.worker.gpu import EventTime
+from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 from cudalab.errors import GpuError, SkipRow, UsageError
 from cudalab.families import load
 from cudalab.launch import DeviceLimits
-from cudalab.results import Status
+from cudalab.records.results import Status
 
 FAST = Protocol(warmup=1, min_samples=3, max_samples=5, budget_s=0.01, flush_l2=True)
 
@@ -228,7 +228,7 @@ def test_the_family_check_and_the_poison_comparison_run_as_host_work(monkeypatch
     # than the timeout (the sketch check of a 46340-cubed matmul) read "timeout" before.
     from contextlib import contextmanager
 
-    from cudalab import heartbeat
+    from cudalab.worker import heartbeat
     from cudalab.families.copy import Copy
 
     inside = []

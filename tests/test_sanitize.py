@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from cudalab import catalog
 from cudalab import sanitize as S
 from cudalab.cli import cli
-from cudalab.child import ChildResult, ChildRun
+from cudalab.worker.child import ChildResult, ChildRun
 from cudalab.errors import ToolFailedError, ToolMissingError, UsageError
-from cudalab.results import INCORRECT, Result
-from cudalab.runner import RunRequest
+from cudalab.records.results import INCORRECT, Result
+from cudalab.worker.executor import RunRequest
 from fake_tools import FakeRun
 
 # --- captured-style outputs (format of compute-sanitizer 2025.x) -----------------------------------
@@ -294,7 +294,7 @@ def test_sanitize_rows_logs_and_environment(tree, tmp_path):
     assert [r.variant for r in S.failing(rows)] == ["naive"]
     assert len(run.calls) == 10  # 2 skipped runs never started a subprocess
     argv, kw = run.calls[0]
-    assert "shell" not in kw and isinstance(argv, list) and argv[-4:-2] == ["-m", "cudalab.child"]
+    assert "shell" not in kw and isinstance(argv, list) and argv[-4:-2] == ["-m", "cudalab.worker.child"]
     assert kw["env"]["CUDALAB_SRC"] == str(tree)
     assert kw["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(Path(S.__file__).resolve().parent.parent.parent)
     log = Path(key["naive", "memcheck", "33"].log)
@@ -402,7 +402,7 @@ def test_cli_missing_sanitizer_exit_2(invoke, monkeypatch, tmp_path):
 
 def test_real_child_without_pycuda_is_a_one_line_refusal(tree):
     """The real child, bare (no tool): on a machine without pycuda it writes its refusal to the result file."""
-    from cudalab import child
+    from cudalab.worker import child
 
     try:
         import pycuda  # noqa: F401
@@ -417,7 +417,7 @@ def test_real_child_without_pycuda_is_a_one_line_refusal(tree):
 
 def test_sanitize_package_imports_neither_click_nor_rich():
     code = "import sys, cudalab.sanitize; print(sorted(m for m in ('click', 'rich', 'pycuda') if m in sys.modules))"
-    from cudalab.child import child_env
+    from cudalab.worker.child import child_env
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=child_env()).stdout
@@ -446,7 +446,7 @@ def test_cli_interrupt_keeps_the_rows_so_far(invoke, tree, monkeypatch, tmp_path
 
 def test_plan_runs_add_kernels_alone_beside_the_built_ins():
     """An --add kernel is sanitized too: its own jobs, each running it alone (--variant none)."""
-    from cudalab import user
+    from cudalab.catalog import user
     from cudalab.sanitize import driver
 
     k = user.parse_adds(("docs/examples/my_transpose.cu:my_transpose@block=32x8,tile=32x32",))

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudalab import compare as C
-from cudalab import gate as G
+from cudalab.records import compare as C
+from cudalab.records import gate as G
 from cudalab.bench import summarize
-from cudalab.results import (
+from cudalab.records.results import (
     PASSED,
     Result,
     Roofline,
@@ -171,8 +171,8 @@ def test_across_gpus_the_time_ratio_is_shown_beside_the_judged_efficiency(invoke
 
 def test_across_gpus_the_plot_shows_time_and_efficiency(tmp_path, base):
     pytest.importorskip("matplotlib")
-    from cudalab import compare as C2
-    from cudalab import plot
+    from cudalab.records import compare as C2
+    from cudalab.report import plot
 
     fast = record([row("vec4", noisy(0.53 * 0.9, 40, 73), 5312.5)], device=H100, roof_gbs=5312.5)
     c = C2.compare(load_record(base), load_record(save(tmp_path, "fast.json", fast)), "base.json", "fast.json")
@@ -376,7 +376,7 @@ def test_report_plot(invoke, tmp_path, path, suffix):
 
 @needs_mpl
 def test_sweeps_are_recognised():
-    from cudalab import plot
+    from cudalab.report import plot
 
     assert plot.sweep_axis(load_record(RUNS / "v1-synthetic-reduce-block-sweep.json").points) == "block"
     assert plot.sweep_axis(load_record(RUNS / "v1-synthetic-transpose.json").points) is None
@@ -394,7 +394,7 @@ def test_compare_plot(invoke, tmp_path, base, suffix):
 
 @needs_mpl
 def test_plot_record_helper_for_family_commands(tmp_path):
-    from cudalab import plot
+    from cudalab.report import plot
 
     plot.plot_record(load_record(RUNS / "v1-synthetic-transpose.json"), tmp_path / "run.png")
     assert (tmp_path / "run.png").stat().st_size > 5000

@@ -8,7 +8,8 @@ import importlib
 import numpy as np
 import pytest
 
-from cudalab import catalog, runner
+from cudalab import catalog
+from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cudalab import catalog, runner
+from cudalab import catalog
+from cudalab.worker import executor as runner
 from gpu_util import FAST, assert_all_passed, run_rows
 
 pytestmark = pytest.mark.gpu

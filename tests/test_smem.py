@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab import build, catalog, runner
+from cudalab import build, catalog
+from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 import importlib

@@ -36,7 +36,7 @@ def test_n_is_the_number_of_blocks(device):
 def test_profile_mode_verifies_without_timing(device):
     from gpu_util import FAST
 
-    from cudalab import runner
+    from cudalab.worker import executor as runner
 
     req = runner.RunRequest(family="smem-rect", roofline=False, protocol=FAST, profile=True)
     rows = runner.FamilyRun(req, device).run()

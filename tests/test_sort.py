@@ -11,13 +11,14 @@ import importlib
 import numpy as np
 import pytest
 
-from cudalab import catalog, report, runner
+from cudalab import catalog, report
+from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
 from cudalab.families import load
 from cudalab.families.model import SetupContext
-from cudalab.results import PASSED, Result
+from cudalab.records.results import PASSED, Result
 
 SPEC = catalog.family("sort")
 MOD = importlib.import_module("cudalab.families.sort")

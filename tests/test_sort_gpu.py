@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab import catalog, report, runner
+from cudalab import catalog, report
+from cudalab.worker import executor as runner
 from cudalab.families import load
 from gpu_util import FAST, assert_all_passed, run_rows
 

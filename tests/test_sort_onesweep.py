@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import build_share
-from cudalab import build, catalog, runner
+from cudalab import build, catalog
+from cudalab.worker import executor as runner
 from cudalab import launch as L
-from cudalab.results import Status
+from cudalab.records.results import Status
 from test_runcore import FAST, FakeArray, FakeDevice
 from test_sort_radix import image
 

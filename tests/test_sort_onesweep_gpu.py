@@ -12,9 +12,10 @@ import shutil
 import numpy as np
 import pytest
 
-from cudalab import catalog, runner
+from cudalab import catalog
+from cudalab.worker import executor as runner
 from cudalab import sanitize as S
-from cudalab.runner import RunRequest
+from cudalab.worker.executor import RunRequest
 from gpu_util import FAST, assert_all_passed, run_rows
 from mutants import SRC, use_tree
 from test_sort_gpu import EXTREMES

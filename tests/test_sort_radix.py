@@ -10,9 +10,10 @@ import shutil
 import numpy as np
 import pytest
 
-from cudalab import build, catalog, runner
+from cudalab import build, catalog
+from cudalab.worker import executor as runner
 from cudalab import launch as L
-from cudalab.results import Status
+from cudalab.records.results import Status
 from test_runcore import FAST, FakeDevice
 
 SPEC = catalog.family("sort")

@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 import cudalab
-from cudalab import catalog, report, sweep
+from cudalab import catalog, report
+from cudalab.session import sweep
 from cudalab.cli import basic, cli, plain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +87,7 @@ def test_one_command_reads_its_catalog_once(monkeypatch):
 
 
 def test_a_run_reads_the_host_facts_once_not_once_a_row(fake_workers, tmp_path, monkeypatch):
-    from cudalab import machine
+    from cudalab.records import machine
 
     calls = []
     real = machine.facts
@@ -140,7 +141,8 @@ def test_the_api_refuses_an_option_the_family_lacks_as_the_command_line_does():
 # --- fast commands -------------------------------------------------------------------------------------
 
 #: Modules `cudalab --help` and `cudalab list` must not import: each costs 40-200 ms a command.
-HEAVY = ("numpy", "pycuda", "rich", "cudalab.families", "cudalab.runner", "cudalab.report", "cudalab.session",
+HEAVY = ("numpy", "pycuda", "rich", "cudalab.families", "cudalab.worker.executor", "cudalab.report", "cudalab.session.drive",
+         "cudalab.session.run", "cudalab.session.sweep",
          "importlib.metadata")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import cudalab
-from cudalab.results import RunRecord
+from cudalab.records.results import RunRecord
 from cudalab.report import saved_lines
 
 

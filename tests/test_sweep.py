@@ -10,12 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 import cudalab
-from cudalab import progress, runner, sweep
+from cudalab import progress
+from cudalab.worker import executor as runner
+from cudalab.session import sweep
 from cudalab.catalog import family
 from cudalab.cli import cli
 from cudalab.errors import GpuUnavailableError, UsageError
 from cudalab.families import load
-from cudalab.results import RunRecord
+from cudalab.records.results import RunRecord
 
 
 def requests_for(name: str, **kw):
@@ -196,7 +198,7 @@ def test_api_without_gpu_raises_the_one_line_gpu_error(fake_workers):
 
 
 def test_api_refuses_bad_input_before_the_gpu(monkeypatch):
-    from cudalab import gpu
+    from cudalab.worker import gpu
 
     monkeypatch.setattr(gpu, "Device", lambda index=0: pytest.fail("the GPU was opened"))
     with pytest.raises(UsageError, match="no variant"):

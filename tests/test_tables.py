@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cudalab import compare as C
+from cudalab.records import compare as C
 from cudalab import report
-from cudalab.results import load_record
+from cudalab.records.results import load_record
 
 RUNS = Path(__file__).parent / "data" / "runs"
 RECORDS = sorted(RUNS.glob("*.json"))

@@ -9,12 +9,15 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from cudalab.gpu import EventTime
-from cudalab import gpu, report, runner, telemetry
+from cudalab.worker.gpu import EventTime
+from cudalab import report
+from cudalab.worker import gpu
+from cudalab.worker import executor as runner
+from cudalab.instruments import telemetry
 from cudalab.cli import cli
-from cudalab.gpu import DeviceInfo
-from cudalab.results import Result
-from cudalab.telemetry import Telemetry, TelemetryError, compute_pids, decode_reasons, open_telemetry
+from cudalab.worker.gpu import DeviceInfo
+from cudalab.records.results import Result
+from cudalab.instruments.telemetry import Telemetry, TelemetryError, compute_pids, decode_reasons, open_telemetry
 from fake_nvml import FakeNVML
 from test_runcore import FakeDevice, good_copy
 
@@ -165,7 +168,7 @@ def test_other_process_is_flagged_and_our_container_pid_is_learnt():
 
 
 def test_a_baseline_read_before_an_early_context_still_learns_our_pid():
-    """A worker's context is made while it imports (cudalab.warm); NVML's list was read before that. In a
+    """A worker's context is made while it imports (cudalab.worker.warm); NVML's list was read before that. In a
     container NVML shows us under a host pid: the one new pid since the baseline is us, at once, so
     --exclusive does not refuse our own context."""
     nvml = FakeNVML(pids=[222])

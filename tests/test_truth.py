@@ -6,13 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab import bench, catalog, runner, sampling
+from cudalab import bench, catalog
+from cudalab.worker import executor as runner
+from cudalab.worker import sampling
 from cudalab.bench import Protocol
 from cudalab.families import Check, load
 from cudalab.families.model import Case
-from cudalab.gpu import EventTime
-from cudalab.sampling import time_case
-from cudalab.verify import POISONS, count_differing, padding_damage, verified_launches
+from cudalab.worker.gpu import EventTime
+from cudalab.worker.sampling import time_case
+from cudalab.worker.verify import POISONS, count_differing, padding_damage, verified_launches
 
 # --- stopping rule ---------------------------------------------------------------------------------
 

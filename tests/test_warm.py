@@ -1,4 +1,4 @@
-"""cudalab.warm on a fake libcuda: the driver starts in a thread, the NVML hook is read before the context
+"""cudalab.worker.warm on a fake libcuda: the driver starts in a thread, the NVML hook is read before the context
 is made, the pinned buffer is handed out once; without libcuda nothing happens and nothing fails."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cudalab import warm as warm_module
+from cudalab.worker import warm as warm_module
 
 
 class FakeCuda:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import fake_watch
-from cudalab.results import load_record
+from cudalab.records.results import load_record
 from cudalab.watch import core, events, sources
 
 KERNEL = """// my transpose{note}
@@ -53,7 +53,7 @@ class Edits:
 def gpu(monkeypatch, inline_worker, tmp_path):
     """The fake GPU, its workers threads of this process; the test's folder is the working folder."""
     fake_watch.install(monkeypatch.setattr)
-    from cudalab.worker import process as W
+    from cudalab.session import process as W
 
     monkeypatch.setattr(W, "spawn", lambda device, energy=False: _track(inline_worker, device, energy))
     monkeypatch.chdir(tmp_path)
@@ -236,7 +236,9 @@ def test_a_hanging_kernel_is_a_row_and_watching_goes_on(fake_workers, invoke, mo
 # --- the pieces ------------------------------------------------------------------------------------------
 
 def test_selected_rows_and_their_sources(tmp_path):
-    from cudalab import catalog, runner, user
+    from cudalab import catalog
+    from cudalab.worker import executor as runner
+    from cudalab.catalog import user
 
     spec = catalog.family("transpose")
     k = tmp_path / "mine.cu"

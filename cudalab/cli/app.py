@@ -134,7 +134,7 @@ def _family_paths(folders: tuple[str, ...]) -> None:
     """``--family-path``: first on ``CUDALAB_PATH``, for this process and its workers and tool children.
     Set while parsing (eager), so the family command it names resolves."""
     if folders:
-        from cudalab import discovery  # noqa: PLC0415
+        from cudalab.catalog import discovery  # noqa: PLC0415
 
         discovery.add_paths(folders)
 

@@ -69,7 +69,7 @@ def list_cmd(family: str | None) -> None:
     con.print(report.simple_table(["variant", "kernel", "block", "grid", "constraints", "description"], rows,
                                   title=f"{spec.name}: {spec.description} (dtypes {', '.join(spec.dtypes)})",
                                   wrap=("grid", "constraints", "description")))
-    from cudalab import user  # noqa: PLC0415
+    from cudalab.catalog import user  # noqa: PLC0415
 
     con.print(user.describe(spec, load(spec.module)), markup=False, highlight=False)
 
@@ -83,9 +83,9 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
     memory, and per family the largest --n whose memory plan fits."""
     from cudalab import memplan, report
     from cudalab.families import load
-    from cudalab.gpu import DeviceInfo
-    from cudalab.results import Roofline
-    from cudalab.session import Session
+    from cudalab.worker.gpu import DeviceInfo
+    from cudalab.records.results import Roofline
+    from cudalab.session.drive import Session
 
     # Each GPU is asked by a worker process, as a run would: this process never holds a CUDA context.
     session = Session([device_index if device_index is not None else 0])
@@ -139,7 +139,8 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
 def compile_cmd(family: str, variants: str | None, arch: str, block: str | None, dtype: str | None,
                 defines: tuple[str, ...]) -> None:
     """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills."""
-    from cudalab import build, report, runner
+    from cudalab import build, report
+    from cudalab.worker import executor as runner
     from cudalab import launch as L
     from cudalab.errors import UsageError
     from cudalab.families import load

@@ -39,11 +39,12 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
       cudalab compare h100.json h200.json --plot h100-vs-h200.png
       cudalab compare base.json new.json --fail-on slower:5% --markdown >> $GITHUB_STEP_SUMMARY
     """
-    from cudalab import compare as C
-    from cudalab import gate as G
-    from cudalab import plot, report
+    from cudalab.records import compare as C
+    from cudalab.records import gate as G
+    from cudalab import report
+    from cudalab.report import plot
     from cudalab.errors import UsageError
-    from cudalab.results import load_record
+    from cudalab.records.results import load_record
 
     if len(paths) < 2:
         raise UsageError("compare needs at least two run files (A.json B.json)")

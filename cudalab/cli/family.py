@@ -19,9 +19,9 @@ from cudalab.cli.options import problem_options, timing_options
 from cudalab.errors import UsageError
 
 if TYPE_CHECKING:
-    from cudalab import runner
+    from cudalab.worker import executor as runner
     from cudalab.families import Family
-    from cudalab.results import RunRecord
+    from cudalab.records.results import RunRecord
 
 
 def family_command(spec: catalog.FamilySpec) -> click.Command:
@@ -57,7 +57,7 @@ def worker_options() -> list[click.Option]:
 
 class Saver:
     """Writes ``--json`` and ``--csv`` as rows arrive (atomic replace each time): a run killed later
-    keeps what it measured. The host's facts (:func:`cudalab.machine.facts`: git, package versions) are
+    keeps what it measured. The host's facts (:func:`cudalab.records.machine.facts`: git, package versions) are
     read once a run, not once a row (~20-40 ms a read), while the GPU works (:meth:`read_host_soon`)."""
 
     def __init__(self, spec: catalog.FamilySpec, kw: dict[str, Any], started: float, info: dict[str, Any]):
@@ -70,7 +70,7 @@ class Saver:
         """The host's facts (read now unless read already)."""
         with self._host_lock:
             if self._host is None:
-                from cudalab import machine  # noqa: PLC0415
+                from cudalab.records import machine  # noqa: PLC0415
 
                 self._host = machine.facts()
             return self._host
@@ -85,7 +85,7 @@ class Saver:
         """Write both files for ``runs`` as they stand."""
         if not (self.kw["json_path"] or self.kw["csv_path"]):
             return
-        from cudalab import sweep  # noqa: PLC0415
+        from cudalab.session import sweep  # noqa: PLC0415
 
         record = sweep.record(self.spec, runs, incomplete, info or self.info, sys.argv, self.started, host=self.host())
         self.write(record)
@@ -93,7 +93,7 @@ class Saver:
     def write(self, record: RunRecord) -> None:
         """Write ``record`` to ``--json`` and its rows to ``--csv``."""
         from cudalab import report  # noqa: PLC0415
-        from cudalab.results import save_record  # noqa: PLC0415
+        from cudalab.records.results import save_record  # noqa: PLC0415
 
         if self.kw["json_path"]:
             save_record(self.kw["json_path"], record)
@@ -103,8 +103,9 @@ class Saver:
 
 def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Start the workers, precheck on the CPU meanwhile, run every point, render, save; exit 1 on a bad row."""
-    from cudalab import files, progress, report, sweep  # noqa: PLC0415
-    from cudalab.results import Status  # noqa: PLC0415
+    from cudalab import files, progress, report  # noqa: PLC0415
+    from cudalab.session import sweep  # noqa: PLC0415
+    from cudalab.records.results import Status  # noqa: PLC0415
     from cudalab.session.run import run_points  # noqa: PLC0415
 
     def check() -> None:
@@ -112,7 +113,7 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
             if kw[f"{opt}_path"] is not None:
                 files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
         if kw["plot_path"]:
-            from cudalab import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
+            from cudalab.report import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
 
             plot.check(kw["plot_path"])
 
@@ -150,7 +151,7 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
                 show(con, fam, runs[record.points.index(p)])
     print_logs(record)
     if kw["plot_path"]:
-        from cudalab import plot  # noqa: PLC0415
+        from cudalab.report import plot  # noqa: PLC0415
 
         plot.plot_record(record, kw["plot_path"])
     rows = [r for p in record.points for r in p.results]

@@ -11,7 +11,7 @@ import click
 from cudalab.catalog import FamilySpec
 from cudalab.cli.app import CONTEXT, cli
 from cudalab.cli.options import requests_from
-from cudalab.cli.tools import FamilyToolGroup
+from cudalab.cli.toolgroup import FamilyToolGroup
 from cudalab.errors import UsageError
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def ncu_options() -> list[click.Parameter]:
 def run_ncu(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Parse -> profile (or import) -> render; exit 1 on a bad row, a cut file or (--strict) a missed expectation."""
     from cudalab import files, ncu, report  # noqa: PLC0415
-    from cudalab.session import parse_devices  # noqa: PLC0415
+    from cudalab.session.devices import parse_devices  # noqa: PLC0415
 
     requests = requests_from(spec, fam, kw)
     if len(requests) > 1:
@@ -76,7 +76,7 @@ def run_ncu(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
         print_source(rep, kw["source"], advice, kw["lines"])
     if kw["json_path"]:
         from cudalab.ncu.saved import to_record  # noqa: PLC0415
-        from cudalab.results import save_record  # noqa: PLC0415
+        from cudalab.records.results import save_record  # noqa: PLC0415
 
         save_record(kw["json_path"], to_record(rep, ["cudalab", *sys.argv[1:]]))
         click.echo(f"saved to {kw['json_path']} (cudalab report {kw['json_path']})", err=True)

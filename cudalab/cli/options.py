@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cudalab.catalog import FamilySpec
-from cudalab.defines import parse_defines  # noqa: F401  (re-exported: cli.basic and older callers)
+from cudalab.build.defines import parse_defines  # noqa: F401  (re-exported: cli.basic and older callers)
 
 if TYPE_CHECKING:
     from cudalab.families import Family
-    from cudalab.runner import RunRequest
+    from cudalab.worker.executor import RunRequest
 
 
 class _PositiveSeconds(click.ParamType):

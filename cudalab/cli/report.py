@@ -38,8 +38,9 @@ def report_cmd(path: str, markdown: bool, layout: str, plot_path: str | None) ->
       cudalab report transpose-h200.json --markdown >> $GITHUB_STEP_SUMMARY
       cudalab report reduce-sweep.json --plot reduce.png
     """
-    from cudalab import plot, report
-    from cudalab.results import load_record
+    from cudalab import report
+    from cudalab.report import plot
+    from cudalab.records.results import load_record
 
     if plot_path:
         plot.check(plot_path)  # before any work: a missing matplotlib is one line

@@ -11,7 +11,7 @@ from cudalab import __version__
 from cudalab.catalog import FamilySpec
 from cudalab.cli.app import CONTEXT, cli
 from cudalab.cli.options import requests_from
-from cudalab.cli.tools import FamilyToolGroup
+from cudalab.cli.toolgroup import FamilyToolGroup
 
 if TYPE_CHECKING:
     from cudalab.families import Family
@@ -54,8 +54,8 @@ def run_sanitize(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
 
     interrupted = False
     rows: list = []
-    from cudalab import runner  # noqa: PLC0415
-    from cudalab.session import device_list  # noqa: PLC0415
+    from cudalab.worker import executor as runner  # noqa: PLC0415
+    from cudalab.session.devices import device_list  # noqa: PLC0415
 
     requests = requests_from(spec, fam, kw)
     for req in requests:  # every size is a valid problem (bad ones refused before any run)

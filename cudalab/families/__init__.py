@@ -21,7 +21,7 @@ NOT_FAMILIES = frozenset({"base", "model"})
 
 def load(module_name: str) -> Family:
     """Import ``cudalab.families.<module_name>`` and return its ``FAMILY`` (an outside family's
-    ``path:FILE`` / ``entry:MODULE``: its module's ``PROBLEM`` or ``FAMILY``, see :mod:`cudalab.discovery`).
+    ``path:FILE`` / ``entry:MODULE``: its module's ``PROBLEM`` or ``FAMILY``, see :mod:`cudalab.catalog.discovery`).
 
     Raises:
         CatalogError: the module defines no ``FAMILY`` that is a :class:`Family` (a family.toml whose
@@ -29,8 +29,8 @@ def load(module_name: str) -> Family:
     """
     from cudalab.errors import CatalogError  # noqa: PLC0415
 
-    if module_name.startswith(("path:", "entry:")):  # a family from outside the package (cudalab.discovery)
-        from cudalab.discovery import load_outside  # noqa: PLC0415
+    if module_name.startswith(("path:", "entry:")):  # a family from outside the package (cudalab.catalog.discovery)
+        from cudalab.catalog.discovery import load_outside  # noqa: PLC0415
 
         return load_outside(module_name)
     if module_name in NOT_FAMILIES:

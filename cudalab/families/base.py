@@ -20,7 +20,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.families.model import Case, Check, FamilyOption, Problem, SetupContext, Work
-from cudalab.results import Result, Roofline
+from cudalab.records.results import Result, Roofline
 
 
 class Family:
@@ -37,7 +37,7 @@ class Family:
         SHOW: the family can print small inputs and results (``--show``, :meth:`show`).
         SIGNATURE: the C prototype a ``--add`` kernel must have, ``KERNEL`` for its name, one
             ``// comment`` per parameter saying what it holds; then comment lines on the launch
-            (what the grid covers). Parameter sizes are read from it (:func:`cudalab.user.prototype_sizes`:
+            (what the grid covers). Parameter sizes are read from it (:func:`cudalab.catalog.user.prototype_sizes`:
             pointers 8 bytes, ``ELEM_T`` the element) and checked against the compiled kernel.
             Printed by ``cudalab list FAMILY``. Empty: the family takes no ``--add`` kernels.
     """
@@ -127,7 +127,7 @@ class Family:
 
     def host_seconds(self, problem: Problem) -> float:
         """A rough estimate of one NumPy (host row) sample, to skip host rows that would hold up the
-        table (over :data:`cudalab.runner.HOST_SKIP_S` unless asked for by name). Default: the work's
+        table (over :data:`cudalab.worker.executor.HOST_SKIP_S` unless asked for by name). Default: the work's
         bytes at 4 GB/s."""
         return self.work(problem).bytes / 4e9
 

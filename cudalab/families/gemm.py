@@ -33,7 +33,7 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
     F-contiguous (no copies). The in-place output gets C back before every launch (untimed reset);
     with β = 0 it is not read, so it is poisoned like the kernels' outputs.
     """
-    from cudalab import gpu  # noqa: PLC0415
+    from cudalab.worker import gpu  # noqa: PLC0415
 
     cupy = product.cupy_module(variant)
     av, bv, zv = gpu.cupy_view(d_a), gpu.cupy_view(d_b), gpu.cupy_view(d_z)

@@ -33,7 +33,7 @@ def _cublas_case(variant: VariantSpec, d_a, d_x, d_y, d_z, alpha: float, beta: f
     The row-major A is the column-major N×M matrix Aᵀ, so the call is gemv('T') on that
     F-contiguous view: no copy. z gets y back before every launch (untimed) when β ≠ 0.
     """
-    from cudalab import gpu  # noqa: PLC0415
+    from cudalab.worker import gpu  # noqa: PLC0415
 
     cupy = product.cupy_module(variant)
     av, xv, zv = gpu.cupy_view(d_a), gpu.cupy_view(d_x), gpu.cupy_view(d_z)

@@ -169,7 +169,7 @@ void KERNEL(const float *A,    // M x K, row-major
         d_a, d_b = product.upload(ctx, inputs, "a", "b")
         d_c = ctx.device.empty((m, n), np.float32)
         if variant.kind == "library":
-            from cudalab import gpu  # noqa: PLC0415  (gpu stays out of CPU-only imports)
+            from cudalab.worker import gpu  # noqa: PLC0415  (gpu stays out of CPU-only imports)
 
             try:
                 cupy = product.cupy_module(variant)

@@ -37,7 +37,8 @@ import math
 
 import numpy as np
 
-from cudalab import gpu, hostwork
+from cudalab import hostwork
+from cudalab.worker import gpu
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SkipRow, UsageError

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cudalab import gpu
+from cudalab.worker import gpu
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SkipRow, UsageError

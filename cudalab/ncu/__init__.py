@@ -3,7 +3,7 @@
 the command's table (:mod:`.table`), the profile driver (:mod:`.profile`), ``--import`` of saved files
 (:mod:`.imports`), the source page's per-line figures (:mod:`.source`; rules: :class:`.parse.Rule`) and
 reports as run records (:mod:`.saved`). Nothing here imports :mod:`cudalab.report`: it prints what the
-instrument contract hands it (:mod:`cudalab.instrument`; the saved views: :mod:`cudalab.report.instruments`)."""
+instrument contract hands it (:mod:`cudalab.instruments`; the saved views: :mod:`cudalab.report.instruments`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,26 @@ from cudalab.errors import CounterPermissionError, ForeignProfileError, KernelNo
 from cudalab.ncu.imports import load_import
 from cudalab.ncu.match import Match, combine, match_launches
 from cudalab.ncu.metrics import (
-    ABOVE, BELOW, DRAM_PCT, DURATION, GLD_EFF, GST_EFF, L2_HIT, METRIC_SETS, SMEM_LD_CONF, SMEM_LD_REQ, SMEM_LD_WF,
-    SMEM_ST_CONF, SMEM_ST_REQ, SMEM_ST_WF, TIME, Figure, MetricSet, expectations, matches, resolve_metrics,
+    ABOVE,
+    BELOW,
+    DRAM_PCT,
+    DURATION,
+    GLD_EFF,
+    GST_EFF,
+    L2_HIT,
+    METRIC_SETS,
+    SMEM_LD_CONF,
+    SMEM_LD_REQ,
+    SMEM_LD_WF,
+    SMEM_ST_CONF,
+    SMEM_ST_REQ,
+    SMEM_ST_WF,
+    TIME,
+    Figure,
+    MetricSet,
+    expectations,
+    matches,
+    resolve_metrics,
 )
 from cudalab.ncu.parse import MARKER, KernelLaunch, Metric, ParsedCsv, Rule, dims, parse_csv, parse_number
 from cudalab.ncu.profile import add_ncu, find_ncu, import_argv, kernel_filter, profile, profile_argv

@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cudalab import catalog, files, runner
+from cudalab import catalog, files
+from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CudalabError, ForeignProfileError, KernelNotProfiledError
@@ -26,7 +27,7 @@ from cudalab.ncu.parse import KernelLaunch, ParsedCsv, parse_csv
 from cudalab.ncu.profile import SIDECAR, Runner, find_ncu, problem_label, read_report, read_source_page
 from cudalab.ncu.rows import NcuReport, attach_source, build_rows
 from cudalab.ncu.source import parse_source, split_pages
-from cudalab.results import PASSED, Result, Status
+from cudalab.records.results import PASSED, Result, Status
 
 _PROBLEM_FIELDS = ("n", "shape", "dtype", "block", "grid", "options", "defines")
 
@@ -67,7 +68,7 @@ def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | 
     prob_req = replace(req, variants=None, profile=True)
     fam, problem = _family(spec), runner.make_problem(spec, _family(spec), prob_req)
     # as a live profile: kernels only, the --add kernels the file's request names among them
-    from cudalab import user  # noqa: PLC0415
+    from cudalab.catalog import user  # noqa: PLC0415
 
     chosen = [] if req.add and (req.variants or "").strip() == "none" else spec.select(req.variants)
     selected = [v for v in chosen + user.variants(req.add, spec) if v.kind == "kernel"]

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Family, Problem
-from cudalab.instrument import Column, Instrument
+from cudalab.instruments import Column, Instrument
 
 DURATION = "gpu__time_duration.sum"
 SMEM_LD_REQ = "smsp__inst_executed_op_shared_ld.sum"

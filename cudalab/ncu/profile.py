@@ -1,8 +1,8 @@
 """The ncu driver: one ncu process per command profiles the verified launch of every selected variant.
 
 ``ncu --csv --print-units base --log-file LOG --clock-control none --kernel-name regex:^(k1|k2)$ --metrics ...
-python -m cudalab.child REQUEST RESULT`` runs every selected variant once (profile mode: one poisoned,
-verified launch each) on the child protocol (:mod:`cudalab.child`); ncu's CSV goes to its log file, apart
+python -m cudalab.worker.child REQUEST RESULT`` runs every selected variant once (profile mode: one poisoned,
+verified launch each) on the child protocol (:mod:`cudalab.worker.child`); ncu's CSV goes to its log file, apart
 from the program's own output (base units keep durations in ns at full precision). Where the report
 itself is wanted (``--export FILE.ncu-rep``, ``--source``), ``-o REPORT`` replaces the log and ``ncu
 --import REPORT --csv --print-units base`` reads the report back. ``--clock-control none`` keeps the
@@ -26,15 +26,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cudalab import child, runner
+from cudalab.worker import child
+from cudalab.worker import executor as runner
 from cudalab.errors import KernelNotProfiledError, ToolFailedError, ToolMissingError
 from cudalab.files import atomic_write
 from cudalab.ncu.metrics import resolve_metrics
 from cudalab.ncu.parse import MARKER, check_output, parse_csv, tail
 from cudalab.ncu.rows import NcuReport, attach_source, build_rows
 from cudalab.ncu.source import PAGE_MARKER, parse_source, source_page_argv
-from cudalab.results import Result, RunPoint
-from cudalab.tools import find_cuda_tool
+from cudalab.records.results import Result, RunPoint
+from cudalab.build.toolkit import find_cuda_tool
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -45,7 +46,7 @@ SIDECAR = ".cudalab"
 
 
 def find_ncu() -> str:
-    """Path of ncu: ``$CUDALAB_NCU``, else as :func:`cudalab.tools.find_cuda_tool` looks.
+    """Path of ncu: ``$CUDALAB_NCU``, else as :func:`cudalab.build.toolkit.find_cuda_tool` looks.
 
     Raises:
         ToolMissingError: naming where cudalab looked and how to get ncu.

@@ -2,7 +2,7 @@
 
 :func:`build_rows` is shared by the live profile and ``--import``: it takes the child's rows (its
 verdicts and launch logs), ncu's launches and the family, and gives one :class:`NcuRow` per selected
-variant with a :class:`cudalab.results.Status`.
+variant with a :class:`cudalab.records.results.Status`.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cudalab import child
+from cudalab.worker import child
 from cudalab.catalog import VariantSpec
 from cudalab.families import Family, Problem
 from cudalab.ncu.match import COMBINED_NOTE, combine, match_launches
 from cudalab.ncu.metrics import SMEM_LD_REQ, SMEM_LD_WF, SMEM_ST_REQ, SMEM_ST_WF, MetricSet, expectations, matches
 from cudalab.ncu.parse import KernelLaunch, Rule
 from cudalab.ncu.source import SourceBlock, SourceLine, assign_blocks, merge_lines
-from cudalab.results import FAILED, MISSING, PASSED, SKIPPED, Result, Status
+from cudalab.records.results import FAILED, MISSING, PASSED, SKIPPED, Result, Status
 
 
 @dataclass(frozen=True)

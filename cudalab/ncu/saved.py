@@ -13,12 +13,13 @@ from typing import Sequence
 
 from cudalab.ncu.profile import source_extra
 from cudalab.ncu.rows import NcuReport
-from cudalab.results import Result, RunPoint, RunRecord
+from cudalab.records.results import Result, RunPoint, RunRecord
 
 
 def to_record(rep: NcuReport, command: Sequence[str], metric: str = "none") -> RunRecord:
     """The record of one ``cudalab ncu`` report (nothing timed: every row's figures are ncu's)."""
-    from cudalab import __version__, machine  # noqa: PLC0415
+    from cudalab import __version__  # noqa: PLC0415
+    from cudalab.records import machine  # noqa: PLC0415
 
     rows = []
     for r in rep.rows:

@@ -3,10 +3,10 @@ prints it without knowing ncu."""
 
 from __future__ import annotations
 
-from cudalab.instrument import BAD, OK, WARN, Table, fmt
+from cudalab.instruments import BAD, OK, WARN, Table, fmt
 from cudalab.ncu.metrics import Figure
 from cudalab.ncu.rows import NcuReport, NcuRow
-from cudalab.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED
+from cudalab.records.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED
 
 _TONE = {PASSED: OK, INCORRECT: BAD, FAILED: BAD, FINDINGS: BAD, SKIPPED: WARN, MISSING: WARN}
 

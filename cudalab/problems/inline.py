@@ -111,7 +111,8 @@ def materialized(problem: Problem) -> Iterator[str]:
     Raises:
         UsageError: see :func:`write_folder`; or the name is a built-in family's.
     """
-    from cudalab import catalog, discovery  # noqa: PLC0415
+    from cudalab import catalog  # noqa: PLC0415
+    from cudalab.catalog import discovery  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="cudalab-inline-") as tmp:
         root = Path(tmp)

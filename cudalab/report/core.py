@@ -1,5 +1,5 @@
 """Run tables and headers (rich); the JSON and CSV writers live in :mod:`cudalab.files`. An instrument's
-columns and legend come from the point (:mod:`cudalab.instrument`)."""
+columns and legend come from the point (:mod:`cudalab.instruments`)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any, Iterable, Sequence
 from rich.console import Console
 from rich.text import Text
 
-from cudalab import instrument
+from cudalab import instruments as instrument
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
 from cudalab.report.grid import Column, Grid
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
     RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns,
 )
-from cudalab.results import PASSED, Result, Roofline
+from cudalab.records.results import PASSED, Result, Roofline
 
 
 
@@ -92,8 +92,8 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
 
     Args:
         con: where to print.
-        record: the :class:`cudalab.results.RunRecord` (device, incomplete).
-        point: the :class:`cudalab.results.RunPoint`.
+        record: the :class:`cudalab.records.results.RunRecord` (device, incomplete).
+        point: the :class:`cudalab.records.results.RunPoint`.
         extra_columns: the family's ``EXTRA_COLUMNS``.
         header: print the GPU and protocol lines too (a live run printed them before it started).
         wide: every column (``--wide``); None: what the command's ``--wide`` set (:data:`WIDE`).

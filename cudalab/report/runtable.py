@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from cudalab.instrument import Column as InstrumentColumn
-from cudalab.instrument import fmt as _fmt
+from cudalab.instruments import Column as InstrumentColumn
+from cudalab.instruments import fmt as _fmt
 from cudalab.report.grid import Column, Grid
-from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, TIMEOUT, Result
+from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, TIMEOUT, Result
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", TIMEOUT: "red", SKIPPED: "yellow"}
 #: Hidden first when even the wrapped default view is wider than the terminal (1 first).
@@ -36,7 +36,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     ``points`` (one label per row, ``--layout long``) adds a point column; speedups restart at each point.
 
     Args:
-        instrument_columns: instruments' columns (``--ncu``: :func:`cudalab.instrument.columns_of`), shown
+        instrument_columns: instruments' columns (``--ncu``: :func:`cudalab.instruments.columns_of`), shown
             in the default view too.
         wide: every column (sample count, step, the family's columns, telemetry); False: the default
             view (what :func:`cudalab.report.print_point` shows without ``--wide``).

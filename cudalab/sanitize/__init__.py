@@ -3,10 +3,24 @@ child protocol (:mod:`.driver`). Tables live in :mod:`cudalab.report`."""
 
 from __future__ import annotations
 
-from cudalab.results import FAILED, FINDINGS, PASSED, SKIPPED
+from cudalab.records.results import FAILED, FINDINGS, PASSED, SKIPPED
 from cudalab.sanitize.driver import (
-    DEFAULT_PRINT_LIMIT, DEFAULT_TIMEOUT_S, ERROR_EXITCODE, TOOLS, Job, Row, failing, find_sanitizer, judge, never_ran,
-    plan, prefix_argv, run_job, sanitize, sizes_for, tools_for,
+    DEFAULT_PRINT_LIMIT,
+    DEFAULT_TIMEOUT_S,
+    ERROR_EXITCODE,
+    TOOLS,
+    Job,
+    Row,
+    failing,
+    find_sanitizer,
+    judge,
+    never_ran,
+    plan,
+    prefix_argv,
+    run_job,
+    sanitize,
+    sizes_for,
+    tools_for,
 )
 from cudalab.sanitize.parse import Parsed, parse_output
 

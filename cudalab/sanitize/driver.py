@@ -1,8 +1,8 @@
 """Run kernel variants under compute-sanitizer on the child protocol and judge each run (no click, no rich).
 
-Each run is one child (:mod:`cudalab.child`) under the tool, with no shell::
+Each run is one child (:mod:`cudalab.worker.child`) under the tool, with no shell::
 
-    compute-sanitizer --tool T --error-exitcode 99 --print-limit N python -m cudalab.child REQUEST RESULT
+    compute-sanitizer --tool T --error-exitcode 99 --print-limit N python -m cudalab.worker.child REQUEST RESULT
 
 The child runs one variant in profile mode (one poisoned, verified launch; nothing timed, no L2 flush,
 no roofline), so the sanitizer sees the kernel and little else of cudalab's. Each variant runs at the
@@ -24,14 +24,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from cudalab import child, runner, user
+from cudalab.worker import child
+from cudalab.worker import executor as runner
+from cudalab.catalog import user
 from cudalab.catalog import family as family_spec
 from cudalab.errors import LaunchConfigError, ToolFailedError, UsageError
 from cudalab.families import load
 from cudalab.files import atomic_write
-from cudalab.results import FAILED, FINDINGS, INCORRECT, PASSED, SKIPPED, Status
+from cudalab.records.results import FAILED, FINDINGS, INCORRECT, PASSED, SKIPPED, Status
 from cudalab.sanitize.parse import parse_output
-from cudalab.tools import find_cuda_tool
+from cudalab.build.toolkit import find_cuda_tool
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 #: Exit status the sanitizer uses when it reports errors: distinct from the child's own codes
@@ -107,7 +109,7 @@ class Row:
 
 
 def find_sanitizer() -> str:
-    """Path of compute-sanitizer (see :func:`cudalab.tools.find_cuda_tool`)."""
+    """Path of compute-sanitizer (see :func:`cudalab.build.toolkit.find_cuda_tool`)."""
     return find_cuda_tool("compute-sanitizer", "compute-sanitizer",
                           "it ships with the CUDA toolkit; put its bin folder on PATH or set CUDA_HOME")
 
@@ -226,7 +228,7 @@ def run_job(job: Job, sanitizer: str, print_limit: int = DEFAULT_PRINT_LIMIT, ti
         raise ToolFailedError(f"could not start {sanitizer}: {exc}") from None
     if log_dir is not None:
         path = Path(log_dir) / f"{job.slug}.log"
-        atomic_write(path, "$ " + " ".join(prefix + ["python -m cudalab.child REQUEST RESULT"]) + "\n" + output)
+        atomic_write(path, "$ " + " ".join(prefix + ["python -m cudalab.worker.child REQUEST RESULT"]) + "\n" + output)
         row = replace(row, log=str(path))
     return row
 

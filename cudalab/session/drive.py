@@ -1,7 +1,7 @@
 """Running points on GPU workers: one worker per GPU, a watchdog, a fresh worker after a fault.
 
 The parent process holds no CUDA context. It plans each point on the CPU (a
-:class:`~cudalab.runner.FamilyRun` with no device: the variants, the problem, the roofline rule), sends
+:class:`~cudalab.worker.executor.FamilyRun` with no device: the variants, the problem, the roofline rule), sends
 it to a worker (:mod:`cudalab.worker`) and gathers the rows as they arrive. When a worker dies (a
 sticky CUDA error, a crash), or the watchdog kills it (a kernel that does not finish within the
 run's limit), the variant it was running becomes one ``failed`` or ``timeout`` row, a fresh worker
@@ -19,12 +19,12 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from cudalab import runner
+from cudalab.worker import executor as runner
 from cudalab.errors import CudalabError
 from cudalab.progress import Observer
-from cudalab.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
+from cudalab.records.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
 from cudalab.session.slot import Slot, WorkerError, every_gpu, facts
-from cudalab.worker import process as W
+from cudalab.session import process as W
 from cudalab.worker.protocol import unpack_array
 
 #: The watchdog's least limit (seconds) for one kernel launch to finish.

@@ -13,15 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cudalab import sweep, user
+from cudalab.session import sweep
+from cudalab.catalog import user
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec
-from cudalab.defines import parse_defines
+from cudalab.build.defines import parse_defines
 from cudalab.errors import UsageError
 from cudalab.families import Family
 from cudalab.progress import Observer
-from cudalab.runner import FamilyRun, RunRequest
-from cudalab.session import parse_devices
+from cudalab.worker.executor import FamilyRun, RunRequest
+from cudalab.session.devices import parse_devices
 from cudalab.session.drive import Session
 
 __all__ = ["requests_from", "start_session", "Ran", "run_points"]

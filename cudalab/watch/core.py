@@ -6,7 +6,7 @@ texts it is built from: its source and the local files that source includes, and
 files) and re-runs only the rows whose fingerprint changed (every row with ``rerun_all``), on fresh GPU
 workers (:mod:`cudalab.session`): a kernel that crashes or hangs is a row, as in any run. The rows that
 did not change are kept from the version that measured them. Each re-run row that passed is judged
-against the last version of it that passed, from the raw samples, by :func:`cudalab.compare.compare`
+against the last version of it that passed, from the raw samples, by :func:`cudalab.records.compare.compare`
 (the same verdict ``cudalab compare`` gives: faster, slower, same or unsure).
 
 No click and no rich here: the command (:mod:`cudalab.cli.watch`) parses, :mod:`cudalab.watch.screen`
@@ -21,12 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from cudalab import compare, runner, sweep
+from cudalab.records import compare
+from cudalab.worker import executor as runner
+from cudalab.session import sweep
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CudalabError
 from cudalab.families import Family
 from cudalab.progress import Observer
-from cudalab.results import PASSED, Result, RunPoint, RunRecord
+from cudalab.records.results import PASSED, Result, RunPoint, RunRecord
 from cudalab.watch.sources import digest, family_files, forget_module, row_sources, selected
 
 __all__ = ["Judged", "Version", "Watcher", "Plan", "loop"]
@@ -314,7 +316,7 @@ class Watcher:
 
     def _judge(self, number: int, points: list[tuple[int, RunPoint]],
                rerun: set[tuple[int, str]]) -> dict[tuple[int, str], Judged]:
-        """Each re-run row that passed against its last passed version (:func:`cudalab.compare.compare`)."""
+        """Each re-run row that passed against its last passed version (:func:`cudalab.records.compare.compare`)."""
         pairs = []
         for i, point in points:
             for r in point.results:
@@ -365,7 +367,7 @@ def loop(watcher: Watcher, events: Any, show: Callable[[Version], None], announc
         announce: says which files changed, before their rows are rebuilt.
         save: writes the session file (``--json``) after every version.
     """
-    from cudalab.session import interrupts  # noqa: PLC0415
+    from cudalab.session.signals import interrupts  # noqa: PLC0415
 
     try:
         version = watcher.run_version()

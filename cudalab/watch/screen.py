@@ -11,10 +11,11 @@ from typing import Any, Iterable, Sequence
 
 from rich.console import Console
 
-from cudalab import instrument, report
-from cudalab.compare import FASTER, SAME, SLOWER, UNSURE
+from cudalab import report
+from cudalab import instruments as instrument
+from cudalab.records.compare import FASTER, SAME, SLOWER, UNSURE
 from cudalab.report.core import LEGEND, _point_title
-from cudalab.results import FAILED, PASSED, RunRecord
+from cudalab.records.results import FAILED, PASSED, RunRecord
 from cudalab.watch.core import Version, Watcher
 
 __all__ = ["render", "announce", "vs_cell", "short"]

@@ -9,7 +9,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from cudalab import build, runner, user
+from cudalab import build
+from cudalab.worker import executor as runner
+from cudalab.catalog import user
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CatalogError
 
@@ -70,7 +72,7 @@ def forget_module(spec: FamilySpec) -> None:
         CatalogError: the changed module does not import (one line naming it).
     """
     if spec.module.startswith(("path:", "entry:")):
-        from cudalab import discovery  # noqa: PLC0415
+        from cudalab.catalog import discovery  # noqa: PLC0415
 
         discovery._LOADED.pop(spec.module, None)  # the one cache of outside families' modules
         if spec.module.startswith("path:"):

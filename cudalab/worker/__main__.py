@@ -2,16 +2,16 @@
 
 import sys
 
-from cudalab import warm
+from cudalab.worker import warm
 
 
 def _baseline():
-    from cudalab.gpu_pids import compute_pids  # noqa: PLC0415  (in the start thread, after the driver)
+    from cudalab.instruments.gpu_pids import compute_pids  # noqa: PLC0415  (in the start thread, after the driver)
 
     return compute_pids()
 
 
-# The GPU starts in a thread while the rest of the worker imports (cudalab.warm); the argument parser
+# The GPU starts in a thread while the rest of the worker imports (cudalab.worker.warm); the argument parser
 # checks the line properly in main(), this only reads the device early.
 _argv = sys.argv[1:]
 _dev = _argv[_argv.index("--device") + 1] if "--device" in _argv[:-1] else "0"

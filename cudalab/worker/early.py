@@ -2,7 +2,7 @@
 
 The parent sends a point as soon as it has one, without waiting for the worker's ``ready``
 (:meth:`cudalab.session.drive.Session._point`). A worker whose GPU is still starting in the background
-(:mod:`cudalab.warm`: the driver, the context, a pinned buffer; about 0.3 s) reads that first operation
+(:mod:`cudalab.worker.warm`: the driver, the context, a pinned buffer; about 0.3 s) reads that first operation
 meanwhile and, for a point, plans it and draws its inputs: at 16384² that is 0.12 s of host work the
 worker would otherwise do after ``ready``. The run's random generator is consumed in the same order
 either way, so the inputs are the ones the point would have drawn anyway.
@@ -46,7 +46,7 @@ def _plan(line: str) -> Any:
     msg = decode(line)
     if msg is None or msg.get("op") != "point":
         return None
-    from cudalab import runner  # noqa: PLC0415
+    from cudalab.worker import executor as runner  # noqa: PLC0415
 
     try:
         # the plan checks the host can hold the point (memplan) before anything is drawn

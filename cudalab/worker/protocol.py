@@ -19,10 +19,10 @@ Events (worker → parent), each an object with ``ev``:
 - ``ready`` (``device``: the GPU's facts, ``pid``) or ``error`` (``message``, ``exit_code``): once, first.
 - ``stage`` (``variant``, ``stage``: ``preparing`` | ``compiling`` | ``running``, ``watch``: whether
   the watchdog times this stage) and ``beat`` (alive between GPU waits).
-- ``row`` (``row``: a :class:`~cudalab.results.Result` dict; ``output``: the result array with
+- ``row`` (``row``: a :class:`~cudalab.records.results.Result` dict; ``output``: the result array with
   ``keep_outputs``), ``done`` (``id``; ``inputs`` with ``keep_outputs``), ``refused`` (``id``,
   ``message``, ``exit_code``: the point cannot run at all, e.g. its memory plan does not fit).
-- ``roofline`` (``id``, ``roofline``: a :class:`~cudalab.results.Roofline` dict or null, ``reason``).
+- ``roofline`` (``id``, ``roofline``: a :class:`~cudalab.records.results.Roofline` dict or null, ``reason``).
 - ``info`` (``device``, ``free``, ``roofline`` or null, ``reason``).
 - ``lost`` (``reason``): the CUDA context is broken (a sticky error); the worker exits after it.
 - ``bye`` (``telemetry``).

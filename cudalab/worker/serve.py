@@ -10,7 +10,7 @@ sticky error) ends its row as ``failed`` with the error named and the next step 
 worker then says ``lost`` and exits at once, without the clean-up that would fail call after call
 on a dead context. Its parent starts a fresh one for the rows that remain. A kernel that never
 finishes is the parent's to end: it kills the worker when no beat came for too long
-(:mod:`cudalab.heartbeat`).
+(:mod:`cudalab.worker.heartbeat`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import sys
 import threading
 from typing import Any, BinaryIO, Callable, TextIO
 
-from cudalab import heartbeat
+from cudalab.worker import heartbeat
 from cudalab.errors import CudalabError
-from cudalab.results import FAILED, PASSED, SKIPPED, Result
+from cudalab.records.results import FAILED, PASSED, SKIPPED, Result
 from cudalab.worker import early
 from cudalab.worker.protocol import decode, encode, pack_array
 
@@ -55,8 +55,11 @@ def open_gpu(index: int, energy: bool = False) -> tuple[Any, Any, str]:
     Returns:
         (device, telemetry or None, the note why telemetry is off).
     """
-    from cudalab import gpu, telemetry, warm  # noqa: PLC0415  (only a worker imports pycuda)
-    from cudalab import catalog, runner  # noqa: F401, PLC0415  (what a point needs, while the GPU starts)
+    from cudalab.worker import gpu  # noqa: PLC0415  (only a worker imports pycuda)
+    from cudalab.instruments import telemetry  # noqa: PLC0415  (only a worker imports pycuda)
+    from cudalab.worker import warm  # noqa: PLC0415  (only a worker imports pycuda)
+    from cudalab import catalog  # noqa: F401, PLC0415  (what a point needs, while the GPU starts)
+    from cudalab.worker import executor as runner  # noqa: F401, PLC0415  (what a point needs, while the GPU starts)
 
     try:
         catalog.load_catalog()  # its files parsed now: the first point's precheck reads them from a cache
@@ -67,7 +70,7 @@ def open_gpu(index: int, energy: bool = False) -> tuple[Any, Any, str]:
         bus = gpu.pci_bus_id(index)
     except Exception:  # the device is opened next and says what is wrong in its own words
         bus = None
-    # a worker started its GPU at once (cudalab.warm): who computed before its context came then
+    # a worker started its GPU at once (cudalab.worker.warm): who computed before its context came then
     opened = telemetry.open_telemetry(index, bus, energy=energy, baseline=warm.before_context())
     try:
         dev = gpu.Device(index)
@@ -137,7 +140,7 @@ class Worker:
         self.chan.send(ev="bye", telemetry=dict(summary, worker_peak_rss_mib=_peak_rss_mib()))
 
     def _run(self, pid: int, request: dict, prepared: Any = None) -> tuple[Any, Any]:
-        from cudalab import runner  # noqa: PLC0415
+        from cudalab.worker import executor as runner  # noqa: PLC0415
 
         if self.current is not None and self.current[0] == pid:
             return self.current[1], self.current[2]
@@ -208,7 +211,7 @@ class Worker:
 
     def info(self, mib: int, bandwidth: bool) -> None:
         """``cudalab info``: the GPU's facts, its free memory, and its copy roofline on ``mib`` MiB."""
-        from cudalab import roofline  # noqa: PLC0415
+        from cudalab.worker import roofline  # noqa: PLC0415
         from cudalab.bench import Protocol  # noqa: PLC0415
 
         free = int(self.dev.mem_info()[0])
@@ -261,7 +264,7 @@ def serve(inp: TextIO, out: BinaryIO, index: int, energy: bool = False,
         index: the GPU.
         energy: ``--energy`` was asked for (NVML must be there).
         open_device: opens the GPU (tests pass a fake).
-        opening: whether the GPU is still coming up in the background (:func:`cudalab.warm.opening`); while
+        opening: whether the GPU is still coming up in the background (:func:`cudalab.worker.warm.opening`); while
             it is, a point the parent sent already has its inputs drawn (:mod:`cudalab.worker.early`).
     """
     chan = Channel(out)
@@ -302,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and ends this process itself
     out = os.fdopen(args.fd, "wb", buffering=0)
     try:
-        from cudalab import warm  # noqa: PLC0415
+        from cudalab.worker import warm  # noqa: PLC0415
 
         serve(sys.stdin, out, args.device, args.energy, opening=warm.opening)
     finally:

@@ -1,5 +1,5 @@
 """Who computes on the GPUs, and which of those processes are this one's: NVML's lists and /proc (the helpers
-:mod:`cudalab.telemetry` tells another process from ours with)."""
+:mod:`cudalab.instruments.telemetry` tells another process from ours with)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ def ancestors(pid: int | None = None) -> set[int]:
 
 def compute_pids(nvml: Any | None = None) -> set[int] | None:
     """The processes computing on any GPU now, from NVML (None where it cannot say): read at a worker's start
-    before its context exists (:func:`cudalab.warm.start`), the baseline
-    :meth:`cudalab.telemetry.Telemetry.before_open` takes. ``nvml``: an initialised NVML module (tests pass a
+    before its context exists (:func:`cudalab.worker.warm.start`), the baseline
+    :meth:`cudalab.instruments.telemetry.Telemetry.before_open` takes. ``nvml``: an initialised NVML module (tests pass a
     fake); None imports ``pynvml``."""
     if nvml is None:
-        from cudalab.telemetry import import_nvml  # noqa: PLC0415  (telemetry imports this module)
+        from cudalab.instruments.telemetry import import_nvml  # noqa: PLC0415  (telemetry imports this module)
 
         nvml, _ = import_nvml()
     if nvml is None:

@@ -1,6 +1,6 @@
 """The CI gate of ``cudalab compare --fail-on``: its options and when it fails (pure).
 
-A gate fails on a row judged slower by more than the threshold, with confidence (:mod:`cudalab.compare`
+A gate fails on a row judged slower by more than the threshold, with confidence (:mod:`cudalab.records.compare`
 judges), and on a row of the base run that the new run lacks; it never fails on faster or unsure rows,
 and it cannot pass on nothing.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from cudalab.compare import SLOWER, Comparison, Row
+from cudalab.records.compare import SLOWER, Comparison, Row
 from cudalab.errors import UsageError
 
 

@@ -2,7 +2,7 @@
 
 The parent kills a worker whose kernel has not finished within the run's timeout; it can only tell a
 hung kernel from a long run by hearing from the worker's main thread between waits. GPU waits
-(:meth:`cudalab.gpu.Device.synchronize`, an event's end, a chunk of a download) call :func:`beat`,
+(:meth:`cudalab.worker.gpu.Device.synchronize`, an event's end, a chunk of a download) call :func:`beat`,
 which does nothing until a worker installs its sender, and at most every :data:`EVERY_S` seconds
 after that. A thread that beat on its own would keep a hung worker looking alive: only the thread
 that waits may beat, except inside :func:`host_work`, where the worker computes on the host (inputs,

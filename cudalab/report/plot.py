@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from cudalab.errors import ToolMissingError, UsageError
 from cudalab.files import check_output_path, write_bytes
-from cudalab.results import Result, RunPoint, RunRecord, Status
+from cudalab.records.results import Result, RunPoint, RunRecord, Status
 
 SUFFIXES = (".png", ".svg", ".pdf")
 _HOST_NOTE = "CPU (host) rows not drawn"
@@ -235,7 +235,7 @@ def plot_comparison(comparisons: Sequence[Any], path: str | os.PathLike) -> None
     judges (more/less efficient), so a row that took less time is never drawn as 'slower'.
 
     Args:
-        comparisons: :class:`cudalab.compare.Comparison` objects, all with the same base.
+        comparisons: :class:`cudalab.records.compare.Comparison` objects, all with the same base.
         path: the picture to write.
     """
     plt = _pyplot()

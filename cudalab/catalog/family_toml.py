@@ -9,7 +9,7 @@ from typing import Any
 
 from cudalab.errors import CatalogError, UsageError
 from cudalab.launch import Dim3, parse_dims
-from cudalab.specs import KINDS, FamilySpec, VariantSpec
+from cudalab.catalog.specs import KINDS, FamilySpec, VariantSpec
 
 __all__ = ["METRICS", "validated"]
 

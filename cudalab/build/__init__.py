@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from cudalab.defines import validate_define  # noqa: F401  (also the name other modules use)
+from cudalab.build.defines import validate_define  # noqa: F401  (also the name other modules use)
 from cudalab.errors import CompileError, CudalabError, UsageError
 from cudalab.files import load_json, read_bytes
-from cudalab.ptxas import KernelInfo, parse_ptx_params, parse_ptxas  # noqa: F401  (re-exported)
-from cudalab.restated import drop_restated, find_local
-from cudalab.tools import find_cuda_tool
+from cudalab.build.ptxas import KernelInfo, parse_ptx_params, parse_ptxas  # noqa: F401  (re-exported)
+from cudalab.build.restated import drop_restated, find_local
+from cudalab.build.toolkit import find_cuda_tool
 
 # Every flag but -arch and -I (both in the cache key on their own). Part of the cache key.
 FLAGS = ("-cubin", "-lineinfo", "-Xptxas", "-v")
@@ -47,7 +47,7 @@ class Build:
 
     Attributes:
         defines: the ``(NAME, VALUE)`` pairs, sorted, that the build was asked for (the prelude left
-            out those restating the source's own defaults: :mod:`cudalab.restated`).
+            out those restating the source's own defaults: :mod:`cudalab.build.restated`).
         kernels: one record per ``.entry`` of the cubin, in source order.
         log: nvcc's output (ptxas's ``-v`` report) from the run that made the cubin.
         cached: True when it came from the disk cache and nvcc did not run.
@@ -87,7 +87,7 @@ def _check_arch(arch: str) -> None:
 # --- nvcc ----------------------------------------------------------------------------------------------
 
 def find_nvcc() -> str:
-    """Path of nvcc (see :func:`cudalab.tools.find_cuda_tool`)."""
+    """Path of nvcc (see :func:`cudalab.build.toolkit.find_cuda_tool`)."""
     return find_cuda_tool("nvcc", "nvcc", "install the CUDA toolkit")
 
 

@@ -9,7 +9,7 @@ A value reaches the compiler as a ``#define`` prelude (:mod:`cudalab.build`), ne
 * a macro whose family value is a non-negative integer (``UNROLL = "4"``, ``IPAD = "1"``) is a count
   or a padding: it may be 0 but not negative.
 
-Values are evaluated with :func:`cudalab.expr.evaluate` (safe: division by zero is one line, never a
+Values are evaluated with :func:`cudalab.catalog.expr.evaluate` (safe: division by zero is one line, never a
 traceback). Values naming launch quantities (``block_y / 2``) are left to the planner, which
 evaluates them per launch.
 """
@@ -20,8 +20,8 @@ import re
 from typing import Iterable
 
 from cudalab.errors import CatalogError, UsageError
-from cudalab.expr import evaluate
-from cudalab.specs import FamilySpec, VariantSpec
+from cudalab.catalog.expr import evaluate
+from cudalab.catalog.specs import FamilySpec, VariantSpec
 
 #: The launch quantities a family.toml expression may name (:func:`cudalab.plan.names_for`).
 _LAUNCH = re.compile(r"\b(block_[xyz]|threads|tile_[xyz]|warps)\b")

@@ -16,11 +16,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cudalab import build, heartbeat, warm
+from cudalab import build
+from cudalab.worker import heartbeat
+from cudalab.worker import warm
 from cudalab.errors import CompileError, GpuError, GpuUnavailableError
-from cudalab.devarray import DeviceArray
+from cudalab.worker.devarray import DeviceArray
 from cudalab.launch import DeviceLimits, Dim3, fmt_dims
-from cudalab.own_kernels import FLUSH_SRC, SPIN_SRC, source_file
+from cudalab.worker.own_kernels import FLUSH_SRC, SPIN_SRC, source_file
 
 INSTALL_HINT = "install it on a machine with an NVIDIA driver: pip install -e '.[gpu]'"
 
@@ -270,7 +272,7 @@ class Device:
         """A pinned host buffer of at least ``nbytes`` (uint8), kept for the process: downloads into
         pinned memory run at full PCIe/NVLink speed, pageable ones at a fraction of it."""
         if self._staging is None or self._staging.nbytes < nbytes:
-            # the worker's start made one while Python imported (cudalab.warm): 70 ms less here
+            # the worker's start made one while Python imported (cudalab.worker.warm): 70 ms less here
             self._staging = warm.take_staging(nbytes)
             if self._staging is None:
                 self._staging = self.drv.pagelocked_empty(max(nbytes, 1), np.uint8)
@@ -278,7 +280,7 @@ class Device:
 
     def flush_l2(self) -> None:
         """Read a buffer twice the L2 size so the next sample starts with a cold cache of clean lines
-        (see :data:`cudalab.own_kernels.FLUSH_SRC`); a memset of it where the read kernel cannot be built."""
+        (see :data:`cudalab.worker.own_kernels.FLUSH_SRC`); a memset of it where the read kernel cannot be built."""
         nbytes = 2 * max(self.info.l2_bytes, 1 << 20)
         if self._scratch is None:
             self._scratch = self.drv.mem_alloc(nbytes + 64)

@@ -1,8 +1,8 @@
 """Device arrays: a GPU allocation of a shape and dtype (rows optionally pitched) with uploads, downloads
 (whole, in pinned row chunks, or only the row padding) and poison fills.
 
-Kept apart from :mod:`cudalab.gpu` for size; it imports no pycuda itself: every driver call goes
-through the :class:`~cudalab.gpu.Device` that made the array (``dev.drv``).
+Kept apart from :mod:`cudalab.worker.gpu` for size; it imports no pycuda itself: every driver call goes
+through the :class:`~cudalab.worker.gpu.Device` that made the array (``dev.drv``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cudalab import heartbeat
+from cudalab.worker import heartbeat
 from cudalab.errors import OutOfMemoryError
 
 if TYPE_CHECKING:  # for annotations only
-    from cudalab.gpu import Device
+    from cudalab.worker.gpu import Device
 
 
 #: Uploads of at least this many bytes go through pinned memory in chunks: a pageable 1 GiB upload ran

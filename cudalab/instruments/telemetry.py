@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cudalab.errors import CudalabError
-from cudalab.gpu_pids import ancestors, compute_pids  # noqa: F401  (compute_pids: the worker's baseline)
-from cudalab.readings import BENIGN, REASONS, Poll, Reading, Sustained, decode_reasons, summarize  # noqa: F401
+from cudalab.instruments.gpu_pids import ancestors, compute_pids  # noqa: F401  (compute_pids: the worker's baseline)
+from cudalab.instruments.readings import BENIGN, REASONS, Poll, Reading, Sustained, decode_reasons, summarize  # noqa: F401
 
 INTERVAL_S = 0.005
 #: NVML's field id of the instantaneous power draw (``pynvml.NVML_FI_DEV_POWER_INSTANT``, driver 530+).

@@ -15,7 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 from cudalab.families.model import Case, Check
-from cudalab import heartbeat, hostwork
+from cudalab import hostwork
+from cudalab.worker import heartbeat
 from cudalab.hostwork import RowChunks
 
 #: The two poison byte patterns: 0xFF (NaN for floats, -1 for ints) and 0x7F (3.4e38 in float32,

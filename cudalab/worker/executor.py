@@ -13,7 +13,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab import heartbeat, memplan, roofline, user
+from cudalab import memplan
+from cudalab.worker import heartbeat
+from cudalab.worker import roofline
+from cudalab.catalog import user
 from cudalab import launch as L
 from cudalab.bench import measure, summarize
 from cudalab.catalog import VariantSpec
@@ -22,9 +25,9 @@ from cudalab.families import Case, Launch
 from cudalab.families.model import Check, SetupContext
 from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
 from cudalab.plan import variant_arch as plan_arch
-from cudalab.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
-from cudalab.sampling import Timing, sustained_energy, time_case
-from cudalab.verify import verified_launches
+from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
+from cudalab.worker.sampling import Timing, sustained_energy, time_case
+from cudalab.worker.verify import verified_launches
 
 __all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "plan_launch", "precheck",
            "PASSED", "INCORRECT", "FAILED", "SKIPPED", "Result", "Roofline"]
@@ -91,7 +94,7 @@ class FamilyRun:
             inputs: inputs to use instead of drawing fresh ones (the roofline copies the run's own).
             strict: refuse when no kernel can run (a sweep's points pass False, see :func:`precheck`).
             on_stage: called with (variant, "compiling" | "running") for progress.
-            telemetry: a :class:`cudalab.telemetry.Telemetry` (None: no NVML, no telemetry columns).
+            telemetry: a :class:`cudalab.instruments.telemetry.Telemetry` (None: no NVML, no telemetry columns).
         """
         self.req = req
         self.device = device

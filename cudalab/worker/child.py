@@ -1,8 +1,8 @@
 """The child run under a tool (ncu, compute-sanitizer): one GPU worker's point, answered in a file.
 
-The parent writes the typed :class:`~cudalab.runner.RunRequest` it holds to a JSON file and starts::
+The parent writes the typed :class:`~cudalab.worker.executor.RunRequest` it holds to a JSON file and starts::
 
-    [TOOL ARGV...] python -m cudalab.child REQUEST.json RESULT.json
+    [TOOL ARGV...] python -m cudalab.worker.child REQUEST.json RESULT.json
 
 The child runs the family in profile mode (each selected variant: one poisoned, verified launch;
 nothing timed, no roofline) with the worker's own code (:class:`cudalab.worker.serve.Worker`), and
@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cudalab import warm
+from cudalab.worker import warm
 
-if __name__ == "__main__":  # the child itself: its GPU starts while the imports below run (cudalab.warm)
+if __name__ == "__main__":  # the child itself: its GPU starts while the imports below run (cudalab.worker.warm)
     try:
         warm.start(int(json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")).get("device", 0)))
     except (IndexError, OSError, ValueError, TypeError, AttributeError):
@@ -34,8 +34,8 @@ if __name__ == "__main__":  # the child itself: its GPU starts while the imports
 from cudalab import catalog  # noqa: E402
 from cudalab.errors import CudalabError  # noqa: E402
 from cudalab.files import atomic_write  # noqa: E402
-from cudalab.results import Result  # noqa: E402
-from cudalab.runner import RunRequest  # noqa: E402
+from cudalab.records.results import Result  # noqa: E402
+from cudalab.worker.executor import RunRequest  # noqa: E402
 
 #: The child's exit status when it could not run at all (its ``error`` says why).
 REFUSED = 2
@@ -67,7 +67,7 @@ def child_env() -> dict[str, str]:
     """The child's environment: this cudalab first on its import path (also when not installed), the
     same kernel folder, the C locale (tools print plain numbers) and UTF-8 output."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["CUDALAB_SRC"] = str(catalog.src_root())
     env["LC_ALL"] = "C"
@@ -76,8 +76,8 @@ def child_env() -> dict[str, str]:
 
 
 def child_argv(request_path: str | os.PathLike, result_path: str | os.PathLike) -> list[str]:
-    """``python -m cudalab.child REQUEST RESULT`` with this interpreter."""
-    return [sys.executable, "-m", "cudalab.child", str(request_path), str(result_path)]
+    """``python -m cudalab.worker.child REQUEST RESULT`` with this interpreter."""
+    return [sys.executable, "-m", "cudalab.worker.child", str(request_path), str(result_path)]
 
 
 @dataclass(frozen=True)
@@ -150,19 +150,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        print("usage: python -m cudalab.child REQUEST.json RESULT.json", file=sys.stderr)
+        print("usage: python -m cudalab.worker.child REQUEST.json RESULT.json", file=sys.stderr)
         return REFUSED
     req_path, res_path = args
     try:
         req = RunRequest.from_dict(json.loads(Path(req_path).read_text(encoding="utf-8")))
         req = replace(req, profile=True, roofline=False)
         warm.start(req.device)  # started at the module's top already, unless main() was called directly
-        from cudalab import gpu, runner  # noqa: PLC0415  (after the request parses: errors stay cheap)
+        from cudalab.worker import gpu  # noqa: PLC0415  (after the request parses: errors stay cheap)
+        from cudalab.worker import executor as runner  # noqa: PLC0415  (after the request parses: errors stay cheap)
         from cudalab.worker.serve import ContextLost, Worker  # noqa: PLC0415
 
         run = runner.FamilyRun(req, None)  # precheck before opening the GPU
         if run.variants:
-            run.prepare()  # the inputs drawn while the GPU starts (cudalab.warm), as a worker's first point
+            run.prepare()  # the inputs drawn while the GPU starts (cudalab.worker.warm), as a worker's first point
         dev = gpu.Device(req.device)
         dev.launch_log = []
         chan = _Rows()

@@ -1,4 +1,4 @@
-"""Tables of instruments (``cudalab ncu``'s, formatted by the instrument: :class:`cudalab.instrument.Table`)
+"""Tables of instruments (``cudalab ncu``'s, formatted by the instrument: :class:`cudalab.instruments.Table`)
 and of ``cudalab sanitize``."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from cudalab.instrument import Table
+from cudalab.instruments import Table
 from cudalab.report.console import console
-from cudalab.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED
+from cudalab.records.results import FAILED, FINDINGS, INCORRECT, MISSING, PASSED, SKIPPED
 
 
 _STYLE = {"ok": "green", "bad": "bold red", "warn": "yellow"}
@@ -20,7 +20,7 @@ _ROW_STYLE = {PASSED: "ok", INCORRECT: "bad", FAILED: "bad", FINDINGS: "bad", SK
 
 
 def instrument_table(t: Table) -> RichTable:
-    """An instrument's own table (:class:`cudalab.instrument.Table`) as a rich table."""
+    """An instrument's own table (:class:`cudalab.instruments.Table`) as a rich table."""
     out = RichTable(box=box.SIMPLE_HEAVY, pad_edge=False)
     for i, c in enumerate(t.headers):
         out.add_column(c, justify="left" if i in t.left else "right", overflow="fold")

@@ -1,6 +1,6 @@
 """What NVML readings become: polls, a window's summary, a sustained run's power (pure, no NVML).
 
-See :mod:`cudalab.telemetry` for how they are read and why power is the instantaneous field.
+See :mod:`cudalab.instruments.telemetry` for how they are read and why power is the instantaneous field.
 """
 
 from __future__ import annotations

@@ -18,15 +18,15 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from cudalab.errors import CatalogError, UsageError
-from cudalab.family_toml import METRICS, validated  # noqa: F401  (METRICS re-exported)
+from cudalab.catalog.family_toml import METRICS, validated  # noqa: F401  (METRICS re-exported)
 from cudalab.files import read_text
-from cudalab.specs import KINDS, FamilySpec, VariantSpec  # noqa: F401  (re-exported: the catalog's records)
+from cudalab.catalog.specs import KINDS, FamilySpec, VariantSpec  # noqa: F401  (re-exported: the catalog's records)
 
 #: The kernels of an installed cudalab: the build ships the repository's cuda_src/ as the
 #: ``cudalab.kernels`` package data (pyproject.toml, ``package-dir``).
-PACKAGED_ROOT = Path(__file__).resolve().parent / "kernels"
+PACKAGED_ROOT = Path(__file__).resolve().parent.parent / "kernels"
 #: The kernels of a checkout or an editable install: cuda_src/ beside the cudalab/ package.
-CHECKOUT_ROOT = Path(__file__).resolve().parent.parent / "cuda_src"
+CHECKOUT_ROOT = Path(__file__).resolve().parent.parent.parent / "cuda_src"
 #: Names a tree of the user's own families instead (overrides both).
 SRC_ENV = "CUDALAB_SRC"
 
@@ -224,7 +224,7 @@ def load_catalog(root: Path | None = None) -> Catalog:
 
     A family that fails to load is recorded in ``Catalog.broken`` and the others still load. With no
     ``root`` given, the families of ``--family-path`` / ``CUDALAB_PATH`` and of the
-    ``cudalab.families`` entry points follow (:mod:`cudalab.discovery`).
+    ``cudalab.families`` entry points follow (:mod:`cudalab.catalog.discovery`).
 
     Raises:
         CatalogError: one line, when the root itself is unusable: ``CUDALAB_SRC`` is bad (see
@@ -275,7 +275,7 @@ def _read_catalog(root: Path | None) -> Catalog:
             good[d.name] = spec
     origins: dict[str, str] = {}
     if extend:
-        from cudalab import discovery  # noqa: PLC0415
+        from cudalab.catalog import discovery  # noqa: PLC0415
 
         more, bad = discovery.outside(set(good) | {b.name for b in broken})
         for spec, origin in more:

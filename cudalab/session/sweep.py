@@ -3,7 +3,7 @@
 Shared by the family command (:mod:`cudalab.cli.options`) and the Python API (:mod:`cudalab.api`):
 :func:`requests` builds the points, :func:`precheck_points` refuses what can be refused without a GPU,
 :func:`execute` runs them on GPU workers and :func:`record` makes the saved
-:class:`~cudalab.results.RunRecord` (one :class:`~cudalab.results.RunPoint` per point). No click, no rich.
+:class:`~cudalab.records.results.RunRecord` (one :class:`~cudalab.records.results.RunPoint` per point). No click, no rich.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from cudalab import __version__, runner
+from cudalab import __version__
+from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec
 from cudalab.errors import CudalabError, LaunchConfigError, UsageError
 from cudalab.families import Family
 from cudalab.progress import Observer
-from cudalab.results import RunPoint, RunRecord
-from cudalab.user import UserKernel
+from cudalab.records.results import RunPoint, RunRecord
+from cudalab.catalog.user import UserKernel
 
 __all__ = ["Axes", "axes", "split", "base_request", "requests", "precheck_points", "Executed", "execute", "record",
            "point_of"]
@@ -154,7 +155,7 @@ class Executed:
     """What :func:`execute` returns.
 
     Attributes:
-        runs: one planned-and-run :class:`~cudalab.runner.FamilyRun` per point started (rows, roofline, GPU).
+        runs: one planned-and-run :class:`~cudalab.worker.executor.FamilyRun` per point started (rows, roofline, GPU).
         incomplete: interrupted (Ctrl-C, SIGTERM) or cut short: what finished is kept.
         info: the GPU's facts (every GPU's under ``devices``), with the telemetry summary.
         exit_code: 130 after Ctrl-C, 143 after SIGTERM, 0 otherwise.
@@ -187,7 +188,7 @@ def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None,
         observer: progress callbacks.
         total: rows in all, for the bar's ETA.
         on_open: gets a GPU's facts as its worker opens it (the CLI prints its header then).
-        session: a started :class:`cudalab.session.Session` (the CLI starts it before planning); None
+        session: a started :class:`cudalab.session.drive.Session` (the CLI starts it before planning); None
             starts one here on ``devices`` (default: the request's GPU).
         on_change: called with the runs after every row and roofline (the CLI saves its files then).
         devices: GPU indices for a session started here, or ``"all"``.
@@ -197,7 +198,8 @@ def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None,
         WorkerError: no worker could open its GPU.
         TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
-    from cudalab.session import Session, interrupts  # noqa: PLC0415
+    from cudalab.session.drive import Session  # noqa: PLC0415
+    from cudalab.session.signals import interrupts  # noqa: PLC0415
 
     first = reqs[0]
     # --exclusive and --lock-clocks are the parent's (NVML, no CUDA context): a killed worker must not
@@ -238,12 +240,13 @@ def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None,
 
 
 def open_telemetry(req: runner.RunRequest) -> Any:
-    """NVML for the request's GPU (:func:`cudalab.telemetry.open_telemetry`), or a note why not.
+    """NVML for the request's GPU (:func:`cudalab.instruments.telemetry.open_telemetry`), or a note why not.
 
     Raises:
         TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
-    from cudalab import gpu, telemetry  # noqa: PLC0415
+    from cudalab.worker import gpu  # noqa: PLC0415
+    from cudalab.instruments import telemetry  # noqa: PLC0415
 
     try:
         bus = gpu.pci_bus_id(req.device)
@@ -267,8 +270,8 @@ def record(spec: FamilySpec, runs: Sequence[runner.FamilyRun], incomplete: bool,
            command: Sequence[str], started: float | None = None, points: Sequence[RunPoint] | None = None,
            host: dict[str, Any] | None = None) -> RunRecord:
     """The saved record of a run (``points`` when a tool has added columns to them; ``host``: the host's
-    facts when the caller has them already, :func:`cudalab.machine.facts` otherwise, ~20 ms with git)."""
-    from cudalab import machine  # noqa: PLC0415
+    facts when the caller has them already, :func:`cudalab.records.machine.facts` otherwise, ~20 ms with git)."""
+    from cudalab.records import machine  # noqa: PLC0415
 
     pts = tuple(points) if points is not None else tuple(point_of(r, spec) for r in runs)
     return RunRecord(cudalab=__version__, command=tuple(command), started=started or time.time(), device=device,

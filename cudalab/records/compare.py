@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cudalab.results import Result, RunPoint, RunRecord, Status
+from cudalab.records.results import Result, RunPoint, RunRecord, Status
 
 #: Verdicts. ``NONE`` is a row that cannot be judged (host row, no samples, only in one file).
 SAME, FASTER, SLOWER, UNSURE, NONE = "same", "faster", "slower", "unsure", "–"

@@ -17,7 +17,7 @@ import numpy as np
 
 from cudalab.catalog import VariantSpec, family
 from cudalab.errors import CudalabError, UsageError
-from cudalab.results import PASSED, Result, Roofline
+from cudalab.records.results import PASSED, Result, Roofline
 
 if TYPE_CHECKING:
     from cudalab.bench import Protocol
@@ -83,12 +83,12 @@ def measure(device: Any, nbytes: int, protocol: Protocol, source: np.ndarray | N
         nbytes: bytes the copy reads (and writes).
         protocol: the run's timing protocol.
         source: what to copy: a float32 matrix is copied as it is (see :func:`source_matrix`).
-        ctx: the run's :class:`cudalab.runner.Context`: an input already uploaded there is not uploaded again.
+        ctx: the run's :class:`cudalab.worker.executor.Context`: an input already uploaded there is not uploaded again.
 
     Raises:
         CudalabError: the driver copy failed.
     """
-    from cudalab.runner import FamilyRun, RunRequest  # noqa: PLC0415  (the runner asks this module)
+    from cudalab.worker.executor import FamilyRun, RunRequest  # noqa: PLC0415  (the runner asks this module)
 
     best = kernel_variant()
     ready = source is not None and source.dtype == np.float32 and source.ndim == 2

@@ -178,7 +178,7 @@ ENERGY_BATCH_S = 0.05
 def sustained_energy(dev: Any, case: Any, median_ms: float, tele: Any, seconds: float, work_bytes: int = 0,
                      work_flops: int = 0, clock: Callable[[], float] = time.perf_counter) -> dict:
     """``--energy``: the row's launches (with their resets) back to back for ``seconds``, the board's
-    power from NVML's energy counter meanwhile (:meth:`cudalab.telemetry.Telemetry.sustained_watts`);
+    power from NVML's energy counter meanwhile (:meth:`cudalab.instruments.telemetry.Telemetry.sustained_watts`);
     energy per launch = that power x the event median. ``Result.extra`` entries, or a note why none.
     """
     def enqueue_k(k: int) -> None:

@@ -17,7 +17,7 @@ import ctypes
 import threading
 from typing import Any, Callable
 
-#: Pinned host memory made at start (two chunks of :meth:`cudalab.devarray.DeviceArray.chunks`): the
+#: Pinned host memory made at start (two chunks of :meth:`cudalab.worker.devarray.DeviceArray.chunks`): the
 #: buffer row-chunk downloads and staged uploads go through.
 STAGING_BYTES = 128 << 20
 #: ``CU_MEMHOSTALLOC_PORTABLE``: pinned for every context, not only the one current at allocation.

@@ -18,7 +18,7 @@ from typing import Any
 
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
-from cudalab.instrument import Instrument
+from cudalab.instruments import Instrument
 from cudalab.files import atomic_write, load_json
 
 SCHEMA_VERSION = 2
@@ -161,7 +161,7 @@ class RunPoint:
         device: the index of the GPU that ran the point (None in records older than ``--devices``).
         roofline_note: why the point has no roofline although it wanted one ('' otherwise).
         instruments: the instruments that added figures to the rows (``--ncu``): their columns and legend
-            (:mod:`cudalab.instrument`), so a table shows them from the point alone.
+            (:mod:`cudalab.instruments`), so a table shows them from the point alone.
     """
 
     family: str
@@ -219,7 +219,7 @@ class RunRecord:
         command: the command line.
         started: seconds since the epoch.
         incomplete: the run was interrupted (or a point failed) and holds what was measured.
-        device: the GPU (:meth:`cudalab.gpu.DeviceInfo.to_dict`), with measured clocks where known.
+        device: the GPU (:meth:`cudalab.worker.gpu.DeviceInfo.to_dict`), with measured clocks where known.
         machine: host facts (hostname, Python, NumPy, pycuda, CuPy, kernel tree revision).
         points: one per problem.
     """
@@ -243,14 +243,14 @@ class RunRecord:
         return [(p, r) for p in self.points for r in p.results]
 
     def _repr_html_(self) -> str:
-        """A notebook shows the tables, coloured as on a terminal (:func:`cudalab.notebook.record_html`)."""
-        from cudalab.notebook import record_html  # noqa: PLC0415
+        """A notebook shows the tables, coloured as on a terminal (:func:`cudalab.report.notebook.record_html`)."""
+        from cudalab.report.notebook import record_html  # noqa: PLC0415
 
         return record_html(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        """IPython's text form: the tables, not every raw sample (:func:`cudalab.notebook.record_text`)."""
-        from cudalab.notebook import record_text  # noqa: PLC0415
+        """IPython's text form: the tables, not every raw sample (:func:`cudalab.report.notebook.record_text`)."""
+        from cudalab.report.notebook import record_text  # noqa: PLC0415
 
         p.text("RunRecord(...)" if cycle else record_text(self))
 

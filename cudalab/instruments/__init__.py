@@ -3,7 +3,7 @@
 An instrument measures each variant beside cudalab's own timing (ncu's metric sets today) and keeps plain
 numbers in each row's ``extra`` under keys it owns. It describes them with one :class:`Instrument`: its
 :class:`Column` s (key, header, decimals, the key of a ✓/✗) and the legend lines printed under a table that
-shows them. The description travels with the rows (:attr:`cudalab.results.RunPoint.instruments`, saved in the
+shows them. The description travels with the rows (:attr:`cudalab.records.results.RunPoint.instruments`, saved in the
 record), so a run table and ``cudalab report`` show any instrument's columns and legend from the point alone,
 importing nothing of the instrument. An instrument with a table of its own (``cudalab ncu``) hands a
 :class:`Table` of formatted cells to :func:`cudalab.report.print_table`.

@@ -1,4 +1,4 @@
-"""How a :class:`~cudalab.results.RunRecord` shows in a notebook: the tables the terminal prints, as HTML
+"""How a :class:`~cudalab.records.results.RunRecord` shows in a notebook: the tables the terminal prints, as HTML
 with their colours (``RunRecord._repr_html_``) and as plain text (``_repr_pretty_``), instead of the
 dataclass's repr of every raw sample."""
 

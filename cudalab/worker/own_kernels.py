@@ -1,4 +1,4 @@
-"""cudalab's own small kernels, run around every sample (CUDA C source; compiled by :mod:`cudalab.gpu`).
+"""cudalab's own small kernels, run around every sample (CUDA C source; compiled by :mod:`cudalab.worker.gpu`).
 
 Strings, so a probe script or a test can build the very same kernels with another CUDA stack; and the
 file each is built from (:func:`source_file`).
