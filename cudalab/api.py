@@ -15,11 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from cudalab import catalog
+from cudalab.errors import UsageError
+from cudalab.session.options import RunOptions
 
 if TYPE_CHECKING:
     from cudalab.records.results import RunRecord
 
-__all__ = ["run", "command_options"]
+__all__ = ["run", "run_options"]
 
 
 def _text(value: Any) -> Any:
@@ -39,40 +41,33 @@ def _define(name: str, value: Any) -> str:
     return f"{name}={','.join(str(v) for v in values)}"
 
 
-def command_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
-                    dtype: str | Sequence[str] | None = None, block: Any = None, grid: str | None = None,
-                    add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
-                    budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True,
-                    energy: bool = False, exclusive: bool = False, lock_clocks: int | None = None, force: bool = False,
-                    device: int = 0, devices: Sequence[int] | str | None = None, timeout: float | None = None,
-                    **options: Any) -> dict[str, Any]:
-    """:func:`run`'s arguments as the family command's keyword arguments (click's names), which
-    :func:`cudalab.session.run.run_points` takes from both.
+def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
+                dtype: str | Sequence[str] | None = None, block: Any = None, grid: str | None = None,
+                add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
+                budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True,
+                energy: bool = False, exclusive: bool = False, lock_clocks: int | None = None, force: bool = False,
+                device: int = 0, devices: Sequence[int] | str | None = None, timeout: float | None = None,
+                **options: Any) -> RunOptions:
+    """:func:`run`'s arguments as the typed request every front end builds
+    (:class:`~cudalab.session.options.RunOptions`).
 
     Raises:
         UsageError: an option the family does not have.
     """
-    from cudalab.errors import UsageError  # noqa: PLC0415
-
     known = [o.name.replace("-", "_") for o in fam.OPTIONS]
     for name in options:
         if name.replace("-", "_") not in known:
             raise UsageError(f"no option {name!r}; valid: {', '.join(o.name for o in fam.OPTIONS) or 'none'}")
-    kw: dict[str, Any] = {
-        "variants": variants if variants is None or isinstance(variants, str) else ",".join(variants),
-        "all_": False, "n": _text(n), "shape": _text(shape),
-        "dtype": dtype if dtype is None or isinstance(dtype, str) else list(dtype),
-        "block": _text(block), "grid": grid, "add": (add,) if isinstance(add, str) else tuple(add),
-        "defines": tuple(_define(k, v) for k, v in (defines or {}).items()), "seed": seed,
-        "budget": budget, "min_samples": min_samples, "hot": hot, "no_roofline": not roofline,
-        "energy": energy, "exclusive": exclusive, "lock_clocks": lock_clocks, "force": force, "device": device,
-        "devices": devices if devices is None or isinstance(devices, str) else ",".join(str(int(d)) for d in devices),
-        "timeout": timeout,
-    }
-    for name in known:  # every option of the family, as the command line passes them (None: its default)
-        kw[name] = None
-    kw.update({name.replace("-", "_"): value for name, value in options.items()})
-    return kw
+    given = {name.replace("-", "_"): value for name, value in options.items()}
+    return RunOptions(
+        variants=variants if variants is None or isinstance(variants, str) else ",".join(variants),
+        n=_text(n), shape=_text(shape), dtype=dtype if dtype is None or isinstance(dtype, str) else list(dtype),
+        block=_text(block), grid=grid, add=(add,) if isinstance(add, str) else tuple(add),
+        defines=tuple(_define(k, v) for k, v in (defines or {}).items()), seed=seed, budget=budget,
+        min_samples=min_samples, hot=hot, roofline=roofline, energy=energy, exclusive=exclusive,
+        lock_clocks=lock_clocks, force=force, device=device,
+        devices=devices if devices is None or isinstance(devices, str) else ",".join(str(int(d)) for d in devices),
+        timeout=timeout, options=tuple((o.name, given.get(o.name.replace("-", "_"))) for o in fam.OPTIONS))
 
 
 def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
@@ -133,8 +128,8 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
     with catalog.held():  # read once for the run, as a command does
         spec = catalog.family(family)
         fam = load(spec.module)
-        kw = command_options(fam, variants, **args, **options)
-        ex = run_points(spec, fam, kw, P.for_stderr(quiet=not progress)).executed
+        opts = run_options(fam, variants, **args, **options)
+        ex = run_points(spec, fam, opts, P.for_stderr(quiet=not progress)).executed
     refused = ex.refusal()
     if refused is not None:
         raise refused

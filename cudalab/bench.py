@@ -15,7 +15,6 @@ from typing import Callable
 
 import numpy as np
 
-from cudalab.worker import heartbeat
 
 #: Two-sided 95% normal quantile, for the order-statistic confidence interval of the median.
 Z95 = 1.959964
@@ -153,6 +152,7 @@ def measure_until(
     protocol: Protocol,
     clock: Callable[[], float] = time.perf_counter,
     warmup: bool = True,
+    on_sample: Callable[[], None] = lambda: None,
 ) -> Measured:
     """Warm up, then collect samples until :func:`stop_reason` says stop.
 
@@ -161,6 +161,7 @@ def measure_until(
         protocol: warm-up count, sample bounds, budget and spread targets.
         clock: wall clock for the budget (injectable for tests).
         warmup: run the protocol's warm-up samples first.
+        on_sample: called after each sample (a GPU worker's sign of life for its parent's watchdog).
     """
     if warmup:
         for _ in range(protocol.warmup):
@@ -169,7 +170,7 @@ def measure_until(
     start = clock()
     while True:
         samples.append(sample())
-        heartbeat.beat()
+        on_sample()
         if len(samples) < min(protocol.min_samples, protocol.max_samples):
             continue  # the clock is read only once a stop is possible
         why = stop_reason(samples, protocol, clock() - start)
@@ -181,6 +182,7 @@ def measure(
     sample: Callable[[], float],
     protocol: Protocol,
     clock: Callable[[], float] = time.perf_counter,
+    on_sample: Callable[[], None] = lambda: None,
 ) -> Stats:
     """Warm up, then collect samples until the spread is small or the budget runs out.
 
@@ -188,8 +190,9 @@ def measure(
         sample: performs one sample and returns its time in ms.
         protocol: warm-up count, sample bounds, budget and spread target.
         clock: wall clock for the budget (injectable for tests).
+        on_sample: called after each sample.
     """
-    return measure_until(sample, protocol, clock).stats
+    return measure_until(sample, protocol, clock, on_sample=on_sample).stats
 
 
 def batch_size(per_launch_ms: float, protocol: Protocol) -> int:

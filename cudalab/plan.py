@@ -1,9 +1,15 @@
 """Planning a run (pure: runs without a GPU): the request, the problem, each variant's launch, and
-everything that can be refused before a GPU is opened."""
+everything that can be refused before a GPU is opened.
+
+A point is planned once, in the parent (:func:`precheck`), and travels to the GPU worker as data
+(:meth:`Plan.to_dict`): the worker reads the plan back (:meth:`Plan.from_dict`: the catalog entry, the
+family module, the problem and the variants by name) and plans nothing again.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import secrets
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from cudalab import catalog, memplan
@@ -19,7 +25,7 @@ from cudalab.families import Family, Launch, Problem, load
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Everything a user chose for one family run; JSON round-trips it for child runs (:mod:`cudalab.worker.child`).
+    """Everything a user chose for one family run; JSON round-trips it inside a :class:`Plan`.
 
     ``profile``: under a tool (ncu, compute-sanitizer) each variant runs one warm-up and one verified
     launch, nothing is timed and no roofline is measured.
@@ -195,17 +201,95 @@ def _define_value(value: str, names: dict[str, int]) -> str:
         return value
 
 
-def precheck(req: RunRequest, strict: bool = True) -> tuple[FamilySpec, Family, Problem, list[VariantSpec]]:
-    """Everything that can be refused without a GPU: names, sizes, dtype, block and grid rules, and the
-    signatures of ``--add`` kernels (nvcc, no GPU).
+@dataclass(frozen=True)
+class Plan:
+    """One point, planned: what a GPU worker runs, as data it can read back without planning again.
+
+    Attributes:
+        request: what the user chose, its seed fixed (a fresh worker continuing the point draws the same
+            inputs).
+        spec, family: the family's catalog entry and module.
+        problem: the sizes, dtype and options, parsed by the family.
+        variants: the rows to run, in order (built-ins, then ``--add`` kernels).
+        blocked: the first rule every kernel breaks (None: some kernel can run); kept for the caller to
+            decide whether a point where nothing fits is refused (a lone point) or shown (a sweep's).
+    """
+
+    request: RunRequest
+    spec: FamilySpec
+    family: Family
+    problem: Problem
+    variants: tuple[VariantSpec, ...]
+    blocked: CudalabError | None = field(default=None, compare=False)
+
+    @property
+    def label(self) -> str:
+        """The point in a progress line: sizes, dtype, block and defines."""
+        req = self.request
+        text = f"{self.problem.label} {self.problem.dtype}" + (f" block={req.block}" if req.block else "")
+        return text + "".join(f" {k}={v}" for k, v in req.defines)
+
+    def plain(self) -> bool:
+        """Whether the variants run as the family defines them (no --block, --grid or -D)."""
+        req = self.request
+        return not (req.block or req.grid or req.defines)
+
+    def own_roofline(self, results: Any) -> Any:
+        """The roofline this point's own rows measured (the copy family's), or None."""
+        if not (self.request.roofline and self.plain()):
+            return None
+        return self.family.own_roofline(self.problem, list(results))
+
+    def wants_roofline(self, results: Any) -> bool:
+        """Whether this point needs a copy roofline measured (bandwidth families, unless its own rows are one)."""
+        req = self.request
+        if not req.roofline or req.profile or self.spec.metric != "bandwidth":
+            return False
+        return bool(self.family.work(self.problem).bytes) and self.own_roofline(results) is None
+
+    def roofline_bytes(self) -> int:
+        """The bytes a roofline copy of this point moves (points of equal bytes share one roofline)."""
+        return int(self.family.roofline_bytes(self.problem))
+
+    def with_request(self, **changes: Any) -> "Plan":
+        """The same plan with request fields changed (the GPU that runs it, the rows already done)."""
+        return replace(self, request=replace(self.request, **changes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON data: the request, the problem and the variants' names."""
+        return {"request": self.request.to_dict(), "problem": self.problem.to_dict(),
+                "variants": [v.name for v in self.variants]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Plan":
+        """Read :meth:`to_dict`'s output: the catalog entry and the family module by name, nothing planned.
+
+        Raises:
+            UsageError: a family or variant the catalog does not have (a plan from another cudalab).
+        """
+        req = RunRequest.from_dict(d["request"])
+        spec = catalog.family(req.family)
+        by_name = {v.name: v for v in spec.variants}
+        by_name.update({v.name: v for v in user.variants(req.add, spec)})
+        missing = [n for n in d["variants"] if n not in by_name]
+        if missing:
+            raise UsageError(f"{spec.name} has no variant {missing[0]!r}")
+        # a point resumed by a fresh worker after a fault: the rows an earlier worker finished stay done
+        return cls(request=req, spec=spec, family=load(spec.module), problem=Problem.from_dict(d["problem"]),
+                   variants=tuple(by_name[n] for n in d["variants"] if n not in req.done))
+
+
+def precheck(req: RunRequest, strict: bool = True) -> Plan:
+    """Plan one point: everything that can be refused without a GPU (names, sizes, dtype, block and grid
+    rules, the signatures of ``--add`` kernels: nvcc, no GPU), the problem, the rows, a fixed seed.
 
     Args:
         req: the run.
         strict: refuse when no kernel can run; a sweep passes False for its points once one point can
-            run, so a point where nothing fits still shows its skipped rows.
+            run, so a point where nothing fits still shows its skipped rows (:attr:`Plan.blocked`).
 
     Raises:
-        UsageError: when every selected variant breaks a rule (the first reason is the message).
+        UsageError: when ``strict`` and every selected variant breaks a rule (the first reason is the message).
     """
     spec = catalog.family(req.family)
     fam = load(spec.module)
@@ -229,10 +313,13 @@ def precheck(req: RunRequest, strict: bool = True) -> tuple[FamilySpec, Family, 
                 user.precheck_signature(v, spec.name, fam.SIGNATURE, dict(lau.defines), problem.np_dtype.itemsize)
         except (UsageError, LaunchConfigError) as exc:
             reasons.append(exc)
-    if strict and kernels and len(reasons) == len(kernels):  # no kernel can run: refuse before opening a GPU
-        raise reasons[0]
+    blocked = reasons[0] if kernels and len(reasons) == len(kernels) else None
+    if strict and blocked is not None:  # no kernel can run: refuse before opening a GPU
+        raise blocked
     host = memplan.host_available()
     p = memplan.plan(fam, problem, None, host)
     if not p.host_fits:  # the host side is known before any GPU is opened
         memplan.check(p, memplan.largest_n(fam, problem.dtype, dict(problem.options), None, host))
-    return spec, fam, problem, variants
+    if req.seed is None:  # fixed now: every worker that runs or continues this point draws the same inputs
+        req = replace(req, seed=secrets.randbelow(2**31 - 1))
+    return Plan(req, spec, fam, problem, tuple(variants), blocked)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import bench_sections as S
-from cudalab.worker import executor as runner
+from cudalab import plan as planning
 from cudalab.ncu.metrics import DRAM_PCT
 
 #: The tile orders and shapes tried against the transpose target, each a sweep of existing
@@ -45,8 +45,8 @@ def ceiling(runs: dict, job: str, family: str, variant: str, n: str) -> dict:
     def dram(rep) -> dict:
         return {r.variant: _dram(r) for r in rep.rows}
 
-    ours = dram(ncu.profile(runner.RunRequest(family=family, variants=variant, n=n), metrics=CEILING_METRICS))
-    copies = dram(ncu.profile(runner.RunRequest(family="copy", variants="block,vec4", n=n), metrics=CEILING_METRICS))
+    ours = dram(ncu.profile(planning.RunRequest(family=family, variants=variant, n=n), metrics=CEILING_METRICS))
+    copies = dram(ncu.profile(planning.RunRequest(family="copy", variants="block,vec4", n=n), metrics=CEILING_METRICS))
     roof = runs[job]["roofline"].gbs if runs.get(job, {}).get("roofline") else None
     tried = []
     for argv in CEILING_SWEEPS:

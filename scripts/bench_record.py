@@ -7,6 +7,7 @@ import datetime
 import statistics
 
 from cudalab import __version__, report
+from cudalab.families.model import cupy_version
 from cudalab.worker import gpu
 from cudalab.worker import executor as runner
 
@@ -214,7 +215,7 @@ def record_markdown(info: dict, cmd: str, checks, runs: dict, extra: dict, cat) 
           f"GPU: {info['name']}, sm_{info['compute_capability'].replace('.', '')}, {info['sm_count']} SMs, clocks "
           f"{clocks}, L2 {info['l2_bytes'] / 2**20:.0f} MiB, {info['total_memory'] / 2**30:.0f} GiB; driver "
           f"{info.get('driver_release') or '?'} (CUDA {info['driver_version']} driver API), CUDA {info['cuda_version']} "
-          f"(pycuda build), CuPy {gpu.cupy_version() or 'absent'}.", ""]
+          f"(pycuda build), CuPy {cupy_version() or 'absent'}.", ""]
     if tele.get("throttle"):
         md += [f"Clock events seen during the samples: {', '.join(tele['throttle'])}.", ""]
     md += ["Timing: CUDA events, each sample enqueued behind a spin kernel (no host latency between the events), "

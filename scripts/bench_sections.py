@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from cudalab import plan as planning
 from cudalab import memplan
-from cudalab.worker import executor as runner
 from cudalab.families import load
 
 CLI = [sys.executable, "-m", "cudalab"]
@@ -504,7 +504,7 @@ def table36(runs: dict, job: str = "reduce 2^24 int32") -> list[dict]:
     run = runs.get(job)
     if not run or run.get("error"):
         return []
-    req = runner.RunRequest(family="reduce", n=run["request"].get("n"), dtype=run["request"].get("dtype"))
+    req = planning.RunRequest(family="reduce", n=run["request"].get("n"), dtype=run["request"].get("dtype"))
     rep = ncu.profile(req, metrics="memory")
     times = {r.variant: r for r in run["rows"]}
     out = []

@@ -50,7 +50,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cudalab import plan as planning
 from cudalab import __version__, catalog, report  # noqa: E402
+from cudalab.families.model import cupy_version  # noqa: E402
 from cudalab.worker import gpu  # noqa: E402
 from cudalab.worker import executor as runner  # noqa: E402
 from cudalab.bench import Protocol  # noqa: E402
@@ -109,7 +111,7 @@ def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
     jobs, only the device's description (and its free memory, for the large section)."""
     from cudalab.session import sweep
 
-    tele = sweep.open_telemetry(runner.RunRequest(family=jobs[0][1])) if jobs else None
+    tele = sweep.open_telemetry(planning.RunRequest(family=jobs[0][1])) if jobs else None
     dev = gpu.Device(0)
     if tele is not None and tele.telemetry is not None:
         tele.telemetry.after_open()
@@ -118,8 +120,8 @@ def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
         t0 = time.time()
         print(f"== {job}", file=sys.stderr, flush=True)
         try:
-            req = runner.RunRequest(family=fam, protocol=Protocol(budget_s=budget), seed=None, **kw)
-            run = runner.FamilyRun(req, dev, telemetry=tele.telemetry, on_result=lambda r: print(
+            req = planning.RunRequest(family=fam, protocol=Protocol(budget_s=budget), seed=None, **kw)
+            run = runner.FamilyRun(planning.precheck(req), dev, telemetry=tele.telemetry, on_result=lambda r: print(
                 f"   {r.variant}: {r.status} {r.median_ms} {r.reason}", file=sys.stderr, flush=True))
             rows = report.pct_column(run.run(), run.spec.metric)
             runs[job] = {"family": fam, "request": kw, "rows": rows, "roofline": run.roofline,
@@ -170,7 +172,7 @@ def record_payload(info: dict, cmd: str, checks, runs: dict, extra: dict) -> dic
     """The JSON record (what --merge reads back)."""
     return {
         "cudalab": __version__, "date": datetime.date.today().isoformat(), "command": cmd, "device": info,
-        "cupy": gpu.cupy_version(),
+        "cupy": cupy_version(),
         "targets": [{"target": n, "measured": m, "met": ok} for n, m, ok in checks],
         **extra,
         "runs": {job: {k: (v if k in ("family", "request", "error", "trace", "seconds") else None) for k, v in run.items()}

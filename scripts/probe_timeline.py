@@ -41,12 +41,12 @@ TARGETS = {
     "cudalab.hostwork": ["uniform", "integers", "exact_diff", "copy_rows"],
     "cudalab.worker.executor": ["FamilyRun.__init__", "FamilyRun.check_memory", "FamilyRun.prepare", "FamilyRun.run_variant",
                        "FamilyRun._drive",
-                       "FamilyRun.measure_roofline", "Context.upload"],
+                       "FamilyRun.measure_roofline", "Context.upload", "measure_roofline"],
     "cudalab.worker.verify": ["verified_launches"],
     "cudalab.worker.sampling": ["time_case"],
-    "cudalab.worker.roofline": ["measure"],
     "cudalab.ncu.profile": ["profile", "read_report"],
-    "cudalab.worker.child": ["run_child", "main"],
+    "cudalab.worker.child": ["main"],
+    "cudalab.session.toolchild": ["run_child"],
     "cudalab.build": ["build", "compile_cubin"],
 }
 #: modules whose import (execution) time is shown as a span of its own.

@@ -1,6 +1,6 @@
 """Stand-ins for subprocess.run that play a tool over the child protocol (no GPU, no ncu, no sanitizer).
 
-A child run (argv ends ``-m cudalab.worker.child REQUEST RESULT``) gets its result file written from the
+A child run (argv ends ``-m cudalab.worker.child PLAN RESULT``) gets its result file written from the
 request, as the real child would after running each variant once; ``-o BASE`` (ncu) makes ``BASE.ncu-rep``;
 ``ncu --import`` returns the CSV the test gives; ``--log-file LOG`` gets ncu's lines and that CSV.
 """
@@ -13,23 +13,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from cudalab import plan as planning
 from cudalab import launch as L
-from cudalab.worker import executor as runner
-from cudalab.worker.child import ChildResult
+from cudalab.worker.protocol import ChildResult
 from cudalab.records.results import PASSED, SKIPPED, Result
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
 
 
-def planned_rows(req: runner.RunRequest, status: dict | None = None) -> list[Result]:
+def planned_rows(req: planning.RunRequest, status: dict | None = None) -> list[Result]:
     """The rows the child would write: one per selected kernel variant, with its planned launch log."""
     status = status or {}
-    _, fam, problem, variants = runner.precheck(replace(req, profile=True))
+    _plan = planning.precheck(replace(req, profile=True))
+    _, fam, problem, variants = _plan.spec, _plan.family, _plan.problem, list(_plan.variants)
     rows = []
     for v in variants:
         try:
-            lau = runner.plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
+            lau = planning.plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
         except Exception as exc:
             rows.append(Result(v.name, v.kind, SKIPPED, reason=str(exc)))
             continue
@@ -67,7 +68,7 @@ class FakeRun:
         self.calls.append((list(argv), kw))
         if "--import" in argv:
             return subprocess.CompletedProcess(argv, 0, self.csv, "")
-        req = runner.RunRequest.from_dict(json.loads(Path(argv[-2]).read_text()))
+        req = planning.Plan.from_dict(json.loads(Path(argv[-2]).read_text())).request  # the parent's plan
         got = self.rows(req)
         if got is not None:
             res = got if isinstance(got, ChildResult) else ChildResult(tuple(got))

@@ -27,7 +27,8 @@ from cudalab.worker import gpu  # noqa: E402
 from cudalab.instruments import telemetry  # noqa: E402
 from cudalab.catalog import user  # noqa: E402
 from cudalab.errors import CompileError, GpuError  # noqa: E402
-from cudalab.worker.gpu import DeviceInfo, EventTime  # noqa: E402
+from cudalab.records.device import DeviceInfo  # noqa: E402
+from cudalab.worker.gpu import EventTime  # noqa: E402
 from cudalab.catalog.user import SignatureError  # noqa: E402
 from test_runcore import FakeDevice  # noqa: E402
 

@@ -28,7 +28,7 @@ import signal
 import sys
 import time
 
-from cudalab.worker import executor as runner
+from cudalab import plan as planning
 from cudalab.bench import summarize
 from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.records.results import FAILED, PASSED, SKIPPED, Result
@@ -67,7 +67,10 @@ def main() -> None:
             send(ev="info", device=info, free=60 << 30, roofline={"gbs": 200.0, "source": "memcpy_dtod",
                                                                  "dtod_gbs": 200.0}, reason="")
             continue
-        req = runner.RunRequest.from_dict(msg["request"])
+        if os.environ.get("FAKE_WORKER_NO_PLANNING"):  # a test that counts plans: the worker must plan nothing
+            planning.precheck = planning.make_problem = None  # type: ignore[assignment]
+        run = planning.Plan.from_dict(msg["plan"])  # the parent's plan, read back as a real worker does
+        req = run.request
         if msg["op"] == "roofline":
             if how.get("roofline") == "die":
                 os.kill(os.getpid(), signal.SIGSEGV)
@@ -75,7 +78,6 @@ def main() -> None:
             send(ev="roofline", id=msg["id"], roofline={"gbs": 200.0, "source": "memcpy_dtod", "dtod_gbs": 200.0},
                  reason="")
             continue
-        run = runner.FamilyRun(req, None, strict=False)
         send(ev="stage", variant="inputs", stage="preparing", watch=False)
         for v in run.variants:
             b = how.get(f"{v.name}@{req.n}", how.get(v.name, "pass"))
@@ -102,7 +104,7 @@ def main() -> None:
                     time.sleep(0.1)
                     send(ev="beat")
             try:
-                lau = runner.plan_launch(v, run.family, run.problem, req.block, req.grid) if v.kind == "kernel" else None
+                lau = planning.plan_launch(v, run.family, run.problem, req.block, req.grid) if v.kind == "kernel" else None
             except (UsageError, LaunchConfigError) as exc:
                 send(ev="row", row=Result(v.name, v.kind, SKIPPED, reason=str(exc)).to_dict(), output=None)
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 
@@ -10,8 +11,8 @@ FAST = Protocol(warmup=1, min_samples=2, max_samples=3, budget_s=0.01, flush_l2=
 
 def run_rows(device, family: str, **kw) -> dict[str, runner.Result]:
     """Run a family with a fast protocol and return its rows by variant name."""
-    req = runner.RunRequest(family=family, roofline=False, protocol=FAST, **kw)
-    return {r.variant: r for r in runner.FamilyRun(req, device).run()}
+    req = planning.RunRequest(family=family, roofline=False, protocol=FAST, **kw)
+    return {r.variant: r for r in runner.FamilyRun(planning.precheck(req), device).run()}
 
 
 def assert_all_passed(rows: dict[str, runner.Result], allow_skipped: bool = False) -> None:

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import build_share
+from cudalab import plan as planning
 from cudalab import build
 from cudalab.worker import executor as runner
 from cudalab.catalog import user
@@ -103,8 +104,8 @@ def test_two_rows_with_one_name_are_refused(cu):
 
 def test_user_rows_never_clash_with_built_ins(cu):
     path = cu(TRANSPOSE)
-    req = runner.RunRequest(family="transpose", n="64", add=user.parse_adds([f"{path}:k@name=naive"]))
-    names = [v.name for v in runner.precheck(req)[3]]
+    req = planning.RunRequest(family="transpose", n="64", add=user.parse_adds([f"{path}:k@name=naive"]))
+    names = [v.name for v in planning.precheck(req).variants]
     assert names.count("naive") == 1 and names[-1] == "+naive"
 
 
@@ -124,8 +125,9 @@ def test_path_with_spaces_and_shell_metacharacters_never_reaches_a_shell(cu, tmp
     monkeypatch.setattr(subprocess, "run", spy)
     monkeypatch.chdir(tmp_path)
     k = user.parse_add(f"{path}:k")
-    req = runner.RunRequest(family="transpose", variants="none", n="64", add=(k,))
-    spec, fam, problem, variants = runner.precheck(req)
+    req = planning.RunRequest(family="transpose", variants="none", n="64", add=(k,))
+    _plan = planning.precheck(req)
+    spec, fam, problem, variants = _plan.spec, _plan.family, _plan.problem, list(_plan.variants)
     assert [v.name for v in variants] == ["+k"]
     assert calls, "nvcc was not run"
     assert all(str(path.parent) not in arg and "PWNED" not in arg for argv in calls for arg in argv)
@@ -184,8 +186,8 @@ def test_every_built_in_kernel_fits_its_family_signature_where_it_takes_the_plai
     spec = family(name)
     fam = load(spec.module)
     v = next(v for v in spec.variants if v.kind == "kernel")
-    problem = runner.make_problem(spec, fam, runner.RunRequest(family=name, n="64"))
-    lau = runner.plan_launch(v, fam, problem)
+    problem = planning.make_problem(spec, fam, planning.RunRequest(family=name, n="64"))
+    lau = planning.plan_launch(v, fam, problem)
     from dataclasses import replace
     as_user = replace(v, source=str(spec.directory / v.source), params=(("user", True),))
     user.check_signature(as_user, name, fam.SIGNATURE, dict(lau.defines), problem.np_dtype.itemsize)
@@ -237,9 +239,10 @@ def test_signature_mismatch_exits_2_when_only_user_rows(cu):
 @needs_nvcc
 def test_signature_mismatch_beside_built_ins_is_a_failed_row(cu, fake_gpu):
     bad = cu(BAD, "bad.cu")
-    req = runner.RunRequest(family="transpose", variants="naive", n="64", add=user.parse_adds([f"{bad}:k"]))
-    spec, fam, problem, variants = runner.precheck(req)  # not refused: naive can run
-    run = runner.FamilyRun(req, fake_gpu)
+    req = planning.RunRequest(family="transpose", variants="naive", n="64", add=user.parse_adds([f"{bad}:k"]))
+    _plan = planning.precheck(req)
+    spec, fam, problem, variants = _plan.spec, _plan.family, _plan.problem, list(_plan.variants)
+    run = runner.FamilyRun(planning.precheck(req), fake_gpu)
     row = run.run_variant(None, variants[-1], {}, None)
     assert row.status == runner.FAILED and "launches 6 of" in row.reason
 
@@ -247,8 +250,8 @@ def test_signature_mismatch_beside_built_ins_is_a_failed_row(cu, fake_gpu):
 @needs_nvcc
 def test_compile_error_row_keeps_the_log(cu, fake_gpu):
     path = cu('extern "C" __global__ void k(float *out) { this is not C }', "broken.cu")
-    req = runner.RunRequest(family="transpose", variants="naive", n="64", add=user.parse_adds([f"{path}:k"]))
-    run = runner.FamilyRun(req, fake_gpu)
+    req = planning.RunRequest(family="transpose", variants="naive", n="64", add=user.parse_adds([f"{path}:k"]))
+    run = runner.FamilyRun(planning.precheck(req), fake_gpu)
     row = run.run_variant(None, run.variants[-1], {}, None)
     assert row.status == runner.FAILED and row.reason.startswith("nvcc could not compile")
     assert "broken.cu" in row.extra["log"]
@@ -288,8 +291,8 @@ def test_help_documents_add():
 
 def test_request_with_user_kernel_round_trips_json(cu):
     path = cu(TRANSPOSE, "dir with space/k.cu")
-    req = runner.RunRequest(family="transpose", n="64", add=user.parse_adds([f"{path}:k@block=16x16,-DPAD=1"]))
-    back = runner.RunRequest.from_dict(json.loads(json.dumps(req.to_dict())))
+    req = planning.RunRequest(family="transpose", n="64", add=user.parse_adds([f"{path}:k@block=16x16,-DPAD=1"]))
+    back = planning.RunRequest.from_dict(json.loads(json.dumps(req.to_dict())))
     assert back == req
     assert back.add[0].path == str(path) and back.add[0].defines == (("PAD", "1"),)
 
@@ -323,7 +326,7 @@ def test_a_persistent_grid_on_a_2d_family_is_capped_by_all_its_tiles_not_one_row
     (tmp_path / "k.cu").write_text(TRANSPOSE)
     v = user.parse_add(f"{tmp_path / 'k.cu'}:k@block=64x8,tile=64x64,grid=sm:4").variant((64, 8, 1))
     limits = L.DeviceLimits(sm_count=132)
-    big = runner.make_problem(spec, fam, runner.RunRequest(family="transpose", n="16384"))
-    assert runner.plan_launch(v, fam, big, limits=limits).grid == (528, 1, 1)
-    small = runner.make_problem(spec, fam, runner.RunRequest(family="transpose", n="128"))
-    assert runner.plan_launch(v, fam, small, limits=limits).grid == (4, 1, 1)
+    big = planning.make_problem(spec, fam, planning.RunRequest(family="transpose", n="16384"))
+    assert planning.plan_launch(v, fam, big, limits=limits).grid == (528, 1, 1)
+    small = planning.make_problem(spec, fam, planning.RunRequest(family="transpose", n="128"))
+    assert planning.plan_launch(v, fam, small, limits=limits).grid == (4, 1, 1)

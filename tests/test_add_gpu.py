@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 from gpu_util import FAST
 
-from cudalab.worker import child
+from cudalab import plan as planning
+from cudalab.session import toolchild as child
 from cudalab.worker import executor as runner
 from cudalab.catalog import user
 from cudalab.cli import cli
@@ -30,9 +31,9 @@ def add(name: str, keys: str) -> str:
 
 def user_rows(device, family: str, adds: list[str], **kw) -> dict[str, runner.Result]:
     """Run only the given --add kernels (fast protocol, no roofline) and return their rows by name."""
-    req = runner.RunRequest(family=family, variants="none", roofline=False, protocol=FAST,
+    req = planning.RunRequest(family=family, variants="none", roofline=False, protocol=FAST,
                             add=user.parse_adds(adds), **kw)
-    return {r.variant: r for r in runner.FamilyRun(req, device).run()}
+    return {r.variant: r for r in runner.FamilyRun(planning.precheck(req), device).run()}
 
 
 @pytest.mark.parametrize("n", ["1000", "4096"])
@@ -97,13 +98,13 @@ def test_sweep_over_n_and_block(tmp_path):
 
 
 def test_user_kernel_through_the_child_protocol(device):
-    req = runner.RunRequest(family="transpose", variants="none", n="1000", protocol=FAST,
+    req = planning.RunRequest(family="transpose", variants="none", n="1000", protocol=FAST,
                             add=user.parse_adds([add("my_transpose", T_KEYS)]), profile=True, roofline=False)
-    back = runner.RunRequest.from_dict(json.loads(json.dumps(req.to_dict())))
+    back = planning.RunRequest.from_dict(json.loads(json.dumps(req.to_dict())))
     assert back == req
     device.launch_log = []
     try:
-        rows = runner.FamilyRun(back, device).run()
+        rows = runner.FamilyRun(planning.precheck(back), device).run()
     finally:
         device.launch_log = None
     assert [(r.variant, r.status) for r in rows] == [("+my_transpose", runner.PASSED)]

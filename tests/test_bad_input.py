@@ -1,6 +1,6 @@
 """What users can get wrong, and the one line each gets: exit 2, no traceback (CPU, through CliRunner).
 
-Every check that needs only the device's *default* limits happens in runner.precheck before the GPU
+Every check that needs only the device's *default* limits happens in planning.precheck before the GPU
 is opened, so on this CPU-only machine a bad block or grid is refused with its rule, not with the
 no-pycuda message. ``REFUSED_BEFORE_GPU`` keeps the paths where the no-pycuda message (or a crash
 later) once won although the input was bad.
@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from cudalab import plan as planning
 from cudalab import catalog
 from cudalab.worker import gpu
 from cudalab.launch import DeviceLimits
@@ -218,7 +219,7 @@ def test_larger_than_gpu_memory_on_a_real_gpu(device, monkeypatch):
     from cudalab.errors import OutOfMemoryError
 
     monkeypatch.setattr(type(device), "mem_info", lambda self: (2**20, 80 * 2**30))
-    run = runner.FamilyRun(runner.RunRequest(family="transpose", variants="naive", n="1024", roofline=False), device)
+    run = runner.FamilyRun(planning.precheck(planning.RunRequest(family="transpose", variants="naive", n="1024", roofline=False)), device)
     with pytest.raises(OutOfMemoryError, match="MiB, 1.0 MiB of GPU memory free"):
         run.run()
 

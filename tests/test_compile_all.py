@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import build_share
+from cudalab import plan as planning
 from cudalab import catalog
-from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
@@ -29,9 +29,9 @@ def test_variant_compiles_for_sm90(family, variant):
     spec = catalog.family(family)
     module = load(spec.module)
     v = spec.variant(variant)
-    problem = runner.make_problem(spec, module, runner.RunRequest(family=family))
+    problem = planning.make_problem(spec, module, planning.RunRequest(family=family))
     try:
-        lau = runner.plan_launch(v, module, problem, None, None, L.DeviceLimits())
+        lau = planning.plan_launch(v, module, problem, None, None, L.DeviceLimits())
     except UsageError:  # e.g. a divisible variant at the family's default size cannot happen; say so
         pytest.fail(f"{family}/{variant} refuses its own family's default size")
     arch = variant_arch(v, "sm_90")  # wgmma is sm_90a code: its sm_90 build is an empty stub

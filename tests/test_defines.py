@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cudalab import plan as planning
 from cudalab import catalog
 from cudalab.build.defines import parse_defines
 from cudalab.errors import CatalogError, UsageError
@@ -74,11 +75,11 @@ def test_an_override_that_is_zero_for_one_launch_is_refused_by_the_planner():
 
     spec = catalog.family("transpose")
     fam = load(spec.module)
-    problem = runner.make_problem(spec, fam, runner.RunRequest(family="transpose"))
+    problem = planning.make_problem(spec, fam, planning.RunRequest(family="transpose"))
     v = spec.variant("tiled-32x8")
     with pytest.raises(UsageError, match=r"-D ROWS=0 for this launch: tiled-32x8's ROWS is block_y.* at least 1"):
-        runner.plan_launch(v, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "block_y - 8"),))
-    ok = runner.plan_launch(v, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "block_y / 2"),))
+        planning.plan_launch(v, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "block_y - 8"),))
+    ok = planning.plan_launch(v, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "block_y / 2"),))
     assert dict(ok.defines)["ROWS"] == "4"
     naive = spec.variant("naive")  # a variant without ROWS takes the macro and ignores it
-    assert runner.plan_launch(naive, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "0"),))
+    assert planning.plan_launch(naive, fam, problem, None, None, L.DeviceLimits(), (("ROWS", "0"),))

@@ -9,14 +9,16 @@ import time
 
 import numpy as np
 
+from cudalab import plan as planning
 from cudalab.worker import executor as runner
-from cudalab.worker.gpu import DeviceInfo
+from cudalab.records.device import DeviceInfo
 from cudalab.worker import early
 from cudalab.worker import serve as S
 from cudalab.worker.protocol import decode, encode
 from test_runcore import FAST, FakeDevice, good_copy
 
-REQ = runner.RunRequest(family="copy", variants="naive", n="64", protocol=FAST, seed=3, roofline=False)
+REQ = planning.RunRequest(family="copy", variants="naive", n="64", protocol=FAST, seed=3, roofline=False)
+PLAN = planning.precheck(REQ)
 
 
 def pipe_with(*lines: bytes):
@@ -27,10 +29,10 @@ def pipe_with(*lines: bytes):
 
 
 def test_the_first_point_is_planned_with_the_inputs_it_would_have_drawn():
-    inp, w = pipe_with(encode({"op": "point", "id": 0, "request": REQ.to_dict()}))
+    inp, w = pipe_with(encode({"op": "point", "id": 0, "plan": PLAN.to_dict()}))
     line, run = early.first_point(inp, lambda: True)
     assert decode(line)["op"] == "point"
-    plain = runner.FamilyRun(REQ, None, strict=False)
+    plain = runner.FamilyRun(PLAN, None)
     plain.prepare()
     assert np.array_equal(run.inputs["a"], plain.inputs["a"]) and run.device is None
     os.close(w)
@@ -49,13 +51,13 @@ def test_other_operations_and_unplannable_points_are_left_for_later(monkeypatch)
     inp, w = pipe_with(encode({"op": "info"}))
     line, run = early.first_point(inp, lambda: True)
     assert decode(line)["op"] == "info" and run is None
-    bad = runner.RunRequest(family="no-such-family").to_dict()
-    inp, w2 = pipe_with(encode({"op": "point", "id": 0, "request": bad}))
+    bad = dict(PLAN.to_dict(), request=planning.RunRequest(family="no-such-family").to_dict())
+    inp, w2 = pipe_with(encode({"op": "point", "id": 0, "plan": bad}))
     assert early.first_point(inp, lambda: True)[1] is None  # planned again with the GPU open: its error then
     from cudalab import memplan
 
     monkeypatch.setattr(memplan, "host_available", lambda: 1)  # the host cannot hold it: nothing is drawn
-    inp, w3 = pipe_with(encode({"op": "point", "id": 0, "request": REQ.to_dict()}))
+    inp, w3 = pipe_with(encode({"op": "point", "id": 0, "plan": PLAN.to_dict()}))
     assert early.first_point(inp, lambda: True)[1] is None
     for fd in (w, w2, w3):
         os.close(fd)
@@ -87,7 +89,7 @@ def test_serve_answers_the_early_point_after_ready_with_what_it_drew(monkeypatch
         real(self)
 
     monkeypatch.setattr(runner.FamilyRun, "prepare", prepare)
-    inp, w = pipe_with(encode({"op": "point", "id": 0, "request": REQ.to_dict()}), encode({"op": "exit"}))
+    inp, w = pipe_with(encode({"op": "point", "id": 0, "plan": PLAN.to_dict()}), encode({"op": "exit"}))
     out = Events()
     S.serve(inp, out, 0, open_device=lambda i, e: (Device({"copy_naive": good_copy}), None, ""), opening=lambda: True)
     kinds = [e["ev"] for e in out.got if e["ev"] != "beat"]

@@ -27,7 +27,8 @@ KERNELS = ("wmma", "mma", "wgmma")
 
 
 def setup_problem(n=None, shape=None, dtype=None):
-    return precheck(RunRequest(family="hgemm", n=n, shape=shape, dtype=dtype))
+    p = precheck(RunRequest(family="hgemm", n=n, shape=shape, dtype=dtype))
+    return p.spec, p.family, p.problem, list(p.variants)
 
 
 def plan(variant: str, n=None, shape=None, dtype=None):

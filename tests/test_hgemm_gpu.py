@@ -11,6 +11,7 @@ import pytest
 from gpu_util import run_rows
 from mutants import SRC, use_tree
 
+from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab import sanitize as S
 
@@ -87,7 +88,7 @@ def test_the_mutant_that_drops_the_last_k_slice_is_incorrect(device, tmp_path, m
 
 @pytest.mark.sanitizer
 def test_every_rung_is_clean_under_every_tool(tmp_path):
-    rows = S.sanitize(runner.RunRequest(family="hgemm"), tools=S.TOOLS, log_dir=tmp_path / "logs", timeout_s=300)
+    rows = S.sanitize(planning.RunRequest(family="hgemm"), tools=S.TOOLS, log_dir=tmp_path / "logs", timeout_s=300)
     bad = [f"{r.variant} {r.tool} {r.size}: {r.status} {r.findings} {r.first or r.reason} [{r.log}]"
            for r in S.failing(rows)]
     assert not bad, "\n".join(bad)

@@ -1,4 +1,4 @@
-"""Property tests over the pure launch arithmetic (launch.py and runner.plan_launch)."""
+"""Property tests over the pure launch arithmetic (launch.py and planning.plan_launch)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from cudalab import plan as planning
 from cudalab import launch as L
-from cudalab.worker import executor as runner
 from cudalab.catalog import VariantSpec
 from cudalab.errors import LaunchConfigError, SizeError, UsageError
 from cudalab.families import Family, Problem
@@ -135,7 +135,7 @@ def test_plan_launch_grid_covers_or_refuses(rows, cols, block, per_thread, divis
     tile = (block[0] * per_thread[0], block[1] * per_thread[1], 1)
     fits = cols % tile[0] == 0 and rows % tile[1] == 0
     try:
-        lau = runner.plan_launch(v, FlatModule, problem, None, None, L.DeviceLimits())
+        lau = planning.plan_launch(v, FlatModule, problem, None, None, L.DeviceLimits())
     except SizeError as exc:
         assert divisible and not fits
         assert "multiples of its tile" in str(exc)
@@ -151,7 +151,7 @@ def test_plan_launch_grid_override_is_checked(rows, cols, gx, gy):
     problem = Problem(dims=(rows, cols), dtype="float32")
     ok = gx * 32 >= cols and gy * 8 >= rows
     try:
-        lau = runner.plan_launch(v, FlatModule, problem, None, f"{gx}x{gy}", L.DeviceLimits())
+        lau = planning.plan_launch(v, FlatModule, problem, None, f"{gx}x{gy}", L.DeviceLimits())
     except LaunchConfigError:
         assert not ok
         return

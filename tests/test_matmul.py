@@ -22,7 +22,8 @@ LIMITS = L.DeviceLimits()
 
 
 def plan(family: str, variant: str, n=None, shape=None, options=(), block=None):
-    spec, module, problem, _ = precheck(RunRequest(family=family, n=n, shape=shape, options=tuple(options)))
+    _plan = precheck(RunRequest(family=family, n=n, shape=shape, options=tuple(options)))
+    spec, module, problem, _ = _plan.spec, _plan.family, _plan.problem, list(_plan.variants)
     return plan_launch(spec.variant(variant), module, problem, block, None, LIMITS)
 
 

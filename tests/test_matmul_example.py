@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cudalab.worker import executor as runner
+from cudalab import plan as planning
 from cudalab import launch as L
 from cudalab.catalog import family
 from cudalab.errors import UsageError
@@ -45,7 +45,7 @@ def test_example_runs_tiled_with_3x3_blocks():
     p = MOD.problem(None, None, "float32", {"tile": 32, "example": True})
     for v in spec.variants:
         if v.kind == "kernel" and v.param("block_from_tile"):
-            lau = runner.plan_launch(v, MOD, p, None, None, L.DeviceLimits())
+            lau = planning.plan_launch(v, MOD, p, None, None, L.DeviceLimits())
             assert lau.block == (3, 3, 1) and lau.grid == (3, 3, 1)
 
 

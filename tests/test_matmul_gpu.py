@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 
@@ -15,9 +16,9 @@ QUICK = Protocol(warmup=1, min_samples=2, budget_s=0.01)
 
 def run_family(device, family: str, options=(), n: str | None = None, shape: str | None = None, variants=None,
                grid: str | None = None, defines=()):
-    req = runner.RunRequest(family=family, variants=variants, n=n, shape=shape, options=tuple(options),
+    req = planning.RunRequest(family=family, variants=variants, n=n, shape=shape, options=tuple(options),
                             roofline=False, protocol=QUICK, seed=1, grid=grid, defines=tuple(defines))
-    return {r.variant: r for r in runner.FamilyRun(req, device).run()}
+    return {r.variant: r for r in runner.FamilyRun(planning.precheck(req), device).run()}
 
 
 def assert_rows(rows, skipped=()):

@@ -13,7 +13,7 @@ import pytest
 from fake_tools import FakeRun, ncu_csv, planned_rows
 
 from cudalab import ncu
-from cudalab.worker.child import ChildResult
+from cudalab.worker.protocol import ChildResult
 from cudalab.errors import CudalabError, ToolFailedError, ToolMissingError
 from cudalab.records.results import INCORRECT, MISSING, PASSED, FAILED, SKIPPED, Result, RunPoint
 from cudalab.worker.executor import RunRequest

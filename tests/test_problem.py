@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import cudalab
+from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab.errors import CatalogError
 from cudalab.problems import Output, Problem, ProblemFamily, Scratch, Tolerance, Work
@@ -80,8 +81,8 @@ def off_by_a_little(y, x, n):
 
 def rows(family="dbl", kernels=None, **kw):
     dev = FakeDevice(kernels or {"dbl_good": good, "dbl_bad": drops_last})
-    req = runner.RunRequest(family=family, protocol=FAST, seed=1, roofline=False, **kw)
-    return {r.variant: r for r in runner.FamilyRun(req, dev).run()}
+    req = planning.RunRequest(family=family, protocol=FAST, seed=1, roofline=False, **kw)
+    return {r.variant: r for r in runner.FamilyRun(planning.precheck(req), dev).run()}
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 import cudalab
 from cudalab.worker import gpu
 from cudalab.instruments import telemetry
-from cudalab.worker.gpu import DeviceInfo
+from cudalab.records.device import DeviceInfo
 from test_problem import drops_last, good, make_family
 from test_runcore import FakeDevice
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from test_runcore import FAST, FakeDevice, FakeKernel
 
@@ -90,8 +91,8 @@ class ExampleDevice(FakeDevice):
 ])
 def test_each_example_passes_and_its_wrong_twin_does_not(monkeypatch, family, variants, size, wrong):
     monkeypatch.setenv("CUDALAB_PATH", str(EXAMPLES))
-    req = runner.RunRequest(family=family, variants=variants, protocol=FAST, seed=3, roofline=False, **size)
-    rows = {r.variant: r for r in runner.FamilyRun(req, ExampleDevice()).run()}
+    req = planning.RunRequest(family=family, variants=variants, protocol=FAST, seed=3, roofline=False, **size)
+    rows = {r.variant: r for r in runner.FamilyRun(planning.precheck(req), ExampleDevice()).run()}
     for name, row in rows.items():
         want = "incorrect" if name == wrong else "passed"
         assert row.status == want, (name, row.reason)
@@ -106,8 +107,8 @@ def test_a_library_row_without_its_library_is_skipped_saying_so(monkeypatch):
         pytest.skip("CuPy is installed here")
     except ImportError:
         pass
-    req = runner.RunRequest(family="scan", variants="cupy", protocol=FAST, seed=3, roofline=False, n="5000")
-    (row,) = runner.FamilyRun(req, ExampleDevice()).run()
+    req = planning.RunRequest(family="scan", variants="cupy", protocol=FAST, seed=3, roofline=False, n="5000")
+    (row,) = runner.FamilyRun(planning.precheck(req), ExampleDevice()).run()
     assert row.status == "skipped" and "cupy" in row.reason
 
 
@@ -117,10 +118,10 @@ def test_ncu_and_sanitize_plan_an_outside_family_and_its_children_see_the_path(m
     from fake_tools import FakeRun, ncu_csv, planned_rows
 
     monkeypatch.setenv("CUDALAB_PATH", str(EXAMPLES))
-    jobs = S.plan(runner.RunRequest(family="scan"), tools=("memcheck",))
+    jobs = S.plan(planning.RunRequest(family="scan"), tools=("memcheck",))
     assert {j.variant for j in jobs} >= {"lookback", "wrong-no-carry"} and not any(j.skip for j in jobs if j.variant != "cupy")
     assert {j.request.n for j in jobs} == {"4096", "1000"}
-    req = runner.RunRequest(family="histogram", n="1000000")
+    req = planning.RunRequest(family="histogram", n="1000000")
     launches = [(r.extra["launches"][0][0], r.extra["launches"][0][1], r.extra["launches"][0][2],
                  {"gpu__time_duration.sum": ("ns", "1000")}) for r in planned_rows(req)]
     run = FakeRun(csv=ncu_csv(launches))

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import build, catalog
 from cudalab.worker import executor as runner
 from cudalab import launch as L
@@ -32,7 +33,7 @@ def _problem(n: int | str = "2^24", dtype: str = "float64"):
 
 
 def _plan(name: str, n: int | str = "2^24", dtype: str = "float64", block: str | None = None, grid: str | None = None):
-    return runner.plan_launch(SPEC.variant(name), MOD.FAMILY, _problem(n, dtype), block, grid, L.DeviceLimits())
+    return planning.plan_launch(SPEC.variant(name), MOD.FAMILY, _problem(n, dtype), block, grid, L.DeviceLimits())
 
 
 # --- catalog --------------------------------------------------------------------------------------
@@ -166,15 +167,16 @@ def test_modern_needs_whole_warps():
 
 
 def test_precheck_keeps_going_when_some_variants_refuse():
-    req = runner.RunRequest(family="reduce", n="1000003")
-    _, _, problem, variants = runner.precheck(req)
+    req = planning.RunRequest(family="reduce", n="1000003")
+    _plan = planning.precheck(req)
+    _, _, problem, variants = _plan.spec, _plan.family, _plan.problem, list(_plan.variants)
     assert problem.dims == (1000003,) and len(variants) == len(EXPECTED)
 
 
 def test_precheck_refuses_when_every_chosen_variant_refuses():
-    req = runner.RunRequest(family="reduce", n="1000003", variants="unrolling8,unroll-warps8")
+    req = planning.RunRequest(family="reduce", n="1000003", variants="unrolling8,unroll-warps8")
     with pytest.raises(SizeError, match="multiples of its tile"):
-        runner.precheck(req)
+        planning.precheck(req)
 
 
 # --- problem, work ---------------------------------------------------------------------------------

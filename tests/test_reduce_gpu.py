@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import catalog
 from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
@@ -25,9 +26,9 @@ SEED = 1234
 
 
 def _run(device, dtype: str, n: int, block: str | None = None, variants: str | None = None):
-    req = runner.RunRequest(family="reduce", n=str(n), dtype=dtype, block=block, variants=variants,
+    req = planning.RunRequest(family="reduce", n=str(n), dtype=dtype, block=block, variants=variants,
                             roofline=False, protocol=FAST, seed=SEED)
-    fr = runner.FamilyRun(req, device)
+    fr = runner.FamilyRun(planning.precheck(req), device)
     return fr, fr.run()
 
 
@@ -94,9 +95,9 @@ def test_modern_is_deterministic(device):
 def test_modern_any_grid(device):
     # Grid-stride: any --grid covers the array, including a single block.
     for grid in ("1", "7", "1000"):
-        req = runner.RunRequest(family="reduce", variants="modern", n="1000003", dtype="float64", grid=grid,
+        req = planning.RunRequest(family="reduce", variants="modern", n="1000003", dtype="float64", grid=grid,
                                 roofline=False, protocol=FAST, seed=SEED)
-        rows = runner.FamilyRun(req, device).run()
+        rows = runner.FamilyRun(planning.precheck(req), device).run()
         assert rows[0].status == runner.PASSED, (grid, rows[0].reason)
         assert rows[0].extra["blocks"] == int(grid)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab.worker.gpu import EventTime
 from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
@@ -50,6 +51,9 @@ class FakeArray:
 
     def copy_from(self, other):
         self.data[...] = other.data
+
+    def cupy(self):
+        return None  # no CuPy on a fake device: a library row is skipped, saying so
 
     def free(self):
         self.freed = True
@@ -120,8 +124,8 @@ class FakeDevice:
 
 
 def run(device, family="copy", **kw):
-    req = runner.RunRequest(family=family, protocol=FAST, seed=1, **kw)
-    return {r.variant: r for r in runner.FamilyRun(req, device).run()}
+    req = planning.RunRequest(family=family, protocol=FAST, seed=1, **kw)
+    return {r.variant: r for r in runner.FamilyRun(planning.precheck(req), device).run()}
 
 
 def test_good_kernels_pass_and_are_timed_with_the_l2_flushed():

@@ -15,7 +15,9 @@ from click.testing import CliRunner
 from cudalab import catalog
 from cudalab import sanitize as S
 from cudalab.cli import cli
-from cudalab.worker.child import ChildResult, ChildRun
+from cudalab import plan as planning
+from cudalab.session.toolchild import ChildRun
+from cudalab.worker.protocol import ChildResult
 from cudalab.errors import ToolFailedError, ToolMissingError, UsageError
 from cudalab.records.results import INCORRECT, Result
 from cudalab.worker.executor import RunRequest
@@ -214,7 +216,8 @@ def test_plan_carries_family_options():
 
 # --- judging one run -------------------------------------------------------------------------------
 
-JOB = S.Job(RunRequest(family="transpose", variants="naive", n="33", profile=True), "memcheck")
+JOB = S.Job(RunRequest(family="transpose", variants="naive", n="33", profile=True), "memcheck",
+            plan=planning.precheck(RunRequest(family="transpose", variants="naive", n="33", profile=True)))
 
 
 def done(rc: int, output: str, status=S.PASSED, reason: str = "", error: str = "", result: bool = True) -> ChildRun:
@@ -402,12 +405,12 @@ def test_cli_missing_sanitizer_exit_2(invoke, monkeypatch, tmp_path):
 
 def test_real_child_without_pycuda_is_a_one_line_refusal(tree):
     """The real child, bare (no tool): on a machine without pycuda it writes its refusal to the result file."""
-    from cudalab.worker import child
+    from cudalab.session import toolchild as child
 
     try:
         import pycuda  # noqa: F401
     except ImportError:
-        got = child.run_child(JOB.request, [], 120)
+        got = child.run_child(JOB.plan, [], 120)
         assert got.returncode == 2 and got.result is not None and "pycuda is not installed" in got.result.error
         row = S.judge(JOB, ChildRun(got.returncode, got.output + MEMCHECK_CLEAN, got.result))
         assert row.status == S.FAILED and "pycuda is not installed" in row.reason
@@ -417,7 +420,7 @@ def test_real_child_without_pycuda_is_a_one_line_refusal(tree):
 
 def test_sanitize_package_imports_neither_click_nor_rich():
     code = "import sys, cudalab.sanitize; print(sorted(m for m in ('click', 'rich', 'pycuda') if m in sys.modules))"
-    from cudalab.worker.child import child_env
+    from cudalab.session.toolchild import child_env
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=child_env()).stdout
@@ -469,7 +472,7 @@ def test_sanitize_devices_spread_the_runs_one_per_gpu_at_a_time(tree):
     base = fake_run({})
 
     def run(argv, **kw):
-        req = RunRequest.from_dict(json.loads(Path(argv[-2]).read_text()))
+        req = planning.Plan.from_dict(json.loads(Path(argv[-2]).read_text())).request
         with lock:
             if req.device in busy:
                 overlap.append(req.device)

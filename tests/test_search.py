@@ -8,8 +8,8 @@ import importlib
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import catalog
-from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 from cudalab.families import load
@@ -218,11 +218,11 @@ def test_host_rows_pass_and_count_items(dtype, key):
 @pytest.mark.parametrize("n", [1, 33, 2048, 3001, 2**24])
 def test_launch_plans(n):
     p = _problem(n)
-    lin = runner.plan_launch(SPEC.variant("linear"), MOD.FAMILY, p, None, None, L.DeviceLimits())
+    lin = planning.plan_launch(SPEC.variant("linear"), MOD.FAMILY, p, None, None, L.DeviceLimits())
     assert lin.grid[0] >= 1 and lin.grid[0] * 256 <= max(n, 256) + 255
-    all_ = runner.plan_launch(SPEC.variant("all"), MOD.FAMILY, p, None, None, L.DeviceLimits())
+    all_ = planning.plan_launch(SPEC.variant("all"), MOD.FAMILY, p, None, None, L.DeviceLimits())
     assert all_.tile[0] == 2048 and all_.grid[0] * 2048 >= n and dict(all_.defines)["ITEMS"] == "8"
-    binary = runner.plan_launch(SPEC.variant("binary"), MOD.FAMILY, p, None, None, L.DeviceLimits())
+    binary = planning.plan_launch(SPEC.variant("binary"), MOD.FAMILY, p, None, None, L.DeviceLimits())
     assert binary.grid[0] * 256 >= n
     assert dict(binary.defines)["ELEM_T"] == "int"
 

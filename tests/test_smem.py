@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import build, catalog
-from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.errors import UsageError
 import importlib
@@ -38,7 +38,7 @@ def test_compiles_for_sm90_with_every_define_set(family, ipad):
     spec, mod = fam(family)
     p = prob(family, **({} if ipad is None else {"ipad": ipad}))
     for v in spec.variants:
-        lau = runner.plan_launch(v, mod.FAMILY, p, None, None, L.DeviceLimits())
+        lau = planning.plan_launch(v, mod.FAMILY, p, None, None, L.DeviceLimits())
         res = {r.name: r for r in build.build(spec.directory / v.source, dict(lau.defines), "sm_90").kernels}
         assert v.kernel in res, f"{v.name}: {v.kernel} missing from {sorted(res)}"
         r = res[v.kernel]
@@ -159,15 +159,15 @@ def test_sizes_and_launch():
         prob("smem-rect", ipad=-1)
     p = prob("smem-square", blocks=5)
     lims = L.DeviceLimits()
-    shared = {v.name: runner.plan_launch(v, mod.FAMILY, p, None, None, lims) for v in spec.variants}
+    shared = {v.name: planning.plan_launch(v, mod.FAMILY, p, None, None, lims) for v in spec.variants}
     assert shared["row-row"].grid == (5, 1, 1) and shared["row-row"].block == (32, 32, 1)
     assert shared["row-row"].shared == 0
     assert shared["row-col-dyn"].shared == 32 * 32 * 4
     assert shared["row-col-dyn-pad"].shared == 33 * 32 * 4
     rspec, rmod = fam("smem-rect")
     rp = prob("smem-rect", ipad=1)
-    rl = {v.name: runner.plan_launch(v, rmod.FAMILY, rp, None, None, lims) for v in rspec.variants}
+    rl = {v.name: planning.plan_launch(v, rmod.FAMILY, rp, None, None, lims) for v in rspec.variants}
     assert rl["row-col-dyn-pad"].shared == 33 * 16 * 4 and ("IPAD", "1") in rl["row-col-pad"].defines
     assert rl["row-row"].grid == (1, 1, 1) and rl["row-row"].block == (32, 16, 1)
     with pytest.raises(UsageError, match="compiled for block"):
-        runner.plan_launch(rspec.variant("row-row"), rmod.FAMILY, rp, "32x32", None, lims)
+        planning.plan_launch(rspec.variant("row-row"), rmod.FAMILY, rp, "32x32", None, lims)

@@ -3,6 +3,7 @@ math (out poisoned before the verified launch), one block and many, every paddin
 
 from __future__ import annotations
 
+from cudalab import plan as planning
 import pytest
 from gpu_util import assert_all_passed, run_rows
 
@@ -38,6 +39,6 @@ def test_profile_mode_verifies_without_timing(device):
 
     from cudalab.worker import executor as runner
 
-    req = runner.RunRequest(family="smem-rect", roofline=False, protocol=FAST, profile=True)
-    rows = runner.FamilyRun(req, device).run()
+    req = planning.RunRequest(family="smem-rect", roofline=False, protocol=FAST, profile=True)
+    rows = runner.FamilyRun(planning.precheck(req), device).run()
     assert all(r.status == runner.PASSED and r.stats is None for r in rows)

@@ -11,8 +11,8 @@ import importlib
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import catalog, report
-from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
@@ -309,7 +309,7 @@ def test_merge_rank_arithmetic_is_a_stable_sort(n, kind):
 
 
 def test_merge_rank_pass_count():
-    lau = runner.plan_launch(SPEC.variant("merge-rank"), MOD.FAMILY, _problem("2^24"), None, None, L.DeviceLimits())
+    lau = planning.plan_launch(SPEC.variant("merge-rank"), MOD.FAMILY, _problem("2^24"), None, None, L.DeviceLimits())
     assert lau.tile[0] == 1024 and lau.grid[0] == 2**24 // 1024
     assert lau.shared == 2 * 1024 * 8
 
@@ -318,7 +318,7 @@ def test_merge_rank_pass_count():
 
 @pytest.mark.parametrize("n", [1, 1000, 4096, 4097, 2**24, 2**28])
 def test_bitonic_plan_covers_the_padded_buffer(n):
-    lau = runner.plan_launch(SPEC.variant("bitonic"), MOD.FAMILY, _problem(n), None, None, L.DeviceLimits())
+    lau = planning.plan_launch(SPEC.variant("bitonic"), MOD.FAMILY, _problem(n), None, None, L.DeviceLimits())
     n2 = max(MOD.pow2_at_least(n), lau.tile[0])
     assert lau.grid == (n2 // lau.tile[0], 1, 1)
     assert lau.shared == lau.tile[0] * 4 and dict(lau.defines)["PER"] == "8"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import catalog, report
 from cudalab.worker import executor as runner
 from cudalab.families import load
@@ -51,9 +52,9 @@ def test_large_sizes(device, dtype):
 
 def test_merge_rank_returns_the_stable_order(device):
     # The check compares merge-rank's payload with NumPy's stable argsort: make sure it is there.
-    req = runner.RunRequest(family="sort", variants="merge-rank", n="100003", options=(("input", "dups"),),
+    req = planning.RunRequest(family="sort", variants="merge-rank", n="100003", options=(("input", "dups"),),
                             roofline=False, protocol=FAST, seed=SEED, keep_outputs=True)
-    fr = runner.FamilyRun(req, device)
+    fr = runner.FamilyRun(planning.precheck(req), device)
     rows = fr.run()
     assert rows[0].status == runner.PASSED, rows[0].reason
     out = fr.outputs["merge-rank"]
@@ -62,9 +63,9 @@ def test_merge_rank_returns_the_stable_order(device):
 
 
 def _radix_on(device, x, **kw):
-    req = runner.RunRequest(family="sort", variants="radix", n=str(x.size), dtype=x.dtype.name, roofline=False,
+    req = planning.RunRequest(family="sort", variants="radix", n=str(x.size), dtype=x.dtype.name, roofline=False,
                             protocol=FAST, seed=SEED, keep_outputs=True, **kw)
-    fr = runner.FamilyRun(req, device, inputs={"x": x})
+    fr = runner.FamilyRun(planning.precheck(req), device, inputs={"x": x})
     rows = fr.run()
     assert rows[0].status == runner.PASSED, rows[0].reason
     return fr.outputs["radix"].keys

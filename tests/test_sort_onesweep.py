@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import build_share
+from cudalab import plan as planning
 from cudalab import build, catalog
 from cudalab.worker import executor as runner
 from cudalab import launch as L
@@ -246,9 +247,9 @@ class _Kernel:
 
 
 def _run(dev, n, dtype="int32", kind="random", **kw):
-    req = runner.RunRequest(family="sort", variants="onesweep", n=str(n), dtype=dtype, options=(("input", kind),),
+    req = planning.RunRequest(family="sort", variants="onesweep", n=str(n), dtype=dtype, options=(("input", kind),),
                             protocol=FAST, seed=1, roofline=False, **kw)
-    fr = runner.FamilyRun(req, dev)
+    fr = runner.FamilyRun(planning.precheck(req), dev)
     return fr.run()[0], fr
 
 
@@ -312,7 +313,7 @@ def test_schedule_starts_from_the_input_and_ends_in_the_result_buffer():
 @pytest.mark.parametrize("n", [1, 6143, 6144, 6145, 2**24, 2**28])
 def test_plan(n):
     p = MOD.FAMILY.problem(str(n), None, "int32", {})
-    lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
+    lau = planning.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     assert lau.tile == (6144, 1, 1) and lau.grid == (OS.tiles(n, 6144), 1, 1)
     assert dict(lau.defines)["ITEMS"] == "24" and dict(lau.defines)["BLOCK"] == "256"
     assert lau.shared == 4 * 6144 + 1024 * 8              # the ordered tile, then 256 counters a warp
@@ -325,9 +326,9 @@ def test_block_rules(block, why):
     p = MOD.FAMILY.problem("5000", None, "int32", {})
     if why:
         with pytest.raises(Exception, match=why):
-            runner.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
+            planning.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
     else:
-        lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
+        lau = planning.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
         assert dict(lau.defines)["BLOCK"] == block and lau.shared == 4 * 24 * int(block) + 1024 * (int(block) // 32)
 
 
@@ -346,7 +347,7 @@ def test_hist_and_init_grids():
 @pytest.mark.parametrize("block", ["256", "384"])
 def test_onesweep_kernels_compile_without_spills(dtype, block):
     p = MOD.FAMILY.problem("2^24", None, dtype, {})
-    lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
+    lau = planning.plan_launch(VARIANT, MOD.FAMILY, p, block, None, L.DeviceLimits())
     res = {k.name: k for k in build.build(SPEC.directory / "sort_onesweep.cu", dict(lau.defines), "sm_90").kernels}
     assert set(OS.KERNELS) <= set(res)
     for name in OS.KERNELS:
@@ -362,7 +363,7 @@ def test_mutations_change_the_device_code():
     # Each mutation is a different kernel (nvcc -E, 0.15 s apiece: the three mutant builds cost 5 s of a
     # 2-core CI's test loop). That they compile and fail the check is tests/test_sort_onesweep_gpu.py's.
     p = MOD.FAMILY.problem("2^24", None, "int32", {})
-    lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
+    lau = planning.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     digests = {m: build_share.device_digest(SPEC.directory / "sort_onesweep.cu", {**dict(lau.defines), "MUTATION": str(m)},
                                             "sm_90") for m in (0, 1, 2, 3)}
     assert None not in digests.values() and len(set(digests.values())) == 4

@@ -12,6 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import catalog
 from cudalab.worker import executor as runner
 from cudalab import sanitize as S
@@ -61,7 +62,7 @@ def test_other_blocks(device, block):
 def _onesweep_on(device, x, **kw):
     req = RunRequest(family="sort", variants="onesweep", n=str(x.size), dtype=x.dtype.name, roofline=False,
                      protocol=FAST, seed=SEED, keep_outputs=True, **kw)
-    fr = runner.FamilyRun(req, device, inputs={"x": x})
+    fr = runner.FamilyRun(planning.precheck(req), device, inputs={"x": x})
     rows = fr.run()
     assert rows[0].status == runner.PASSED, rows[0].reason
     return fr.outputs["onesweep"].keys

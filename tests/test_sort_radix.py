@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import build, catalog
 from cudalab.worker import executor as runner
 from cudalab import launch as L
@@ -229,9 +230,9 @@ class _Kernel:
 
 
 def _run(dev, n, dtype="int32", kind="random", **kw):
-    req = runner.RunRequest(family="sort", variants="radix", n=str(n), dtype=dtype, options=(("input", kind),),
+    req = planning.RunRequest(family="sort", variants="radix", n=str(n), dtype=dtype, options=(("input", kind),),
                             protocol=FAST, seed=1, roofline=False, **kw)
-    fr = runner.FamilyRun(req, dev)
+    fr = runner.FamilyRun(planning.precheck(req), dev)
     return fr.run()[0], fr
 
 
@@ -285,7 +286,7 @@ def test_schedule_starts_from_the_input_and_ends_in_the_result_buffer():
 @pytest.mark.parametrize("n", [1, 4095, 4096, 4097, 2**24, 2**26])
 def test_plan(n):
     p = MOD.FAMILY.problem(str(n), None, "int32", {})
-    lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
+    lau = planning.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     assert lau.tile == (4096, 1, 1) and lau.grid == (RAD.tiles(n, 4096), 1, 1)
     assert dict(lau.defines)["ITEMS"] == "16" and lau.shared == 4 * 16 * (16 * 8 + 1)
     assert 16 * lau.grid[0] <= 16 * 2**26 // 4096                 # the scan's counts: 262,144 at most
@@ -296,8 +297,8 @@ def test_plan(n):
 def test_block_must_be_whole_warps():
     p = MOD.FAMILY.problem("5000", None, "int32", {})
     with pytest.raises(Exception, match="block_x % 32"):
-        runner.plan_launch(VARIANT, MOD.FAMILY, p, "48", None, L.DeviceLimits())
-    lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, "1024", None, L.DeviceLimits())
+        planning.plan_launch(VARIANT, MOD.FAMILY, p, "48", None, L.DeviceLimits())
+    lau = planning.plan_launch(VARIANT, MOD.FAMILY, p, "1024", None, L.DeviceLimits())
     assert lau.tile == (16384, 1, 1) and lau.shared <= 48 * 1024
 
 
@@ -306,7 +307,7 @@ def test_block_must_be_whole_warps():
 @pytest.mark.parametrize("dtype", ("int32", "float32"))
 def test_radix_kernels_compile_without_spills(dtype):
     p = MOD.FAMILY.problem("2^24", None, dtype, {})
-    lau = runner.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
+    lau = planning.plan_launch(VARIANT, MOD.FAMILY, p, None, None, L.DeviceLimits())
     res = {k.name: k for k in build.build(SPEC.directory / "sort.cu", dict(lau.defines), "sm_90").kernels}
     assert set(RAD.KERNELS) <= set(res)
     for name in RAD.KERNELS:

@@ -107,8 +107,8 @@ def test_a_run_reads_the_host_facts_once_not_once_a_row(fake_workers, tmp_path, 
 def test_the_api_and_the_command_line_build_the_same_requests(monkeypatch):
     got = []
 
-    def execute(reqs, observer=None, total=0, **kw):
-        got.append((list(reqs), total, kw["devices"], kw["timeout"]))
+    def execute(plans, total=0, session=None, **kw):
+        got.append(([p.request for p in plans], total, [s.device for s in session.slots], session.timeout))
         return sweep.Executed([], True, {}, 130)
 
     monkeypatch.setattr(sweep, "execute", execute)
@@ -129,6 +129,7 @@ def test_the_api_and_the_command_line_build_the_same_requests(monkeypatch):
     assert (r.protocol.energy_s, r.exclusive, r.lock_clocks, r.force, r.roofline, r.protocol.flush_l2) == \
         (1.0, True, 1200, True, False, False)
     assert dict(r.defines)["X"] in ("1", "2") and r.seed == 7 and got[0][2:] == ([0], 5.0)
+    assert got[0][1] == 8 * 2  # rows in all: the plans' variants
 
 
 def test_the_api_refuses_an_option_the_family_lacks_as_the_command_line_does():

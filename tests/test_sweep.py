@@ -69,11 +69,13 @@ def test_shapes_sweep():
 def test_point_where_nothing_fits_is_kept_when_another_can_run():
     # tiled-32x8 needs block_x % block_y == 0: 32x8 fits, 24x16 does not
     reqs = requests_for("transpose", n="64", block="32x8,24x16", variants="tiled-32x8")
-    assert sweep.precheck_points(reqs) == [1, 1]
+    plans = sweep.plan_points(reqs)
+    assert [len(p.variants) for p in plans] == [1, 1]
+    assert plans[0].blocked is None and "block_x % block_y" in str(plans[1].blocked)
     with pytest.raises(UsageError, match="block_x % block_y"):
-        sweep.precheck_points(reqs[1:])
+        sweep.plan_points(reqs[1:])
     with pytest.raises(UsageError, match="not a size"):
-        sweep.precheck_points(requests_for("transpose", n="64,big"))
+        sweep.plan_points(requests_for("transpose", n="64,big"))
 
 
 # --- the command with a fake device -----------------------------------------------------------------

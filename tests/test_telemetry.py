@@ -15,7 +15,7 @@ from cudalab.worker import gpu
 from cudalab.worker import executor as runner
 from cudalab.instruments import telemetry
 from cudalab.cli import cli
-from cudalab.worker.gpu import DeviceInfo
+from cudalab.records.device import DeviceInfo
 from cudalab.records.results import Result
 from cudalab.instruments.telemetry import Telemetry, TelemetryError, compute_pids, decode_reasons, open_telemetry
 from fake_nvml import FakeNVML

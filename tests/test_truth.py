@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cudalab import plan as planning
 from cudalab import bench, catalog
-from cudalab.worker import executor as runner
 from cudalab.worker import sampling
 from cudalab.bench import Protocol
 from cudalab.families import Check, load
@@ -317,11 +317,11 @@ def test_dynamic_shared_memory_follows_the_compiled_ipad(fam_name, variant, defa
     fam = load(spec.module)
     v = next(x for x in spec.variants if x.name == variant)
     problem = fam.problem(None, None, spec.default_dtype, {o.name: o.default for o in fam.OPTIONS})
-    base = runner.plan_launch(v, fam, problem)
+    base = planning.plan_launch(v, fam, problem)
     if default is not None:
         assert base.shared == default
     bx, by, _ = base.block
-    lau = runner.plan_launch(v, fam, problem, overrides=(("IPAD", "2"),))
+    lau = planning.plan_launch(v, fam, problem, overrides=(("IPAD", "2"),))
     assert dict(lau.defines)["IPAD"] == "2"
     # -D IPAD=2: the kernel indexes up to (by - 1) * (bx + 2) + bx - 1 words; the launch gives (bx + 2) * by
     assert lau.shared == (bx + 2) * by * 4
@@ -340,11 +340,12 @@ def test_mutant_trees_plan_on_the_cpu(tmp_path, monkeypatch, family, fields):
 
     names = build(tmp_path, family)
     use_tree(monkeypatch, tmp_path)
-    req = runner.RunRequest(family=family, variants=",".join(names), roofline=False, **fields)
-    spec, fam, problem, variants = runner.precheck(req)
+    req = planning.RunRequest(family=family, variants=",".join(names), roofline=False, **fields)
+    _plan = planning.precheck(req)
+    spec, fam, problem, variants = _plan.spec, _plan.family, _plan.problem, list(_plan.variants)
     assert [v.name for v in variants] == names
     for v in variants:
-        lau = runner.plan_launch(v, fam, problem)
+        lau = planning.plan_launch(v, fam, problem)
         assert ("MUTATION", str(v.defines and dict(v.defines)["MUTATION"])) in lau.defines
         assert (spec.directory / v.source).is_file()
         grid = lau.grid

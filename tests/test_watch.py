@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import fake_watch
+from cudalab import plan as planning
 from cudalab.records.results import load_record
 from cudalab.watch import core, events, sources
 
@@ -244,7 +245,7 @@ def test_selected_rows_and_their_sources(tmp_path):
     k = tmp_path / "mine.cu"
     (tmp_path / "h.cuh").write_text("")
     k.write_text('#include "h.cuh"\n' + kernel())
-    req = runner.RunRequest(family="transpose", variants="naive,host", add=user.parse_adds([f"{k}:my_transpose"]))
+    req = planning.RunRequest(family="transpose", variants="naive,host", add=user.parse_adds([f"{k}:my_transpose"]))
     rows = sources.selected(spec, req)
     assert [v.name for v in rows] == ["naive", "host", "+my_transpose"]
     assert sources.row_sources(spec, rows[0]) == [spec.directory / "transpose.cu"]
@@ -252,7 +253,7 @@ def test_selected_rows_and_their_sources(tmp_path):
     assert sources.row_sources(spec, rows[2]) == [k, (tmp_path / "h.cuh").resolve()]
     files = sources.family_files(spec)
     assert files[0].name == "family.toml" and files[1].name == "transpose.py"
-    only = sources.selected(spec, runner.RunRequest(family="transpose", variants="none", add=req.add))
+    only = sources.selected(spec, planning.RunRequest(family="transpose", variants="none", add=req.add))
     assert [v.name for v in only] == ["+my_transpose"]
 
 

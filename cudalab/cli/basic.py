@@ -83,7 +83,7 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
     memory, and per family the largest --n whose memory plan fits."""
     from cudalab import memplan, report
     from cudalab.families import load
-    from cudalab.worker.gpu import DeviceInfo
+    from cudalab.records.device import DeviceInfo
     from cudalab.records.results import Roofline
     from cudalab.session.drive import Session
 
@@ -140,7 +140,7 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
                 defines: tuple[str, ...]) -> None:
     """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills."""
     from cudalab import build, report
-    from cudalab.worker import executor as runner
+    from cudalab.plan import RunRequest, make_problem, plan_launch
     from cudalab import launch as L
     from cudalab.errors import UsageError
     from cudalab.families import load
@@ -148,13 +148,13 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
 
     spec = catalog.family(family)
     fam = load(spec.module)
-    problem = runner.make_problem(spec, fam, runner.RunRequest(family=family, dtype=dtype))
+    problem = make_problem(spec, fam, RunRequest(family=family, dtype=dtype))
     overrides = parse_defines(defines, spec)
     rows = []
     for v in spec.select(variants):
         if v.kind != "kernel":
             continue
-        lau = runner.plan_launch(v, fam, problem, block, None, L.DeviceLimits(), overrides)
+        lau = plan_launch(v, fam, problem, block, None, L.DeviceLimits(), overrides)
         try:
             target = plan_arch(v, arch)  # sm_90a for a variant that needs it, as a run builds it
         except UsageError as exc:

@@ -15,11 +15,12 @@ import click
 
 from cudalab import catalog
 from cudalab.cli.app import CONTEXT
-from cudalab.cli.options import problem_options, timing_options
+from cudalab.cli.options import problem_options, run_options, timing_options
 from cudalab.errors import UsageError
 
 if TYPE_CHECKING:
-    from cudalab.worker import executor as runner
+    from cudalab.plan import Plan, RunRequest
+    from cudalab.session.point import Point
     from cudalab.families import Family
     from cudalab.records.results import RunRecord
 
@@ -81,7 +82,7 @@ class Saver:
             self._reader = threading.Thread(target=self.host, daemon=True)
             self._reader.start()
 
-    def save(self, runs: list[runner.FamilyRun], incomplete: bool = True, info: dict[str, Any] | None = None) -> None:
+    def save(self, runs: list[Point], incomplete: bool = True, info: dict[str, Any] | None = None) -> None:
         """Write both files for ``runs`` as they stand."""
         if not (self.kw["json_path"] or self.kw["csv_path"]):
             return
@@ -120,15 +121,15 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
     started = time.time()
     opened: dict[str, Any] = {}
 
-    def on_open(device: dict[str, Any], requests: list[runner.RunRequest]) -> None:
+    def on_open(device: dict[str, Any], plans: list[Plan]) -> None:
         if not opened:
             opened.update(device)
             saver.read_host_soon()
-        print_header(device, requests[0])
+        print_header(device, plans[0].request)
 
     saver = Saver(spec, kw, started, opened)
-    ran = run_points(spec, fam, kw, progress.for_stderr(kw.get("quiet", False)), check=check, on_open=on_open,
-                     on_change=saver.save)
+    ran = run_points(spec, fam, run_options(fam, kw), progress.for_stderr(kw.get("quiet", False)), check=check,
+                     on_open=on_open, on_change=saver.save)
     requests, ex = ran.requests, ran.executed
     runs, incomplete, info = ex.runs, ex.incomplete, ex.info
     refused = ex.refusal()
@@ -163,7 +164,7 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
         raise UsageError(rows[0].reason)
 
 
-def print_header(device: dict[str, Any], req: runner.RunRequest) -> None:
+def print_header(device: dict[str, Any], req: RunRequest) -> None:
     """What runs where, printed as the GPU opens: a user waiting on a slow run sees what it is."""
     from cudalab import report  # noqa: PLC0415
 
@@ -183,7 +184,7 @@ def print_logs(record: RunRecord) -> None:
             print(f"--- {r.variant}: {log}", file=sys.stderr)
 
 
-def show(con: Any, fam: Family, run: runner.FamilyRun) -> None:
+def show(con: Any, fam: Family, run: Point) -> None:
     """``--show``: the inputs, then each variant's result."""
     if not run.outputs:
         return

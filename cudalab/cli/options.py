@@ -1,5 +1,5 @@
-"""The one option set of a family run, shared by the family command, ``ncu`` and ``sanitize``,
-and the requests built from it.
+"""The one option set of a family run, shared by the family command, ``ncu`` and ``sanitize``, and the
+typed request it becomes (:func:`run_options`: no click-named dict travels past the command).
 
 Light on purpose (``cudalab --help`` and ``cudalab list`` import it): the run's modules (NumPy among
 them) are imported by :func:`requests_from`, when a command runs.
@@ -16,9 +16,11 @@ import click
 from cudalab.catalog import FamilySpec
 from cudalab.build.defines import parse_defines  # noqa: F401  (re-exported: cli.basic and older callers)
 
+from cudalab.session.options import RunOptions
+
 if TYPE_CHECKING:
     from cudalab.families import Family
-    from cudalab.worker.executor import RunRequest
+    from cudalab.plan import RunRequest
 
 
 class _PositiveSeconds(click.ParamType):
@@ -139,6 +141,23 @@ def timing_options() -> list[click.Parameter]:
     ]
 
 
+def run_options(fam: Family, kw: dict[str, Any]) -> RunOptions:
+    """The typed request of a family command's keyword arguments (click's names: ``all_``, ``no_roofline``...).
+
+    Render-only options (``--json``, ``--layout``, ``--quiet``, ``--ncu``...) stay with the command.
+    """
+    names = [o.name for o in fam.OPTIONS]
+    return RunOptions(
+        variants=kw.get("variants"), all=bool(kw.get("all_")), n=kw.get("n"), shape=kw.get("shape"),
+        dtype=kw.get("dtype"), block=kw.get("block"), grid=kw.get("grid"), add=tuple(kw.get("add") or ()),
+        defines=tuple(kw.get("defines") or ()), seed=kw.get("seed"), budget=kw.get("budget", 0.5),
+        min_samples=kw.get("min_samples", 10), hot=bool(kw.get("hot")), roofline=not kw.get("no_roofline", False),
+        energy=bool(kw.get("energy")), exclusive=bool(kw.get("exclusive")), lock_clocks=kw.get("lock_clocks"),
+        force=bool(kw.get("force")), device=kw.get("device") or 0, devices=kw.get("devices"),
+        timeout=kw.get("timeout"), keep_outputs=bool(kw.get("show") or kw.get("example")),
+        options=tuple((n, kw.get(n.replace("-", "_"))) for n in names))
+
+
 def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[RunRequest]:
     """The runs a command line asks for (:func:`cudalab.session.run.requests_from`, imported when asked).
 
@@ -147,4 +166,4 @@ def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[Run
     """
     from cudalab.session.run import requests_from as build  # noqa: PLC0415  (NumPy: only for a run)
 
-    return build(spec, fam, kw)
+    return build(spec, fam, run_options(fam, kw))

@@ -54,12 +54,12 @@ def run_sanitize(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
 
     interrupted = False
     rows: list = []
-    from cudalab.worker import executor as runner  # noqa: PLC0415
+    from cudalab.plan import make_problem  # noqa: PLC0415
     from cudalab.session.devices import device_list  # noqa: PLC0415
 
     requests = requests_from(spec, fam, kw)
     for req in requests:  # every size is a valid problem (bad ones refused before any run)
-        runner.make_problem(spec, fam, req)
+        make_problem(spec, fam, req)
     devices = device_list(kw.get("devices"), kw.get("device", 0))
     try:
         for req in requests:

@@ -55,7 +55,8 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     from cudalab.cli.app import family_subcommand  # noqa: PLC0415
     from cudalab.cli.family import family_command  # noqa: PLC0415
     from cudalab.session.run import start_session  # noqa: PLC0415
-    from cudalab.cli.options import requests_from  # noqa: PLC0415
+    from cudalab.cli.options import run_options  # noqa: PLC0415
+    from cudalab.session.run import requests_from  # noqa: PLC0415
     from cudalab.families import load  # noqa: PLC0415
     from cudalab.report.console import WIDE  # noqa: PLC0415
     from cudalab.catalog.user import SignatureError  # noqa: PLC0415
@@ -78,24 +79,28 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
         if kw.get(f"{opt}_path") is not None:
             files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
 
-    def plan() -> core.Plan:
+    def plan() -> core.Watched:
         catalog.reread()  # this version's family.toml, not the one the command started with
         spec = catalog.family(family)
         fam = load(spec.module)
-        return core.Plan(spec, fam, requests_from(spec, fam, kw))
+        return core.Watched(spec, fam, requests_from(spec, fam, run_options(fam, kw)))
 
     first = plan()  # bad options are refused now, in one line, before anything is watched
     try:
-        sweep.precheck_points(first.requests)
+        sweep.plan_points(first.requests)
     except SignatureError:  # a kernel of yours that does not fit yet: the first version shows it
         pass
     fam = first.family
-    session = start_session(kw)  # --devices and --timeout checked; the workers open the GPU meanwhile
+    opts = run_options(fam, kw)
+    def new_session() -> Any:  # each version's workers, with that version's progress
+        return start_session(opts, progress.for_stderr(kw.get("quiet", False)))
+
+    session = new_session()  # --devices and --timeout checked; the workers open the GPU meanwhile
     source = events.best(poll)
     con = report.console()
     live = sys.stdout.isatty()
     wide = WIDE.get()
-    watcher = core.Watcher(plan, start_session=lambda: start_session(kw), rerun_all=rerun_all, session=session,
+    watcher = core.Watcher(plan, start_session=new_session, rerun_all=rerun_all, session=session,
                            observer=lambda: progress.for_stderr(kw.get("quiet", False)),
                            command=("cudalab", "watch", *sys.argv[2:]) if sys.argv[1:2] == ["watch"] else
                            ("cudalab", "watch", family, *args))

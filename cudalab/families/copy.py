@@ -1,12 +1,12 @@
 """copy family: matrix copy, the roofline of every matrix operation: its memcpy_dtod row and its kernel
-marked ``params.roofline = true`` are what :mod:`cudalab.worker.roofline` measures."""
+marked ``params.roofline = true`` are what :func:`cudalab.worker.executor.measure_roofline` measures."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.worker import roofline
+from cudalab.families import roofline
 from cudalab.catalog import VariantSpec
 from cudalab.families import Case, Check, Problem, SetupContext, Work, matrix
 from cudalab.families.base import Family
@@ -83,7 +83,7 @@ void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` el
 
     def own_roofline(self, problem: Problem, results) -> Roofline | None:
         """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its
-        roofline (:func:`cudalab.worker.roofline.from_rows`)."""
+        roofline (:func:`cudalab.families.roofline.from_rows`)."""
         return roofline.from_rows(results)
 
 

@@ -33,10 +33,8 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
     F-contiguous (no copies). The in-place output gets C back before every launch (untimed reset);
     with β = 0 it is not read, so it is poisoned like the kernels' outputs.
     """
-    from cudalab.worker import gpu  # noqa: PLC0415
-
     cupy = product.cupy_module(variant)
-    av, bv, zv = gpu.cupy_view(d_a), gpu.cupy_view(d_b), gpu.cupy_view(d_z)
+    av, bv, zv = d_a.cupy(), d_b.cupy(), d_z.cupy()
     notes: dict[str, Any] = {}
     sgemm = product.cublas_function("gemm")
     if sgemm is not None:
@@ -44,7 +42,7 @@ def _cublas_case(ctx, variant: VariantSpec, d_a, d_b, d_c, d_z, alpha: float, be
             sgemm("N", "N", bv.T, av.T, out=zv.T, alpha=alpha, beta=beta)
         notes["reference"] = "cupy.cublas.gemm (cuBLAS SGEMM, alpha and beta inside)"
     else:  # an old CuPy: not one sgemm call, and labelled so
-        cv = gpu.cupy_view(d_c)
+        cv = d_c.cupy()
 
         def run() -> None:
             cupy.add(alpha * cupy.matmul(av, bv), beta * cv, out=zv)

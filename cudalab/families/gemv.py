@@ -33,10 +33,8 @@ def _cublas_case(variant: VariantSpec, d_a, d_x, d_y, d_z, alpha: float, beta: f
     The row-major A is the column-major N×M matrix Aᵀ, so the call is gemv('T') on that
     F-contiguous view: no copy. z gets y back before every launch (untimed) when β ≠ 0.
     """
-    from cudalab.worker import gpu  # noqa: PLC0415
-
     cupy = product.cupy_module(variant)
-    av, xv, zv = gpu.cupy_view(d_a), gpu.cupy_view(d_x), gpu.cupy_view(d_z)
+    av, xv, zv = d_a.cupy(), d_x.cupy(), d_z.cupy()
     sgemv = product.cublas_function("gemv")
     notes: dict[str, Any] = {}
     if sgemv is not None:
@@ -44,7 +42,7 @@ def _cublas_case(variant: VariantSpec, d_a, d_x, d_y, d_z, alpha: float, beta: f
             sgemv("T", alpha, av.T, xv, beta, zv)
         notes["reference"] = "cupy.cublas.gemv (cuBLAS SGEMV)"
     else:
-        yv = gpu.cupy_view(d_y)
+        yv = d_y.cupy()
 
         def run() -> None:
             cupy.add(alpha * cupy.matmul(av, xv), beta * yv, out=zv)

@@ -49,6 +49,12 @@ class Problem:
         """Plain dict for JSON."""
         return {"dims": list(self.dims), "dtype": self.dtype, "options": dict(self.options)}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Problem":
+        """Read :meth:`to_dict`'s output (the options keep their order)."""
+        return cls(dims=tuple(int(x) for x in d["dims"]), dtype=str(d["dtype"]),
+                   options=tuple((str(k), v) for k, v in dict(d.get("options") or {}).items()))
+
 
 @dataclass(frozen=True)
 class Work:
@@ -245,3 +251,12 @@ def where(mask: np.ndarray) -> str:
     if len(idx) == 2:
         return f"row {idx[0]}, column {idx[1]}"
     return "[" + ", ".join(map(str, idx)) + "]"
+
+
+def cupy_version() -> str:
+    """The CuPy a library row runs (its row's notes say it), or '' when CuPy is not installed."""
+    try:
+        import cupy  # noqa: PLC0415  (optional: the ref extra)
+    except ImportError:
+        return ""
+    return str(cupy.__version__)

@@ -38,12 +38,12 @@ import math
 import numpy as np
 
 from cudalab import hostwork
-from cudalab.worker import gpu
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SkipRow, UsageError
 from cudalab.families import Case, Check, Launch, Problem, SetupContext, Work, compare
 from cudalab.families.base import Family
+from cudalab.families.model import cupy_version
 
 
 DEFAULT_N = 2**24
@@ -158,7 +158,7 @@ def _library_case(d_x, problem: Problem) -> Case:
     Raises:
         SkipRow: CuPy is not installed (the runner turns this into a Skipped row).
     """
-    view = gpu.cupy_view(d_x)
+    view = d_x.cupy()
     if view is None:
         raise SkipRow("CuPy is not installed: the cub reference row needs it (pip install cupy-cuda13x)")
     box: dict = {}
@@ -173,7 +173,7 @@ def _library_case(d_x, problem: Problem) -> Case:
 
     return Case(
         run=run, result=lambda: np.array([box["out"].get()]).astype(problem.np_dtype), to_result=to_result,
-        notes={"library": f"cupy {gpu.cupy_version()}"},
+        notes={"library": f"cupy {cupy_version()}"},
     )
 
 

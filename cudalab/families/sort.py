@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cudalab.worker import gpu
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import SkipRow, UsageError
 from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work
 from cudalab.families.base import Family
+from cudalab.families.model import cupy_version
 from cudalab.families.sort_onesweep import onesweep_case
 from cudalab.families.sort_radix import radix_case
 
@@ -118,7 +118,7 @@ def _library_case(d_x, problem: Problem) -> Case:
     Raises:
         SkipRow: CuPy is not installed (the runner turns this into a Skipped row).
     """
-    view = gpu.cupy_view(d_x)
+    view = d_x.cupy()
     if view is None:
         raise SkipRow("CuPy is not installed: the cupy reference row needs it (pip install cupy-cuda13x)")
     import cupy  # noqa: PLC0415  (present: cupy_view succeeded)
@@ -129,7 +129,7 @@ def _library_case(d_x, problem: Problem) -> Case:
         box["out"] = cupy.sort(view)
 
     return Case(run=run, result=lambda: Sorted(box["out"].get()), items=view.size,
-                notes={"library": f"cupy {gpu.cupy_version()}"})
+                notes={"library": f"cupy {cupy_version()}"})
 
 
 def bitonic_plan(n2: int, tile: int) -> list[tuple[str, int, int]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cudalab import catalog, files
-from cudalab.worker import executor as runner
+from cudalab.plan import RunRequest, make_problem, plan_launch
 from cudalab import launch as L
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CudalabError, ForeignProfileError, KernelNotProfiledError
@@ -32,7 +32,7 @@ from cudalab.records.results import PASSED, Result, Status
 _PROBLEM_FIELDS = ("n", "shape", "dtype", "block", "grid", "options", "defines")
 
 
-def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | None = None,
+def load_import(path: str | os.PathLike, req: RunRequest, metrics: str | None = None,
                 ncu: str | None = None, run: Runner = subprocess.run, source: bool = False) -> NcuReport:
     """Build the report from a saved file.
 
@@ -66,7 +66,7 @@ def load_import(path: str | os.PathLike, req: runner.RunRequest, metrics: str | 
         req, child_rows, source = _from_shapes(path, spec, req, parsed)
         doubled = True
     prob_req = replace(req, variants=None, profile=True)
-    fam, problem = _family(spec), runner.make_problem(spec, _family(spec), prob_req)
+    fam, problem = _family(spec), make_problem(spec, _family(spec), prob_req)
     # as a live profile: kernels only, the --add kernels the file's request names among them
     from cudalab.catalog import user  # noqa: PLC0415
 
@@ -99,11 +99,11 @@ def _family(spec: FamilySpec) -> Family:
     return load(spec.module)
 
 
-def _from_markers(path: Path, spec: FamilySpec, req: runner.RunRequest, request: dict[str, Any],
-                  parsed: ParsedCsv) -> tuple[runner.RunRequest, list[Result], str, bool]:
+def _from_markers(path: Path, spec: FamilySpec, req: RunRequest, request: dict[str, Any],
+                  parsed: ParsedCsv) -> tuple[RunRequest, list[Result], str, bool]:
     """A cudalab export: its request sets the problem, its variant lines the launch logs and verdicts."""
     try:
-        saved = runner.RunRequest.from_dict(request)
+        saved = RunRequest.from_dict(request)
     except (CudalabError, TypeError, ValueError) as exc:
         raise ForeignProfileError(f"{path}: its cudalab request line is unreadable ({exc})") from None
     if saved.family != spec.name:
@@ -121,8 +121,8 @@ def _from_markers(path: Path, spec: FamilySpec, req: runner.RunRequest, request:
     return req, rows, "size and launch log from the file's cudalab markers", False
 
 
-def _from_shapes(path: Path, spec: FamilySpec, req: runner.RunRequest,
-                 parsed: ParsedCsv) -> tuple[runner.RunRequest, list[Result], str]:
+def _from_shapes(path: Path, spec: FamilySpec, req: RunRequest,
+                 parsed: ParsedCsv) -> tuple[RunRequest, list[Result], str]:
     """A plain ncu CSV: check its kernels belong to the family, read the size from the launch shapes."""
     fam = _family(spec)
     kernels = [v for v in spec.variants if v.kind == "kernel"]
@@ -154,17 +154,17 @@ def _from_shapes(path: Path, spec: FamilySpec, req: runner.RunRequest,
                               f"the file ({shown}){hint}")
 
 
-def _plan(spec: FamilySpec, fam: Family, req: runner.RunRequest, kernels: list[VariantSpec],
+def _plan(spec: FamilySpec, fam: Family, req: RunRequest, kernels: list[VariantSpec],
           launches: tuple[KernelLaunch, ...] = ()) -> dict[str, list[Key]] | None:
     """Each kernel variant's planned launch at the request's size (None: the size itself is refused)."""
     try:
-        problem = runner.make_problem(spec, fam, req)
+        problem = make_problem(spec, fam, req)
     except CudalabError:
         return None
     out: dict[str, list[Key]] = {}
     for v in kernels:
         try:
-            lau = runner.plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
+            lau = plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
         except CudalabError:
             continue  # a variant this size refuses ran in no file at this size
         key = (v.kernel, L.fmt_dims(lau.grid), L.fmt_dims(lau.block))
@@ -180,17 +180,17 @@ def _planned_rows(planned: dict[str, list[Key]], kernels: list[VariantSpec]) -> 
             for v in kernels if v.name in planned]
 
 
-def _size_guesses(spec: FamilySpec, fam: Family, req: runner.RunRequest,
+def _size_guesses(spec: FamilySpec, fam: Family, req: RunRequest,
                   launches: tuple[KernelLaunch, ...]) -> list[dict[str, str]]:
     """Sizes that could have produced the file's grids: grid × tile of each family kernel's launch."""
     guesses: list[dict[str, str]] = []
     default = _plan(spec, fam, req, [v for v in spec.variants if v.kind == "kernel"]) or {}
     tiles: dict[str, L.Dim3] = {}
     try:
-        problem: Problem = runner.make_problem(spec, fam, req)
+        problem: Problem = make_problem(spec, fam, req)
         for v in spec.variants:
             if v.kind == "kernel" and v.name in default:
-                tiles.setdefault(v.kernel, runner.plan_launch(v, fam, problem).tile)
+                tiles.setdefault(v.kernel, plan_launch(v, fam, problem).tile)
     except CudalabError:
         return guesses
     for ln in launches:

@@ -1,7 +1,7 @@
 """The ncu driver: one ncu process per command profiles the verified launch of every selected variant.
 
 ``ncu --csv --print-units base --log-file LOG --clock-control none --kernel-name regex:^(k1|k2)$ --metrics ...
-python -m cudalab.worker.child REQUEST RESULT`` runs every selected variant once (profile mode: one poisoned,
+python -m cudalab.worker.child PLAN RESULT`` runs every selected variant once (profile mode: one poisoned,
 verified launch each) on the child protocol (:mod:`cudalab.worker.child`); ncu's CSV goes to its log file, apart
 from the program's own output (base units keep durations in ns at full precision). Where the report
 itself is wanted (``--export FILE.ncu-rep``, ``--source``), ``-o REPORT`` replaces the log and ``ncu
@@ -26,8 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cudalab.worker import child
-from cudalab.worker import executor as runner
+from cudalab.session import toolchild as child
+from cudalab.plan import RunRequest, precheck
 from cudalab.errors import KernelNotProfiledError, ToolFailedError, ToolMissingError
 from cudalab.files import atomic_write
 from cudalab.ncu.metrics import resolve_metrics
@@ -115,7 +115,7 @@ def _read_log(log: Path | None) -> str:
         return ""
 
 
-def marker_lines(req: runner.RunRequest, rows: Sequence[Result]) -> str:
+def marker_lines(req: RunRequest, rows: Sequence[Result]) -> str:
     """The lines an export starts with: the request, then each child row's status and launch log."""
     lines = [f"{MARKER} request {json.dumps(req.to_dict())}"]
     for r in rows:
@@ -130,7 +130,7 @@ def problem_label(problem, source: str = "") -> str:
     return f"size {problem.label} · dtype {problem.dtype}{opts}" + (f" ({source})" if source else "")
 
 
-def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os.PathLike | None = None,
+def profile(req: RunRequest, metrics: str | None = None, export: str | os.PathLike | None = None,
             ncu: str | None = None, run: Runner = subprocess.run, timeout: float = 600.0,
             source: bool = False) -> NcuReport:
     """Profile every selected kernel variant of ``req`` in one child run under one ncu process.
@@ -148,7 +148,8 @@ def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os
         ToolMissingError, CounterPermissionError, ToolFailedError, KernelNotProfiledError, UsageError.
     """
     req = replace(req, profile=True, roofline=False)
-    spec, fam, problem, selected = runner.precheck(req)
+    plan = precheck(req)  # the one plan of this point: the child runs it as it is
+    spec, fam, problem, selected = plan.spec, plan.family, plan.problem, plan.variants
     mset = resolve_metrics(metrics, spec, fam, problem)
     kernels = [v.kernel for v in selected if v.kind == "kernel"]
     if not kernels:
@@ -162,7 +163,7 @@ def profile(req: runner.RunRequest, metrics: str | None = None, export: str | os
         log = None if keep else Path(tmp) / "ncu.log"
         prefix = profile_argv(exe, base, kernels, mset.metrics, SOURCE_ARGS if source else (), log)
         try:
-            done = child.run_child(req, prefix, timeout, workdir=tmp, run=run)
+            done = child.run_child(plan, prefix, timeout, workdir=tmp, run=run)
         except subprocess.TimeoutExpired:
             raise ToolFailedError(f"ncu profiling {spec.name} ran past {timeout:g} s") from None
         except OSError as exc:
@@ -235,7 +236,7 @@ def source_extra(row) -> dict:
     return out
 
 
-def add_ncu(point: RunPoint, req: runner.RunRequest, metrics: str | None = None, ncu: str | None = None,
+def add_ncu(point: RunPoint, req: RunRequest, metrics: str | None = None, ncu: str | None = None,
             run: Runner = subprocess.run, timeout: float = 600.0, source: bool = False) -> RunPoint:
     """``cudalab <family> --ncu``: profile the point's request and merge the figures its metric set keeps into
     each row's ``extra`` (:meth:`cudalab.ncu.metrics.MetricSet.values`; smem set when the family declares

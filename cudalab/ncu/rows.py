@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cudalab.worker import child
+from cudalab.session import toolchild as child
 from cudalab.catalog import VariantSpec
 from cudalab.families import Family, Problem
 from cudalab.ncu.match import COMBINED_NOTE, combine, match_launches

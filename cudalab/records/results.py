@@ -219,7 +219,7 @@ class RunRecord:
         command: the command line.
         started: seconds since the epoch.
         incomplete: the run was interrupted (or a point failed) and holds what was measured.
-        device: the GPU (:meth:`cudalab.worker.gpu.DeviceInfo.to_dict`), with measured clocks where known.
+        device: the GPU (:meth:`cudalab.records.device.DeviceInfo.to_dict`), with measured clocks where known.
         machine: host facts (hostname, Python, NumPy, pycuda, CuPy, kernel tree revision).
         points: one per problem.
     """

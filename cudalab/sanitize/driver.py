@@ -2,7 +2,7 @@
 
 Each run is one child (:mod:`cudalab.worker.child`) under the tool, with no shell::
 
-    compute-sanitizer --tool T --error-exitcode 99 --print-limit N python -m cudalab.worker.child REQUEST RESULT
+    compute-sanitizer --tool T --error-exitcode 99 --print-limit N python -m cudalab.worker.child PLAN RESULT
 
 The child runs one variant in profile mode (one poisoned, verified launch; nothing timed, no L2 flush,
 no roofline), so the sanitizer sees the kernel and little else of cudalab's. Each variant runs at the
@@ -20,12 +20,12 @@ import queue
 import re
 import subprocess
 import threading
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from cudalab.worker import child
-from cudalab.worker import executor as runner
+from cudalab.session import toolchild as child
+from cudalab.plan import Plan, RunRequest, make_problem, precheck
 from cudalab.catalog import user
 from cudalab.catalog import family as family_spec
 from cudalab.errors import LaunchConfigError, ToolFailedError, UsageError
@@ -48,10 +48,11 @@ Runner = Callable[..., subprocess.CompletedProcess]
 class Job:
     """One sanitizer run: a variant's request (its size fields set), a tool; ``skip`` says why it is not run."""
 
-    request: runner.RunRequest
+    request: RunRequest
     tool: str
     legacy: str = ""
     skip: str = ""
+    plan: Plan | None = field(default=None, compare=False)  # the planned point (None when skipped)
 
     @property
     def variant(self) -> str:
@@ -129,7 +130,7 @@ def tools_for(choice: str) -> tuple[str, ...]:
     return tools
 
 
-def sizes_for(req: runner.RunRequest) -> tuple[dict[str, str], ...]:
+def sizes_for(req: RunRequest) -> tuple[dict[str, str], ...]:
     """The size fields each variant runs with: ``--n`` values (a comma list) or ``--shape`` when given,
     else the family's ``SANITIZE_SIZES``."""
     if req.shape:
@@ -139,7 +140,7 @@ def sizes_for(req: runner.RunRequest) -> tuple[dict[str, str], ...]:
     return tuple(dict(s) for s in load(family_spec(req.family).module).SANITIZE_SIZES)
 
 
-def plan(req: runner.RunRequest, tools: Iterable[str] = TOOLS) -> list[Job]:
+def plan(req: RunRequest, tools: Iterable[str] = TOOLS) -> list[Job]:
     """Expand a request into jobs: by variant (catalog order), then size, then tool.
 
     Only kernel variants are run. A size a variant's rules refuse gives jobs with ``skip`` set.
@@ -159,17 +160,17 @@ def plan(req: runner.RunRequest, tools: Iterable[str] = TOOLS) -> list[Job]:
     base = replace(req, n=None, shape=None, profile=True, roofline=False)
     sized = [replace(base, **fields) for fields in sizes_for(req)]
     for r in sized:  # a size no variant could take is a mistake in the command (or the hook), not a skip
-        runner.make_problem(spec, fam, r)
+        make_problem(spec, fam, r)
     jobs: list[Job] = []
     for v, fields in selected:
         for r in sized:
             one = replace(r, **fields)
+            planned, why = None, ""
             try:
-                runner.precheck(one)
-                why = ""
+                planned = precheck(one)  # planned once: each tool's child runs this plan
             except (UsageError, LaunchConfigError) as exc:
                 why = str(exc)
-            jobs.extend(Job(one, t, v.legacy, why) for t in tools)
+            jobs.extend(Job(one, t, v.legacy, why, planned) for t in tools)
     return jobs
 
 
@@ -218,7 +219,7 @@ def run_job(job: Job, sanitizer: str, print_limit: int = DEFAULT_PRINT_LIMIT, ti
     """Run one job under the sanitizer and judge it; the raw output goes to ``log_dir`` if given."""
     prefix = prefix_argv(sanitizer, job.tool, print_limit)
     try:
-        done = child.run_child(job.request, prefix, timeout_s, run=run)
+        done = child.run_child(job.plan, prefix, timeout_s, run=run)
         row, output = replace(judge(job, done), seconds=done.seconds), done.output
     except subprocess.TimeoutExpired as exc:
         out = exc.output
@@ -228,12 +229,12 @@ def run_job(job: Job, sanitizer: str, print_limit: int = DEFAULT_PRINT_LIMIT, ti
         raise ToolFailedError(f"could not start {sanitizer}: {exc}") from None
     if log_dir is not None:
         path = Path(log_dir) / f"{job.slug}.log"
-        atomic_write(path, "$ " + " ".join(prefix + ["python -m cudalab.worker.child REQUEST RESULT"]) + "\n" + output)
+        atomic_write(path, "$ " + " ".join(prefix + ["python -m cudalab.worker.child PLAN RESULT"]) + "\n" + output)
         row = replace(row, log=str(path))
     return row
 
 
-def sanitize(req: runner.RunRequest, tools: Iterable[str] = TOOLS, log_dir: str | Path | None = None,
+def sanitize(req: RunRequest, tools: Iterable[str] = TOOLS, log_dir: str | Path | None = None,
              print_limit: int = DEFAULT_PRINT_LIMIT, timeout_s: float = DEFAULT_TIMEOUT_S,
              on_row: Callable[[Row], None] | None = None, run: Runner = subprocess.run,
              sanitizer: str | None = None, devices: Sequence[int] | None = None) -> list[Row]:
@@ -261,7 +262,8 @@ def sanitize(req: runner.RunRequest, tools: Iterable[str] = TOOLS, log_dir: str 
         else:
             d = free.get()
             try:
-                job_on = replace(job, request=replace(job.request, device=d))
+                job_on = replace(job, request=replace(job.request, device=d),
+                                 plan=job.plan.with_request(device=d) if job.plan is not None else None)
                 row = run_job(job_on, sanitizer, print_limit, timeout_s, Path(log_dir) if log_dir else None, run)
             finally:
                 free.put(d)

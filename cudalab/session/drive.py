@@ -1,8 +1,9 @@
 """Running points on GPU workers: one worker per GPU, a watchdog, a fresh worker after a fault.
 
-The parent process holds no CUDA context. It plans each point on the CPU (a
-:class:`~cudalab.worker.executor.FamilyRun` with no device: the variants, the problem, the roofline rule), sends
-it to a worker (:mod:`cudalab.worker`) and gathers the rows as they arrive. When a worker dies (a
+The parent process holds no CUDA context. Each point was planned once on the CPU (a
+:class:`~cudalab.plan.Plan`: the variants, the problem, the roofline rule); the session sends the plan to a
+worker (:mod:`cudalab.worker.protocol`) and gathers the rows as they arrive (a
+:class:`~cudalab.session.point.Point` each). When a worker dies (a
 sticky CUDA error, a crash), or the watchdog kills it (a kernel that does not finish within the
 run's limit), the variant it was running becomes one ``failed`` or ``timeout`` row, a fresh worker
 continues with the variants left, and the roofline follows as if nothing had happened. A roofline
@@ -16,15 +17,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from cudalab.worker import executor as runner
 from cudalab.errors import CudalabError
+from cudalab.families.roofline import with_roofline
+from cudalab.plan import Plan
 from cudalab.progress import Observer
 from cudalab.records.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-from cudalab.session.slot import Slot, WorkerError, every_gpu, facts
 from cudalab.session import process as W
+from cudalab.session.point import Point
+from cudalab.session.slot import Slot, WorkerError, every_gpu, facts
 from cudalab.worker.protocol import unpack_array
 
 #: The watchdog's least limit (seconds) for one kernel launch to finish.
@@ -48,29 +50,30 @@ class Session:
         timeout: the watchdog's limit in seconds (None: the larger of :data:`MIN_TIMEOUT_S` and
             :data:`SLOWEST_FACTOR` times the slowest passed row).
         energy: ``--energy`` (workers need NVML).
-        on_change: called (under the session's lock) after every row and roofline: the CLI saves then.
+        on_change: called (under the session's lock) with the points started so far after every row and
+            roofline: the CLI saves then.
         on_ready: called with a GPU's facts as its first worker opens it.
         spawn: starts a worker (tests pass fakes).
     """
 
     def __init__(self, devices: Sequence[int] | None = (0,), observer: Observer | None = None, timeout: float | None = None,
-                 energy: bool = False, on_change: Callable[[], None] | None = None,
+                 energy: bool = False, on_change: Callable[[list[Point]], None] | None = None,
                  on_ready: Callable[[dict[str, Any]], None] | None = None, spawn: W.Spawn | None = None):
         self._spawn, self._energy = spawn or W.spawn, energy
         self.all_devices = devices is None
         self.slots = [Slot(d, self._spawn, energy) for d in (devices or [0])]
         self.observer = observer or Observer()
         self.timeout = timeout
-        self.on_change = on_change or (lambda: None)
+        self.on_change = on_change or (lambda points: None)
         self.on_ready = on_ready or (lambda info: None)
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)  # a point was given back or finished
         self._busy = 0  # points a GPU holds now: one may come back (its worker could not open its GPU)
         self.stopping = threading.Event()
         self.fatal: CudalabError | None = None
-        self.runs: list[runner.FamilyRun] = []
+        self.runs: list[Point] = []
         self._slowest_ms = 0.0
-        self._queue: list[runner.FamilyRun] = []
+        self._queue: list[Point] = []
         self._failed: set[int] = set()  # GPUs whose worker could not open them
         self._roofs: dict[tuple[int, int], Roofline] = {}
 
@@ -133,21 +136,18 @@ class Session:
         return self.slots[0].count
 
     # --- running -------------------------------------------------------------------------------
-    def run(self, reqs: Sequence[runner.RunRequest], total: int = 0) -> tuple[list[runner.FamilyRun], bool]:
-        """Run every point; returns (the points' runs, incomplete). An interrupt (KeyboardInterrupt in
-        the calling thread) kills the workers and returns what finished, marked incomplete.
+    def run(self, plans: Sequence[Plan], total: int = 0) -> tuple[list[Point], bool]:
+        """Run every planned point; returns (the points with their rows, incomplete). An interrupt
+        (KeyboardInterrupt in the calling thread) kills the workers and returns what finished, marked incomplete.
 
         Raises:
             WorkerError: no worker could open its GPU.
         """
-        self.runs = [runner.FamilyRun(req, None, strict=False) for req in reqs]
-        for run in self.runs:  # a fixed seed: a fresh worker continuing a point draws the same inputs
-            if run.req.seed is None:
-                run.req = replace(run.req, seed=int(run.rng.integers(0, 2**31 - 1)))
+        self.runs = [Point(plan) for plan in plans]
         self._queue = list(self.runs)
         if self.all_devices:
             self._all_slots()
-        self.observer.start(total, reqs[0].family if reqs else "")
+        self.observer.start(total, plans[0].request.family if plans else "")
         ended = [threading.Event() for _ in self.slots]  # each drive thread's end (see the interrupt below)
         try:
             for s, e in zip(self.slots, ended):
@@ -177,12 +177,12 @@ class Session:
         self.slots = every_gpu(self.slots, W.visible_gpus(), self._ready, self._spawn, self._energy)
         self.all_devices = False
 
-    def started(self) -> list[runner.FamilyRun]:
+    def started(self) -> list[Point]:
         """The points handed to a worker so far, in order (what a saved record holds)."""
         with self.lock:
             return [r for r in self.runs if r not in self._queue]
 
-    def _next(self) -> tuple[int, runner.FamilyRun] | None:
+    def _next(self) -> tuple[int, Point] | None:
         with self.changed:
             # An empty queue is not the end while another GPU holds a point: its worker may yet fail to
             # open its GPU and give the point back (a GPU that quit here first would leave it to no one).
@@ -193,7 +193,7 @@ class Session:
             run = self._queue.pop(0)
             self._busy += 1
             i = self.runs.index(run)
-            self.observer.point(i, len(self.runs), _label(run))
+            self.observer.point(i, len(self.runs), run.plan.label)
             return i, run
 
     def _drive(self, slot: Slot, ended: threading.Event) -> None:
@@ -223,7 +223,7 @@ class Session:
         """The slot's worker, started and ready (:meth:`Slot.wait_ready`)."""
         return slot.wait_ready(self.stopping, TICK_S)
 
-    def _point(self, slot: Slot, index: int, run: runner.FamilyRun) -> None:
+    def _point(self, slot: Slot, index: int, run: Point) -> None:
         run.gpu = slot.device
         restarts = 0
         names = [v.name for v in run.variants]
@@ -234,8 +234,8 @@ class Session:
             if restarts > MAX_RESTARTS:
                 self._give_up(run, remaining, "the GPU worker kept dying; the rows left were not run")
                 break
-            req = replace(run.req, device=slot.device, done=tuple(r.variant for r in run.results))
-            slot.send_ready(self.stopping, TICK_S, op="point", id=index, request=req.to_dict())
+            plan = run.plan.with_request(device=slot.device, done=tuple(r.variant for r in run.results))
+            slot.send_ready(self.stopping, TICK_S, op="point", id=index, plan=plan.to_dict())
             outcome = self._follow(slot, run, index)
             if outcome in ("done", "refused", "stopped"):
                 if outcome == "stopped":
@@ -246,7 +246,7 @@ class Session:
             return
         self._roofline(slot, run, index)
 
-    def _follow(self, slot: Slot, run: runner.FamilyRun, index: int) -> str:
+    def _follow(self, slot: Slot, run: Point, index: int) -> str:
         """Gather one point's events until it is done, or its worker is gone; returns how it ended."""
         w = slot.worker
         current: dict[str, Any] | None = None
@@ -297,7 +297,7 @@ class Session:
                 self._lost(slot, run, current, FAILED, f"the GPU worker died ({how})" + (f": {words}" if words else ""))
                 return "died"
 
-    def _drain(self, run: runner.FamilyRun, w: Any, ev: dict[str, Any] | None) -> None:
+    def _drain(self, run: Point, w: Any, ev: dict[str, Any] | None) -> None:
         """Keep the rows a stopped worker had already sent (an interrupt must not cost a finished row): all its
         events up to the end of its pipe (at once: it was killed), waiting up to :data:`DRAIN_S`; on a busy
         machine a row sent just before the interrupt may still be in the pipe."""
@@ -309,7 +309,7 @@ class Session:
                 break
             ev = w.next(left)
 
-    def _lost(self, slot: Slot, run: runner.FamilyRun, current: dict[str, Any] | None, status: Any, why: str) -> None:
+    def _lost(self, slot: Slot, run: Point, current: dict[str, Any] | None, status: Any, why: str) -> None:
         """The worker is gone mid-point: the variant it was on becomes a row with ``status``."""
         slot.drop()
         names = {v.name: v for v in run.variants}
@@ -321,14 +321,14 @@ class Session:
         elif name in ("", "inputs"):  # died before any variant: the rows left cannot run either
             self._give_up(run, [n for n in names if n not in done], why)
 
-    def _give_up(self, run: runner.FamilyRun, names: Sequence[str], why: str, status: Any = FAILED,
+    def _give_up(self, run: Point, names: Sequence[str], why: str, status: Any = FAILED,
                  quiet: bool = False) -> None:
         """Rows for variants that will not run (``quiet``: kept from the progress, a refusal says it once)."""
         by = {v.name: v for v in run.variants}
         for v in (by[n] for n in names):
             self._row(run, Result(variant=v.name, kind=v.kind, status=status, reason=why, legacy=v.legacy), quiet=quiet)
 
-    def _row(self, run: runner.FamilyRun, row: Result, output: str | None = None, quiet: bool = False) -> None:
+    def _row(self, run: Point, row: Result, output: str | None = None, quiet: bool = False) -> None:
         with self.lock:
             run.results.append(row)
             if output:
@@ -337,17 +337,17 @@ class Session:
                 self._slowest_ms = max(self._slowest_ms, row.median_ms)
             if not quiet:
                 self.observer.result(row)
-            self.on_change()
+            self.on_change(self.started())
 
-    def _roofline(self, slot: Slot, run: runner.FamilyRun, index: int) -> None:
+    def _roofline(self, slot: Slot, run: Point, index: int) -> None:
         """The point's roofline: its own rows (copy), one already measured on these bytes, or a new one."""
-        own = run.own_roofline()
+        own = run.plan.own_roofline(run.results)
         if own is not None:
             self._set_roofline(run, own, "")
             return
-        if not run.wants_roofline() or not any(r.status == PASSED and r.gbs for r in run.results):
+        if not run.plan.wants_roofline(run.results) or not any(r.status == PASSED and r.gbs for r in run.results):
             return
-        key = (slot.device, run.family.roofline_bytes(run.problem))
+        key = (slot.device, run.plan.roofline_bytes())
         if key in self._roofs:
             self._set_roofline(run, self._roofs[key], "")
             return
@@ -356,7 +356,7 @@ class Session:
         except WorkerError as exc:
             self._set_roofline(run, None, str(exc))
             return
-        w.send(op="roofline", id=index, request=replace(run.req, device=slot.device).to_dict())
+        w.send(op="roofline", id=index, plan=run.plan.with_request(device=slot.device).to_dict())
         last = time.monotonic()
         while not self.stopping.is_set():
             ev = w.next(TICK_S)
@@ -383,16 +383,11 @@ class Session:
                 self._set_roofline(run, None, f"the GPU worker died measuring it ({how})")
                 return
 
-    def _set_roofline(self, run: runner.FamilyRun, roof: Roofline | None, why: str) -> None:
+    def _set_roofline(self, run: Point, roof: Roofline | None, why: str) -> None:
         with self.lock:
             run.roofline = roof
             run.roofline_note = "" if roof is not None else (why or "not measured")
             if roof is not None:
-                run.results = [runner.with_roofline(r, roof) for r in run.results]
-            self.on_change()
+                run.results = [with_roofline(r, roof) for r in run.results]
+            self.on_change(self.started())
 
-
-def _label(run: runner.FamilyRun) -> str:
-    req = run.req
-    text = f"{run.problem.label} {run.problem.dtype}" + (f" block={req.block}" if req.block else "")
-    return text + "".join(f" {k}={v}" for k, v in req.defines)

@@ -246,6 +246,19 @@ def spawn(device: int, energy: bool = False) -> WorkerProcess:
     return WorkerProcess(device, energy=energy)
 
 
+def pci_bus_id(device: int, timeout_s: float = 30.0) -> str | None:
+    """The PCI bus id of CUDA device ``device`` (how NVML finds the same GPU), asked of a short-lived GPU
+    process (:mod:`cudalab.worker.busid`: the parent never loads the CUDA driver); None when it cannot say
+    (the worker that opens the GPU then says why in its own words)."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cudalab.worker.busid", str(int(device))], capture_output=True,
+                              text=True, env=worker_env(), timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    bus = proc.stdout.strip()
+    return bus if proc.returncode == 0 and bus else None
+
+
 def visible_gpus() -> int | None:
     """How many GPUs a worker will see, asked without a CUDA context: the entries of
     ``CUDA_VISIBLE_DEVICES`` where it is set, else NVML's count; None when neither can say."""

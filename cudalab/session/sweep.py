@@ -1,8 +1,8 @@
 """Sweeps: every axis of a family run may be a list; the cross product is one RunRequest per point.
 
 Shared by the family command (:mod:`cudalab.cli.options`) and the Python API (:mod:`cudalab.api`):
-:func:`requests` builds the points, :func:`precheck_points` refuses what can be refused without a GPU,
-:func:`execute` runs them on GPU workers and :func:`record` makes the saved
+:func:`requests` builds the points, :func:`plan_points` plans each once (refusing what can be refused
+without a GPU), :func:`execute` runs the plans on GPU workers and :func:`record` makes the saved
 :class:`~cudalab.records.results.RunRecord` (one :class:`~cudalab.records.results.RunPoint` per point). No click, no rich.
 """
 
@@ -15,16 +15,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from cudalab import __version__
-from cudalab.worker import executor as runner
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec
-from cudalab.errors import CudalabError, LaunchConfigError, UsageError
+from cudalab.errors import CudalabError, UsageError
 from cudalab.families import Family
+from cudalab.plan import Plan, RunRequest, precheck
 from cudalab.progress import Observer
 from cudalab.records.results import RunPoint, RunRecord
+from cudalab.session.point import Point
 from cudalab.catalog.user import UserKernel
 
-__all__ = ["Axes", "axes", "split", "base_request", "requests", "precheck_points", "Executed", "execute", "record",
+__all__ = ["Axes", "axes", "split", "base_request", "requests", "plan_points", "Executed", "execute", "record",
            "point_of"]
 
 
@@ -96,7 +97,7 @@ def axes(spec: FamilySpec, fam: Family, n: Any = None, shape: Any = None, dtype:
                 block=tuple(split(block, "--block")), options=opts, defines=tuple(defs.items()))
 
 
-def requests(spec: FamilySpec, base: runner.RunRequest, ax: Axes) -> list[runner.RunRequest]:
+def requests(spec: FamilySpec, base: RunRequest, ax: Axes) -> list[RunRequest]:
     """The cross product of the axes, one RunRequest per point (block varies fastest, sizes slowest)."""
     opt_names = [k for k, _ in ax.options]
     def_names = [k for k, _ in ax.defines]
@@ -108,7 +109,7 @@ def requests(spec: FamilySpec, base: runner.RunRequest, ax: Axes) -> list[runner
         options.update(zip(opt_names, opt_vals))
         defines = dict(base.defines)
         defines.update(zip(def_names, def_vals))
-        out.append(runner.RunRequest(**{
+        out.append(RunRequest(**{
             **{f: getattr(base, f) for f in base.__dataclass_fields__},
             "n": None if n is None else str(n), "shape": shape, "dtype": dtype,
             "block": None if block is None else str(block), "options": tuple(options.items()),
@@ -120,16 +121,16 @@ def requests(spec: FamilySpec, base: runner.RunRequest, ax: Axes) -> list[runner
 def base_request(spec: FamilySpec, fam: Family, variants: str | None = None, grid: str | None = None,
                  add: Sequence[UserKernel] = (), protocol: Protocol = Protocol(), seed: int | None = None,
                  roofline: bool = True, device: int = 0, keep_outputs: bool = False,
-                 force: bool = False, exclusive: bool = False, lock_clocks: int | None = None) -> runner.RunRequest:
+                 force: bool = False, exclusive: bool = False, lock_clocks: int | None = None) -> RunRequest:
     """What every point of a sweep shares (family option defaults filled in)."""
-    return runner.RunRequest(
+    return RunRequest(
         family=spec.name, variants=variants, grid=grid, options=tuple((o.name, o.default) for o in fam.OPTIONS),
         protocol=protocol, seed=seed, roofline=roofline, device=device, keep_outputs=keep_outputs, add=tuple(add),
         force=force, exclusive=exclusive, lock_clocks=lock_clocks)
 
 
-def precheck_points(reqs: Sequence[runner.RunRequest]) -> list[int]:
-    """Refuse on the CPU what no point can run; return how many variants each point has.
+def plan_points(reqs: Sequence[RunRequest]) -> list[Plan]:
+    """Plan every point once (:func:`cudalab.plan.precheck`), refusing on the CPU what no point can run.
 
     A bad name or size anywhere is refused at once; a point where no variant fits its rules is
     kept (its skipped rows are shown) as long as another point can run.
@@ -137,17 +138,11 @@ def precheck_points(reqs: Sequence[runner.RunRequest]) -> list[int]:
     Raises:
         UsageError, LaunchConfigError: the first reason, when no point can run (or a bad size).
     """
-    counts, first, runnable = [], None, 0
-    for req in reqs:
-        try:  # strict only decides whether to raise: a point that passes it is planned once
-            counts.append(len(runner.precheck(req)[3]))
-            runnable += 1
-        except (UsageError, LaunchConfigError) as exc:
-            counts.append(len(runner.precheck(req, strict=False)[3]))  # a bad size raises here too, at once
-            first = first or exc
-    if not runnable and first is not None:
-        raise first
-    return counts
+    plans = [precheck(req, strict=False) for req in reqs]  # a bad size raises here, at once
+    blocked = [p.blocked for p in plans if p.blocked is not None]
+    if plans and len(blocked) == len(plans):
+        raise blocked[0]
+    return plans
 
 
 @dataclass(frozen=True)
@@ -155,13 +150,13 @@ class Executed:
     """What :func:`execute` returns.
 
     Attributes:
-        runs: one planned-and-run :class:`~cudalab.worker.executor.FamilyRun` per point started (rows, roofline, GPU).
+        runs: one :class:`~cudalab.session.point.Point` per point started (its plan, rows, roofline, GPU).
         incomplete: interrupted (Ctrl-C, SIGTERM) or cut short: what finished is kept.
         info: the GPU's facts (every GPU's under ``devices``), with the telemetry summary.
         exit_code: 130 after Ctrl-C, 143 after SIGTERM, 0 otherwise.
     """
 
-    runs: list[runner.FamilyRun]
+    runs: list[Point]
     incomplete: bool
     info: dict[str, Any]
     exit_code: int = 0
@@ -177,48 +172,46 @@ class Executed:
         return err
 
 
-def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None, total: int = 0,
-            on_open: Callable[[dict[str, Any]], None] | None = None, session: Any | None = None,
-            on_change: Callable[[list[runner.FamilyRun]], None] | None = None, devices: Sequence[int] | str | None = None,
+def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, observer: Observer | None = None,
+            on_open: Callable[[dict[str, Any]], None] | None = None,
+            on_change: Callable[[list[Point]], None] | None = None, devices: Sequence[int] | str | None = None,
             timeout: float | None = None) -> Executed:
-    """Run every point on GPU workers (:mod:`cudalab.session`); Ctrl-C or SIGTERM keeps what finished.
+    """Run every planned point on GPU workers (:mod:`cudalab.session.drive`); Ctrl-C or SIGTERM keeps what finished.
 
     Args:
-        reqs: the points (checked by :func:`precheck_points`).
-        observer: progress callbacks.
+        plans: the planned points (:func:`plan_points`).
         total: rows in all, for the bar's ETA.
-        on_open: gets a GPU's facts as its worker opens it (the CLI prints its header then).
-        session: a started :class:`cudalab.session.drive.Session` (the CLI starts it before planning); None
-            starts one here on ``devices`` (default: the request's GPU).
-        on_change: called with the runs after every row and roofline (the CLI saves its files then).
-        devices: GPU indices for a session started here, or ``"all"``.
-        timeout: the watchdog's limit in seconds (None: derived from the rows).
+        session: a :class:`cudalab.session.drive.Session` made with its callbacks (the CLI starts it before
+            planning); None makes one here on ``devices`` (default: the plans' GPU) with the callbacks below.
+        observer: progress callbacks (a session made here).
+        on_open: gets a GPU's facts as its worker opens it (a session made here).
+        on_change: called with the points after every row and roofline (a session made here).
+        devices: GPU indices for a session made here, or ``"all"``.
+        timeout: the watchdog's limit in seconds for a session made here (None: derived from the rows).
 
     Raises:
         WorkerError: no worker could open its GPU.
         TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
-    from cudalab.session.drive import Session  # noqa: PLC0415
-    from cudalab.session.signals import interrupts  # noqa: PLC0415
+    from cudalab.session.drive import Session  # noqa: PLC0415  (the workers' driver: only when points run)
+    from cudalab.session.signals import interrupts  # noqa: PLC0415  (likewise)
 
-    first = reqs[0]
+    first = plans[0].request
     # --exclusive and --lock-clocks are the parent's (NVML, no CUDA context): a killed worker must not
     # leave the clock locked. Asked before any worker computes, so none of ours counts as another.
     tele = open_telemetry(first) if (first.exclusive or first.lock_clocks is not None) else None
-    if tele is not None and session is not None:
-        session.kill()
-        session = None
     if session is None:
         gpus = None if devices == "all" else list(devices) if devices else [first.device]
-        session = Session(gpus, energy=first.protocol.energy_s > 0, timeout=timeout).start()
-    session.observer = observer or Observer()
-    session.on_ready = on_open or (lambda info: None)
-    session.on_change = (lambda: on_change(session.started())) if on_change else (lambda: None)
+        session = Session(gpus, observer=observer, energy=first.protocol.energy_s > 0, timeout=timeout,
+                          on_ready=on_open, on_change=on_change)
+    # With --exclusive or --lock-clocks no worker was started before NVML was asked (start_session); a session
+    # started already (the command line's) starts nothing more here.
+    session.start()
     code = 0
     locked = tele.telemetry.locked_mhz if tele is not None and tele.telemetry is not None else None
     try:
         with interrupts() as caught:
-            runs, incomplete = session.run(reqs, total)
+            runs, incomplete = session.run(plans, total)
         if session.fatal is not None:  # a GPU that could not be used; the others ran its points
             print(f"warning: {session.fatal}", file=sys.stderr)
         if caught.signum is not None:
@@ -239,24 +232,20 @@ def execute(reqs: Sequence[runner.RunRequest], observer: Observer | None = None,
     return Executed(runs, incomplete or bool(code), info, code)
 
 
-def open_telemetry(req: runner.RunRequest) -> Any:
+def open_telemetry(req: RunRequest) -> Any:
     """NVML for the request's GPU (:func:`cudalab.instruments.telemetry.open_telemetry`), or a note why not.
 
     Raises:
         TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
-    from cudalab.worker import gpu  # noqa: PLC0415
-    from cudalab.instruments import telemetry  # noqa: PLC0415
+    from cudalab.instruments import telemetry  # noqa: PLC0415  (NVML only for --exclusive and --lock-clocks)
+    from cudalab.session.process import pci_bus_id  # noqa: PLC0415  (likewise)
 
-    try:
-        bus = gpu.pci_bus_id(req.device)
-    except Exception:  # the device is opened next and says what is wrong in its own words
-        bus = None
-    return telemetry.open_telemetry(req.device, bus, exclusive=req.exclusive, lock_mhz=req.lock_clocks,
-                                    energy=req.protocol.energy_s > 0)
+    return telemetry.open_telemetry(req.device, pci_bus_id(req.device), exclusive=req.exclusive,
+                                    lock_mhz=req.lock_clocks, energy=req.protocol.energy_s > 0)
 
 
-def point_of(run: runner.FamilyRun, spec: FamilySpec) -> RunPoint:
+def point_of(run: Point, spec: FamilySpec) -> RunPoint:
     """A finished run as a record point (rates as % of the roofline, or of the library row for FLOPs)."""
     from cudalab.report import pct_column  # noqa: PLC0415  (pure, but lives with the tables)
 
@@ -266,7 +255,7 @@ def point_of(run: runner.FamilyRun, spec: FamilySpec) -> RunPoint:
                     device=getattr(run, "gpu", None), roofline_note=getattr(run, "roofline_note", ""))
 
 
-def record(spec: FamilySpec, runs: Sequence[runner.FamilyRun], incomplete: bool, device: dict[str, Any],
+def record(spec: FamilySpec, runs: Sequence[Point], incomplete: bool, device: dict[str, Any],
            command: Sequence[str], started: float | None = None, points: Sequence[RunPoint] | None = None,
            host: dict[str, Any] | None = None) -> RunRecord:
     """The saved record of a run (``points`` when a tool has added columns to them; ``host``: the host's

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from cudalab.records import compare
-from cudalab.worker import executor as runner
+from cudalab.plan import RunRequest
+from cudalab.families.roofline import with_roofline
 from cudalab.session import sweep
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CudalabError
@@ -31,7 +32,7 @@ from cudalab.progress import Observer
 from cudalab.records.results import PASSED, Result, RunPoint, RunRecord
 from cudalab.watch.sources import digest, family_files, forget_module, row_sources, selected
 
-__all__ = ["Judged", "Version", "Watcher", "Plan", "loop"]
+__all__ = ["Judged", "Version", "Watcher", "Watched", "loop"]
 
 #: How long a changed file must stay the same before it is read (seconds): editors write in steps.
 SETTLE_S = 0.1
@@ -43,12 +44,12 @@ RECHECK_S = 2.0
 
 
 @dataclass(frozen=True)
-class Plan:
+class Watched:
     """What one version runs: the family as its files are now, and the points of the command line."""
 
     spec: FamilySpec
     family: Family
-    requests: list[runner.RunRequest]
+    requests: list[RunRequest]
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class Watcher:
         session: workers already started for the first version.
     """
 
-    def __init__(self, plan: Callable[[], Plan], start_session: Callable[[], Any] | None = None,
+    def __init__(self, plan: Callable[[], Watched], start_session: Callable[[], Any] | None = None,
                  rerun_all: bool = False, observer: Callable[[], Observer] | None = None,
                  command: Sequence[str] = ("cudalab", "watch"), session: Any | None = None):
         self.plan = plan
@@ -163,7 +164,7 @@ class Watcher:
 
     # --- versions --------------------------------------------------------------------------------------
     def run_version(self, changed: Sequence[Path] = ()) -> Version:
-        """Plan, run what changed, merge it into the table and judge it; one version.
+        """Watched, run what changed, merge it into the table and judge it; one version.
 
         A plan that cannot run (bad input the edit introduced, a kernel whose signature does not fit) is a
         version with ``error`` set and the table as it was: the next save tries again.
@@ -187,8 +188,8 @@ class Watcher:
         reqs = [self._subrequest(plan, req, points_rows[i], todo[i]) for i, req in sub]
         session = self._take_session(changed)
         try:
-            counts = sweep.precheck_points(reqs)
-            ex = sweep.execute(reqs, self.observer(), sum(counts), session=session)
+            plans = sweep.plan_points(reqs)
+            ex = sweep.execute(plans, sum(len(p.variants) for p in plans), session=session, observer=self.observer())
             session = None  # execute ended it
         except CudalabError as exc:
             return self._keep(self._failed(number, shown, previous, exc))
@@ -214,7 +215,7 @@ class Watcher:
         self.versions.append(version)
         return version
 
-    def _fingerprints(self, plan: Plan) -> tuple[dict[tuple[int, str], str], dict[int, list[VariantSpec]]]:
+    def _fingerprints(self, plan: Watched) -> tuple[dict[tuple[int, str], str], dict[int, list[VariantSpec]]]:
         """Every row's fingerprint, and each point's rows; reads (and starts watching) every file."""
         fam_files = family_files(plan.spec)
         files: dict[Path, str] = {}
@@ -235,7 +236,7 @@ class Watcher:
         self.files = files
         return prints, rows
 
-    def _todo(self, plan: Plan, prints: dict[tuple[int, str], str],
+    def _todo(self, plan: Watched, prints: dict[tuple[int, str], str],
               rows: dict[int, list[VariantSpec]]) -> dict[int, list[str]]:
         """Point index -> the rows to run now: those whose files changed (every row with ``rerun_all``)."""
         first = not self.versions or not self._points
@@ -246,7 +247,7 @@ class Watcher:
                 out[i] = names
         return out
 
-    def _subrequest(self, plan: Plan, req: runner.RunRequest, rows: list[VariantSpec], names: list[str]) -> runner.RunRequest:
+    def _subrequest(self, plan: Watched, req: RunRequest, rows: list[VariantSpec], names: list[str]) -> RunRequest:
         """The point's request narrowed to ``names`` (the roofline is measured again only with every row)."""
         if len(names) == len(rows):
             return req
@@ -279,7 +280,7 @@ class Watcher:
         if session is not None:
             session.kill()
 
-    def _merge(self, number: int, shown: tuple[str, ...], plan: Plan, rows: dict[int, list[VariantSpec]],
+    def _merge(self, number: int, shown: tuple[str, ...], plan: Watched, rows: dict[int, list[VariantSpec]],
                prints: dict[tuple[int, str], str], new: dict[int, RunPoint], exit_code: int) -> Version:
         """The table after this version: each row from this run where it ran, else kept; verdicts."""
         from cudalab.report import pct_column  # noqa: PLC0415  (rates as % of the library row)
@@ -297,7 +298,7 @@ class Watcher:
             out: list[Result] = []
             for v in rows[i]:
                 if v.name in got:
-                    out.append(runner.with_roofline(got[v.name], roof))
+                    out.append(with_roofline(got[v.name], roof))
                     rerun.add((i, v.name))
                     self._prints[(i, v.name)] = prints[(i, v.name)]
                     self._measured[(i, v.name)] = number

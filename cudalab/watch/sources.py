@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from cudalab import build
-from cudalab.worker import executor as runner
+from cudalab.plan import RunRequest
 from cudalab.catalog import user
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CatalogError
@@ -18,7 +18,7 @@ from cudalab.errors import CatalogError
 __all__ = ["digest", "family_files", "forget_module", "module_file", "row_sources", "selected"]
 
 
-def selected(spec: FamilySpec, req: runner.RunRequest) -> list[VariantSpec]:
+def selected(spec: FamilySpec, req: RunRequest) -> list[VariantSpec]:
     """The rows a point runs, in order: the selected variants, then its ``--add`` kernels (as
     :func:`cudalab.plan.precheck` selects them, without its checks).
 

@@ -188,6 +188,17 @@ class DeviceArray:
         """Device-to-device copy of a same-sized allocation (enqueued on the default stream)."""
         self._dev.drv.memcpy_dtod_async(self._alloc, other._alloc, min(self.nbytes, other.nbytes))
 
+    def cupy(self) -> Any | None:
+        """A CuPy array over the same device memory (no copy; a library row's operand), or None when CuPy
+        is not installed (the row is then skipped, saying so)."""
+        try:
+            import cupy  # noqa: PLC0415  (optional: the ref extra; imported by the rows that use it)
+        except ImportError:
+            return None
+        mem = cupy.cuda.UnownedMemory(self.ptr, self.nbytes, self)
+        strides = (self.pitch_bytes, self.dtype.itemsize) if self.pitched else None
+        return cupy.ndarray(self.shape, self.dtype, cupy.cuda.MemoryPointer(mem, 0), strides=strides)
+
     def free(self) -> None:
         """Release the allocation now rather than at garbage collection."""
         if self._alloc is not None:

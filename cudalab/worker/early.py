@@ -3,12 +3,12 @@
 The parent sends a point as soon as it has one, without waiting for the worker's ``ready``
 (:meth:`cudalab.session.drive.Session._point`). A worker whose GPU is still starting in the background
 (:mod:`cudalab.worker.warm`: the driver, the context, a pinned buffer; about 0.3 s) reads that first operation
-meanwhile and, for a point, plans it and draws its inputs: at 16384² that is 0.12 s of host work the
-worker would otherwise do after ``ready``. The run's random generator is consumed in the same order
+meanwhile and, for a point, reads its plan and draws its inputs: at 16384² that is 0.12 s of host work
+the worker would otherwise do after ``ready``. The run's random generator is consumed in the same order
 either way, so the inputs are the ones the point would have drawn anyway.
 
-Nothing is sent before ``ready``: a point that cannot be planned here is planned again once the GPU
-is open, and says what is wrong then.
+Nothing is sent before ``ready``: a point that cannot be prepared here is read again once the GPU is
+open, and says what is wrong then.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _importing: list[threading.Thread] = []
 
 
 def first_point(inp: TextIO, opening: Callable[[], bool], poll_s: float = POLL_S) -> tuple[str, Any] | None:
-    """The parent's first operation if it comes while ``opening()`` holds, with the run of a point planned
+    """The parent's first operation if it comes while ``opening()`` holds, with the run of a point read
     and its inputs drawn (None in its place when it is no point or cannot be planned); None when the GPU
     was up before any operation came, or ``inp`` cannot be waited on."""
     try:
@@ -46,16 +46,20 @@ def _plan(line: str) -> Any:
     msg = decode(line)
     if msg is None or msg.get("op") != "point":
         return None
-    from cudalab.worker import executor as runner  # noqa: PLC0415
+    from cudalab import memplan  # noqa: PLC0415  (the worker imports these while its GPU starts)
+    from cudalab.plan import Plan  # noqa: PLC0415  (likewise)
+    from cudalab.worker.executor import FamilyRun  # noqa: PLC0415  (likewise)
 
     try:
-        # the plan checks the host can hold the point (memplan) before anything is drawn
-        run = runner.FamilyRun(runner.RunRequest.from_dict(msg["request"]), None, strict=False)
+        run = FamilyRun(Plan.from_dict(msg["plan"]), None)
+        # this host must hold the inputs before any is drawn (the parent checked its own host)
+        if not memplan.plan(run.family, run.problem, None, memplan.host_available()).host_fits:
+            return None
         if any(v.kind == "library" for v in run.variants):
             _start_import("cupy")
         if run.variants:
             run.prepare()
-    except Exception:  # planned again with the GPU open, where its error becomes the point's answer
+    except Exception:  # read again with the GPU open, where its error becomes the point's answer
         return None
     return run
 

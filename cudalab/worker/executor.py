@@ -1,4 +1,4 @@
-"""One run: family + variants + sizes + launch options → compile, verify, time → Result rows.
+"""The GPU worker's executor: one planned point (:class:`cudalab.plan.Plan`) → compile, verify, time → rows.
 
 Every variant ends as one :class:`Result` whatever happens to it: passed, incorrect, failed (an
 error while compiling or running, with the reason) or skipped (a rule it cannot meet). One
@@ -13,24 +13,23 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab import memplan
-from cudalab.worker import heartbeat
-from cudalab.worker import roofline
-from cudalab.catalog import user
+from cudalab import hostwork, memplan
 from cudalab import launch as L
-from cudalab.bench import measure, summarize
-from cudalab.catalog import VariantSpec
+from cudalab.bench import summarize
+from cudalab.catalog import VariantSpec, user
 from cudalab.errors import CudalabError, LaunchConfigError, SkipRow
 from cudalab.families import Case, Launch
 from cudalab.families.model import Check, SetupContext
-from cudalab.plan import RunRequest, make_problem, plan_launch, precheck  # noqa: F401  (re-exported)
+from cudalab.families.roofline import DRIVER_ROW, FAMILY, faster, kernel_variant, with_roofline
+from cudalab.plan import Plan, RunRequest, plan_launch, precheck
 from cudalab.plan import variant_arch as plan_arch
+from cudalab.bench import Protocol
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
-from cudalab.worker.sampling import Timing, sustained_energy, time_case
+from cudalab.worker import heartbeat
+from cudalab.worker.sampling import Timing, measure, sustained_energy, time_case
 from cudalab.worker.verify import verified_launches
 
-__all__ = ["Context", "FamilyRun", "RunRequest", "make_problem", "plan_launch", "precheck",
-           "PASSED", "INCORRECT", "FAILED", "SKIPPED", "Result", "Roofline"]
+__all__ = ["Context", "FamilyRun", "measure_roofline", "source_matrix"]
 
 
 #: Host rows whose estimated sample takes longer are skipped unless named in ``--variant``.
@@ -82,26 +81,27 @@ class Context:
 class FamilyRun:
     """Runs the selected variants of one family on one device and collects the rows."""
 
-    def __init__(self, req: RunRequest, device: Any, on_result: Callable[[Result], None] | None = None,
-                 inputs: dict[str, np.ndarray] | None = None, strict: bool = True,
+    def __init__(self, plan: Plan, device: Any, on_result: Callable[[Result], None] | None = None,
+                 inputs: dict[str, np.ndarray] | None = None,
                  on_stage: Callable[[str, str], None] | None = None, telemetry: Any | None = None):
-        """Plan the run (all CPU-side refusals happen here).
+        """Take a planned point (:func:`cudalab.plan.precheck` planned it, in the parent): nothing is
+        planned again here.
 
         Args:
-            req: what to run.
+            plan: what to run.
             device: the GPU (or a fake with the same methods).
             on_result: called with each row as it finishes.
             inputs: inputs to use instead of drawing fresh ones (the roofline copies the run's own).
-            strict: refuse when no kernel can run (a sweep's points pass False, see :func:`precheck`).
             on_stage: called with (variant, "compiling" | "running") for progress.
             telemetry: a :class:`cudalab.instruments.telemetry.Telemetry` (None: no NVML, no telemetry columns).
         """
-        self.req = req
+        self.plan = plan
+        self.req = plan.request
         self.device = device
         self.telemetry = telemetry
-        self.spec, self.family, self.problem, self.variants = precheck(req, strict)
+        self.spec, self.family, self.problem, self.variants = plan.spec, plan.family, plan.problem, list(plan.variants)
         self.on_stage = on_stage or (lambda variant, stage: None)  # (variant, "compiling" | "running"): progress
-        self.rng = np.random.default_rng(req.seed)
+        self.rng = np.random.default_rng(self.req.seed)
         self.on_result = on_result or (lambda r: None)
         self.results: list[Result] = []
         self.roofline: Roofline | None = None
@@ -109,8 +109,6 @@ class FamilyRun:
         self.inputs: dict[str, np.ndarray] = inputs or {}
         self.reference: np.ndarray | None = None
         self.roofline_note = ""  # why no roofline was measured, when one was wanted
-        self.gpu: int | None = None  # the GPU index that ran this point (set by the session)
-        self.refused: tuple[str, int] | None = None  # (why, exit code): the point could not run at all
 
     def run(self, ctx: Context | None = None) -> list[Result]:
         """Run every selected variant, then the roofline; rows arrive through ``on_result`` as they finish.
@@ -122,10 +120,10 @@ class FamilyRun:
         ctx = ctx or Context(self.device, self.rng)
         try:
             self.run_variants(ctx)
-            if self.wants_roofline():
+            if self.plan.wants_roofline(self.results):
                 self.roofline, self.roofline_note = self.measure_roofline(ctx)
             elif self.req.roofline:
-                self.roofline = self.own_roofline()
+                self.roofline = self.plan.own_roofline(self.results)
             if self.roofline is not None:
                 self.results = [with_roofline(r, self.roofline) for r in self.results]
         finally:
@@ -167,22 +165,6 @@ class FamilyRun:
             self.on_result(row)
         return self.results
 
-    def plain(self) -> bool:
-        """Whether the variants run as the family defines them (no --block, --grid or -D)."""
-        return not (self.req.block or self.req.grid or self.req.defines)
-
-    def own_roofline(self, results: list[Result] | None = None) -> Roofline | None:
-        """The roofline this point's own rows measured (the copy family's), or None."""
-        if not (self.req.roofline and self.plain()):
-            return None
-        return self.family.own_roofline(self.problem, self.results if results is None else results)
-
-    def wants_roofline(self, results: list[Result] | None = None) -> bool:
-        """Whether this point needs a copy roofline measured (bandwidth families, unless its own rows are one)."""
-        if not self.req.roofline or self.req.profile or self.spec.metric != "bandwidth":
-            return False
-        return bool(self.family.work(self.problem).bytes) and self.own_roofline(results) is None
-
     def measure_roofline(self, ctx: Context) -> tuple[Roofline | None, str]:
         """The copy roofline on this point's bytes, or (None, why not): it never costs a row."""
         self.on_stage("roofline", "running")
@@ -193,10 +175,10 @@ class FamilyRun:
             # the same run's bytes: the copy reads the family's own first input (no new random
             # data; a matrix input of copy's shape is even the same device buffer)
             source = next(iter(self.inputs.values()), None)
-            nbytes = self.family.roofline_bytes(self.problem)
-            copied = roofline.source_matrix(nbytes, source, self.rng)
+            nbytes = self.plan.roofline_bytes()
+            copied = source_matrix(nbytes, source, self.rng)
             ctx.release(keep=copied)  # the variants' buffers go first: the peak stays one variant's
-            return roofline.measure(self.device, nbytes, self.req.protocol, copied, ctx), ""
+            return measure_roofline(self.device, nbytes, self.req.protocol, copied, ctx), ""
         except KeyboardInterrupt:
             raise
         except Exception as exc:  # memory, a fault, a missing copy kernel: the rows stand without it
@@ -349,11 +331,50 @@ class FamilyRun:
         )
 
 
-def with_roofline(r: Result, roofline: Roofline | None) -> Result:
-    """The row with its rate as % of ``roofline`` (unchanged without a rate or a roofline)."""
-    if r.gbs is None or roofline is None:
-        return r
-    return replace(r, pct_roofline=100.0 * r.gbs / roofline.gbs)
+def source_matrix(nbytes: int, source: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+    """The float32 matrix the roofline copies: ``source`` itself when it is a float32 matrix of those
+    bytes, else a view of ``source``'s first ``nbytes`` as rows of 4096, else fresh random data."""
+    if source is not None and source.dtype == np.float32 and source.ndim == 2 and source.nbytes == nbytes:
+        return source  # the very array the family uploaded: its device copy is reused
+    elems = max(1, nbytes // 4)
+    cols = min(elems, 4096)
+    rows = max(1, elems // cols)
+    if source is not None and source.flags.c_contiguous and source.nbytes >= rows * cols * 4:
+        return source.reshape(-1).view(np.uint8)[: rows * cols * 4].view(np.float32).reshape(rows, cols)
+    return hostwork.uniform(rng, (rows, cols), np.float32)
+
+
+def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.ndarray | None = None,
+                     ctx: Context | None = None) -> Roofline:
+    """Measure the roofline for a buffer of ``nbytes`` (:mod:`cudalab.families.roofline` says which rows):
+    the driver copy and the copy family's best kernel on the same bytes, run as the copy family's rows.
+
+    Args:
+        device: the GPU.
+        nbytes: bytes the copy reads (and writes).
+        protocol: the run's timing protocol.
+        source: what to copy: a float32 matrix is copied as it is (see :func:`source_matrix`).
+        ctx: the run's :class:`Context`: an input already uploaded there is not uploaded again.
+
+    Raises:
+        CudalabError: the driver copy failed.
+    """
+    best = kernel_variant()
+    ready = source is not None and source.dtype == np.float32 and source.ndim == 2
+    a = source if ready else source_matrix(nbytes, source, np.random.default_rng())
+    rows, cols = a.shape
+    # force: the copy's peak (its source, already on the device, and one destination) is within the
+    # plan of the run it serves, whose variants' buffers were released first; checking it again against
+    # the free memory left beside the kept source refused the largest transpose the plan allowed.
+    # The copy is cudalab's own point, planned here: the user's point was planned in the parent.
+    req = RunRequest(family=FAMILY, variants=f"{DRIVER_ROW},{best.name}", shape=f"{rows}x{cols}",
+                     roofline=False, protocol=protocol, force=True)
+    got = {r.variant: r for r in FamilyRun(precheck(req), device, inputs={"a": a}).run(ctx)}
+    dtod = got[DRIVER_ROW]
+    kern = got[best.name]
+    if dtod.status != PASSED or not dtod.gbs:
+        raise CudalabError(f"the roofline copy failed: {dtod.reason}")
+    return faster(dtod.gbs, best.name, kern.gbs if kern.status == PASSED else None)
 
 
 def _arch(device: Any) -> str:

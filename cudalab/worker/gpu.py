@@ -22,6 +22,7 @@ from cudalab.worker import warm
 from cudalab.errors import CompileError, GpuError, GpuUnavailableError
 from cudalab.worker.devarray import DeviceArray
 from cudalab.launch import DeviceLimits, Dim3, fmt_dims
+from cudalab.records.device import DeviceInfo
 from cudalab.worker.own_kernels import FLUSH_SRC, SPIN_SRC, source_file
 
 INSTALL_HINT = "install it on a machine with an NVIDIA driver: pip install -e '.[gpu]'"
@@ -40,54 +41,6 @@ class EventTime:
 
     ms: float
     ahead: bool
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """What every report names about the GPU it ran on."""
-
-    index: int
-    name: str
-    compute_capability: tuple[int, int]
-    sm_count: int
-    total_memory: int
-    l2_bytes: int
-    sm_clock_mhz: int
-    mem_clock_mhz: int
-    bus_width_bits: int
-    driver_version: str
-    cuda_version: str
-    driver_release: str = ""
-
-    @property
-    def arch(self) -> str:
-        """nvcc architecture name, e.g. ``sm_90``."""
-        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
-
-    @property
-    def peak_bandwidth_gbs(self) -> float:
-        """Theoretical DRAM bandwidth from clock and bus width (DDR: two transfers a clock)."""
-        return 2 * self.mem_clock_mhz * 1e6 * self.bus_width_bits / 8 / 1e9
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON."""
-        return {
-            "index": self.index, "name": self.name, "compute_capability": ".".join(map(str, self.compute_capability)),
-            "sm_count": self.sm_count, "total_memory": self.total_memory, "l2_bytes": self.l2_bytes,
-            "sm_clock_mhz": self.sm_clock_mhz, "mem_clock_mhz": self.mem_clock_mhz,
-            "bus_width_bits": self.bus_width_bits, "driver_version": self.driver_version,
-            "cuda_version": self.cuda_version, "driver_release": self.driver_release,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DeviceInfo":
-        """Read :meth:`to_dict`'s output (a worker's facts, in the parent)."""
-        cc = tuple(int(x) for x in str(d.get("compute_capability", "0.0")).split("."))
-        return cls(index=int(d["index"]), name=str(d["name"]), compute_capability=(cc[0], cc[-1]),
-                   sm_count=int(d["sm_count"]), total_memory=int(d["total_memory"]), l2_bytes=int(d["l2_bytes"]),
-                   sm_clock_mhz=int(d["sm_clock_mhz"]), mem_clock_mhz=int(d["mem_clock_mhz"]),
-                   bus_width_bits=int(d["bus_width_bits"]), driver_version=str(d["driver_version"]),
-                   cuda_version=str(d["cuda_version"]), driver_release=str(d.get("driver_release", "")))
 
 
 def _driver():
@@ -375,27 +328,3 @@ class Device:
             raise GpuError(f"the GPU reported an error: {exc}") from None
         heartbeat.beat()
         return EventTime(end.time_since(start), ahead)
-
-
-def cupy_view(arr: DeviceArray) -> Any | None:
-    """A CuPy array over the same device memory (no copy), or None when CuPy is not installed."""
-    try:
-        import cupy  # noqa: PLC0415
-    except ImportError:
-        return None
-    mem = cupy.cuda.UnownedMemory(arr.ptr, arr.nbytes, arr)
-    strides = None
-    if arr.pitched:
-        strides = (arr.pitch_bytes, arr.dtype.itemsize)
-    return cupy.ndarray(arr.shape, arr.dtype, cupy.cuda.MemoryPointer(mem, 0), strides=strides)
-
-
-def cupy_version() -> str:
-    """CuPy's version, or '' when it is not installed."""
-    try:
-        import cupy  # noqa: PLC0415
-    except ImportError:
-        return ""
-    return cupy.__version__
-
-

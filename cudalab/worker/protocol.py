@@ -5,11 +5,11 @@ its own (its standard output and error stay free for what a kernel's ``printf`` 
 
 Operations (parent → worker), each an object with ``op``:
 
-- ``point``: ``{"op": "point", "id": I, "request": RunRequest}`` — run the request's variants (all
-  of them but those named in ``request.done``), streaming one ``row`` event per finished variant,
-  then ``done``.
-- ``roofline``: ``{"op": "roofline", "id": I, "request": RunRequest}`` — measure the copy roofline on
-  that point's bytes (its inputs drawn again from the request's seed in a fresh worker), then ``roofline``.
+- ``point``: ``{"op": "point", "id": I, "plan": Plan}`` — run the planned point's variants (all of
+  them but those named in ``plan.request.done``), streaming one ``row`` event per finished variant,
+  then ``done``. The plan (:meth:`cudalab.plan.Plan.to_dict`) is the parent's: the worker plans nothing.
+- ``roofline``: ``{"op": "roofline", "id": I, "plan": Plan}`` — measure the copy roofline on that
+  point's bytes (its inputs drawn again from the plan's seed in a fresh worker), then ``roofline``.
 - ``info``: ``{"op": "info", "mib": M, "bandwidth": true}`` — the GPU's facts, free memory and copy
   roofline (``cudalab info``), answered by ``info``.
 - ``exit``: finish; the worker answers ``bye`` with its telemetry summary.
@@ -28,6 +28,9 @@ Events (worker → parent), each an object with ``ev``:
 - ``bye`` (``telemetry``).
 
 A line that does not parse (a worker that died while writing) is not a message.
+
+A child run under a tool (ncu, compute-sanitizer; :mod:`cudalab.worker.child`) answers once, in a file: a
+:class:`ChildResult`.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+from dataclasses import dataclass
 from typing import Any
 
 #: The largest message line read (bytes): a row with its raw samples is a few hundred kB at most.
@@ -77,3 +81,22 @@ def unpack_array(text: str) -> Any:
     import numpy as np  # noqa: PLC0415
 
     return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """What a child run wrote back: its rows, or why it could not run."""
+
+    rows: tuple[Any, ...] = ()  # Result rows
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        """Plain dict for JSON."""
+        return {"rows": [r.to_dict() for r in self.rows], "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ChildResult":
+        """Read :meth:`to_dict`'s output."""
+        from cudalab.records.results import Result  # noqa: PLC0415  (NumPy: the parent starts workers before it)
+
+        return cls(rows=tuple(Result.from_dict(r) for r in d.get("rows", ())), error=str(d.get("error", "")))

@@ -32,6 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 from cudalab.bench import Protocol, Stats, batch_size, measure_until
+from cudalab.bench import measure as _measure
+from cudalab.worker import heartbeat
 
 #: Probe samples (one launch each) that decide whether a kernel is short.
 PROBES = 5
@@ -102,7 +104,7 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         # host sum used to spend the whole half second on CI targets it never reaches; a quarter of it was
         # a tenth of `cudalab reduce --all`'s time to table)
         host_proto = replace(proto, min_samples=min(proto.min_samples, 3), warmup=0, budget_s=proto.budget_s / 8)
-        m = measure_until(host_sample, host_proto, clock)
+        m = measure_until(host_sample, host_proto, clock, on_sample=heartbeat.beat)
         return Timing(m.stats, m.stop, launches=count[0])
 
     spin = getattr(dev, "spin", None)
@@ -146,7 +148,7 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         for _ in range(proto.warmup if warmup else 0):
             sampler()
         state.update(retimed=0, gaps=0)
-        m = measure_until(sampler, proto, clock, warmup=False)
+        m = measure_until(sampler, proto, clock, warmup=False, on_sample=heartbeat.beat)
         return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]), retimed=state["retimed"],
                       host_gaps=state["gaps"], **kw)
 
@@ -207,3 +209,8 @@ def sustained_energy(dev: Any, case: Any, median_ms: float, tele: Any, seconds: 
     if got is None:
         return {"energy_note": "NVML's energy counter did not move"}
     return got.extra(median_ms, work_bytes, work_flops)
+
+
+def measure(sample: Callable[[], float], protocol: Protocol, clock: Callable[[], float] = time.perf_counter) -> Stats:
+    """:func:`cudalab.bench.measure` with the worker's heartbeat after each sample."""
+    return _measure(sample, protocol, clock, on_sample=heartbeat.beat)

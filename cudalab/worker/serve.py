@@ -59,7 +59,7 @@ def open_gpu(index: int, energy: bool = False) -> tuple[Any, Any, str]:
     from cudalab.instruments import telemetry  # noqa: PLC0415  (only a worker imports pycuda)
     from cudalab.worker import warm  # noqa: PLC0415  (only a worker imports pycuda)
     from cudalab import catalog  # noqa: F401, PLC0415  (what a point needs, while the GPU starts)
-    from cudalab.worker import executor as runner  # noqa: F401, PLC0415  (what a point needs, while the GPU starts)
+    from cudalab.worker import executor  # noqa: F401, PLC0415  (what a point needs, while the GPU starts)
 
     try:
         catalog.load_catalog()  # its files parsed now: the first point's precheck reads them from a cache
@@ -127,9 +127,9 @@ class Worker:
                 break
             try:
                 if op == "point":
-                    self.point(int(msg["id"]), msg["request"], prepared)
+                    self.point(int(msg["id"]), msg["plan"], prepared)
                 elif op == "roofline":
-                    self.roofline(int(msg["id"]), msg["request"])
+                    self.roofline(int(msg["id"]), msg["plan"])
                 elif op == "info":
                     self.info(int(msg.get("mib") or 1024), bool(msg.get("bandwidth", True)))
             except ContextLost as exc:
@@ -139,13 +139,13 @@ class Worker:
         summary = self.tele.summary() if self.tele is not None else {"note": self.note}
         self.chan.send(ev="bye", telemetry=dict(summary, worker_peak_rss_mib=_peak_rss_mib()))
 
-    def _run(self, pid: int, request: dict, prepared: Any = None) -> tuple[Any, Any]:
-        from cudalab.worker import executor as runner  # noqa: PLC0415
+    def _run(self, pid: int, plan: dict, prepared: Any = None) -> tuple[Any, Any]:
+        from cudalab.plan import Plan  # noqa: PLC0415  (imported while the GPU starts: see open_gpu)
+        from cudalab.worker import executor  # noqa: PLC0415  (imported while the GPU starts: see open_gpu)
 
         if self.current is not None and self.current[0] == pid:
             return self.current[1], self.current[2]
         self.release()
-        req = runner.RunRequest.from_dict(request)
         kinds: dict[str, str] = {}
         early.settle()  # no row runs beside an import the first point started
 
@@ -157,17 +157,17 @@ class Worker:
             run = prepared
             run.device, run.on_stage, run.telemetry = self.dev, stage, self.tele
         else:
-            run = runner.FamilyRun(req, self.dev, strict=False, on_stage=stage, telemetry=self.tele)
+            run = executor.FamilyRun(Plan.from_dict(plan), self.dev, on_stage=stage, telemetry=self.tele)
         kinds.update({v.name: v.kind for v in run.variants})
-        ctx = runner.Context(self.dev, run.rng)
+        ctx = executor.Context(self.dev, run.rng)
         self.current = (pid, run, ctx)
         return run, ctx
 
-    def point(self, pid: int, request: dict, prepared: Any = None) -> None:
-        """Run a point's variants, one ``row`` event each, then ``done`` (or ``refused``); ``prepared``: its
-        run, planned before the GPU was open."""
+    def point(self, pid: int, plan: dict, prepared: Any = None) -> None:
+        """Run a planned point's variants, one ``row`` event each, then ``done`` (or ``refused``);
+        ``prepared``: its run, read and its inputs drawn before the GPU was open."""
         try:
-            run, ctx = self._run(pid, request, prepared)
+            run, ctx = self._run(pid, plan, prepared)
         except CudalabError as exc:
             self.chan.send(ev="refused", id=pid, message=str(exc), exit_code=exc.exit_code)
             return
@@ -195,10 +195,10 @@ class Worker:
         inputs = {k: pack_array(v) for k, v in run.inputs.items()} if run.req.keep_outputs else None
         self.chan.send(ev="done", id=pid, inputs=inputs)
 
-    def roofline(self, pid: int, request: dict) -> None:
+    def roofline(self, pid: int, plan: dict) -> None:
         """Measure the copy roofline of a point; a failure is the roofline's reason, never a row."""
         try:
-            run, ctx = self._run(pid, request)
+            run, ctx = self._run(pid, plan)
         except CudalabError as exc:
             self.chan.send(ev="roofline", id=pid, roofline=None, reason=str(exc))
             return
@@ -211,14 +211,14 @@ class Worker:
 
     def info(self, mib: int, bandwidth: bool) -> None:
         """``cudalab info``: the GPU's facts, its free memory, and its copy roofline on ``mib`` MiB."""
-        from cudalab.worker import roofline  # noqa: PLC0415
-        from cudalab.bench import Protocol  # noqa: PLC0415
+        from cudalab.bench import Protocol  # noqa: PLC0415  (imported while the GPU starts: see open_gpu)
+        from cudalab.worker.executor import measure_roofline  # noqa: PLC0415  (likewise)
 
         free = int(self.dev.mem_info()[0])
         roof, why = None, ""
         if bandwidth:
             try:
-                roof = roofline.measure(self.dev, min(mib * 2**20, free // 4), Protocol())
+                roof = measure_roofline(self.dev, min(mib * 2**20, free // 4), Protocol())
             except CudalabError as exc:
                 why = str(exc)
         self.chan.send(ev="info", device=self.dev.info.to_dict(), free=free,
