@@ -102,13 +102,12 @@ def add_texts(path: Path, kernels: Sequence[str], opts: Sequence[str]) -> list[s
 
 def cell_file(source: str) -> Path:
     """The cell's source as a ``.cu`` file (named by its hash, in a private temporary folder), for nvcc."""
-    folder = Path(tempfile.gettempdir()) / f"cudalab-cells-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    folder.mkdir(mode=0o700, exist_ok=True)
+    from cudalab import files  # noqa: PLC0415
+
+    folder = files.private_folder("cudalab-cells")  # refused if another user made it first
     names = cell_kernels(source)
-    path = folder / f"{names[0] if names else 'cell'}-{hashlib.sha256(source.encode()).hexdigest()[:10]}.cu"
-    if not path.is_file() or path.read_text() != source:
-        path.write_text(source)
-    return path
+    return files.write_private(folder, f"{names[0] if names else 'cell'}-{hashlib.sha256(source.encode()).hexdigest()[:10]}.cu",
+                               source)
 
 
 @contextlib.contextmanager
