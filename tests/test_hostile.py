@@ -143,6 +143,13 @@ for command in ("report {ws}/run.json", "compare {ws}/run.json {ws}/other.json")
     case(f"{command} --plot {{ws}}/keep.txt/x.png", "is not a folder")
     case(f"{command} --plot {{ws}}/x.bmp", "give a .png, .svg or .pdf file")
     case(f"{command} --plot {{ws}}/folder.png", "is a folder")
+for command in ("report {ws}/run.json", "compare {ws}/run.json {ws}/other.json"):  # never over the input
+    case(f"{command} --plot {{ws}}/run-link.png", "which this command also reads")
+    case(f"{command} --plot {{ws}}/ro.png", "the file is read-only (mode 0444)")  # for root too
+    case(f"{command} --plot {{ws}}/keep.png", "hard links")  # every workspace file is a hard link
+case("transpose --json {ws}/ro.json", "the file is read-only (mode 0444)")
+case("transpose --json {ws}/x.json --csv {ws}/x.json", "also reads or writes")
+case("transpose --csv {ws}/x.json --plot {ws}/run-link.png --json {ws}/run.json", "also reads or writes")
 case("ncu transpose --export {ws}/folder", "is a folder")
 case("ncu transpose --export {ws}/null.csv", "not a regular file")
 case("ncu transpose --export {ws}/missing/x.csv", "does not exist")
@@ -231,6 +238,10 @@ def _ws_template(tmp_path_factory) -> Path:
     (tmp_path / "folder.png").mkdir()
     for name in ("null.json", "null.png", "null.csv"):
         (tmp_path / name).symlink_to("/dev/null")
+    (tmp_path / "run-link.png").symlink_to("run.json")  # a plot target that is the run it reads
+    for name in ("ro.png", "ro.json"):
+        (tmp_path / name).write_text("keep")
+        (tmp_path / name).chmod(0o444)
     broken = tmp_path / "broken-src" / "tr"
     shutil.copytree(catalog.src_root() / "transpose", broken)
     toml = broken / "family.toml"
