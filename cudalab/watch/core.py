@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from cudalab import compare, runner, sweep
 from cudalab.catalog import FamilySpec, VariantSpec
-from cudalab.errors import CudalabError
+from cudalab.errors import CudalabError, GpuUnavailableError
 from cudalab.families import Family
 from cudalab.progress import Observer
 from cudalab.results import PASSED, Result, RunPoint, RunRecord
@@ -165,6 +165,9 @@ class Watcher:
 
         A plan that cannot run (bad input the edit introduced, a kernel whose signature does not fit) is a
         version with ``error`` set and the table as it was: the next save tries again.
+
+        Raises:
+            GpuUnavailableError: no worker could open a GPU (no pycuda, driver or GPU): no edit fixes that.
         """
         number = len(self.versions) + 1
         shown = tuple(str(p) for p in changed)
@@ -188,6 +191,8 @@ class Watcher:
             counts = sweep.precheck_points(reqs)
             ex = sweep.execute(reqs, self.observer(), sum(counts), session=session)
             session = None  # execute ended it
+        except GpuUnavailableError:  # no save can fix a missing GPU: the watch ends, in one line
+            raise
         except CudalabError as exc:
             return self._keep(self._failed(number, shown, previous, exc))
         finally:
