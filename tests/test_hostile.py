@@ -298,3 +298,33 @@ def test_hostile_environment_is_one_line_exit_2_and_changes_nothing(ws, invoke, 
     before = _tree(ws)
     one_line_exit_2(invoke(_argv(args, ws)), fragment)
     assert _tree(ws) == before
+
+
+# --- a family module of the user's that ends, hangs or crashes the process importing it ---------------------
+HOSTILE_MODULES = {
+    "sysexit": ("import sys\nsys.exit(0)\n", "raised SystemExit (sys.exit at import)"),
+    "osexit": ("import os\nos._exit(3)\n", "ended the process (exit code 3"),
+    "forever": ("while True:\n    pass\n", "did not finish within 3 s"),
+    "crash": ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed the process (SIGSEGV)"),
+    "badstr": ("class E(Exception):\n    __str__ = lambda self: 1 / 0\nraise E()\n", "its message could not be shown"),
+}
+
+
+@pytest.fixture(scope="module")
+def _hostile_families(tmp_path_factory) -> Path:
+    from test_problem import make_family
+
+    root = tmp_path_factory.mktemp("hostile-families")  # outside the workspace: imports write __pycache__
+    for name, (module, _) in HOSTILE_MODULES.items():
+        make_family(root, name=name, module=module)
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_MODULES))
+def test_hostile_family_module_is_one_line_exit_2(ws, invoke, one_line_exit_2, monkeypatch,
+                                                   _hostile_families, name):
+    monkeypatch.setenv("CUDALAB_PATH", str(_hostile_families))
+    monkeypatch.setenv("CUDALAB_IMPORT_TIMEOUT", "3")
+    before = _tree(ws)
+    one_line_exit_2(invoke(name, "--n", "64"), HOSTILE_MODULES[name][1])
+    assert _tree(ws) == before

@@ -27,7 +27,10 @@ def list_rows(cat: catalog.Catalog) -> tuple[list[tuple[str, ...]], list[tuple[s
     """
     broken = [(b.name, b.reason) for b in cat.broken]
     if cat.origins:
+        from cudalab import userimport  # noqa: PLC0415
         from cudalab.families import load  # noqa: PLC0415
+
+        userimport.check([cat[name].module for name in cat.origins])  # the modules' probes, in parallel
     for name in cat.origins:
         try:
             load(cat[name].module)
