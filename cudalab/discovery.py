@@ -243,7 +243,8 @@ def load_outside(key: str) -> Any:
 
     Raises:
         CatalogError: one line naming the file (and line) when the module raises on import, ends or
-            hangs the process importing it, or defines neither.
+            hangs the process importing it, or defines neither; for a Problem, also naming the field
+            of its contract that cannot run (:func:`cudalab.problems.checks.check_problem`).
     """
     if key in _LOADED:
         return _LOADED[key]
@@ -278,9 +279,27 @@ def load_outside(key: str) -> Any:
                 found = None
             raise CatalogError(userimport.import_error(exc, getattr(found, "origin", None) or modname)) from None
         where = getattr(module, "__file__", None) or modname
-    fam = family_of(module, where)
+    from cudalab.errors import CudalabError  # noqa: PLC0415
+    from cudalab.problems.adapter import ProblemFamily  # noqa: PLC0415
+    from cudalab.problems.checks import check_problem  # noqa: PLC0415
+
+    try:
+        fam = family_of(module, where)
+        if isinstance(fam, ProblemFamily):  # the whole contract, now: one line naming the file and the field
+            check_problem(fam, _variants(key))
+    except CudalabError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (the user's Family or Problem code, run as it loads)
+        raise CatalogError(userimport.import_error(exc, where).replace("importing it", "loading it")) from None
     _LOADED[key] = fam
     return fam
+
+
+def _variants(key: str) -> tuple[Any, ...]:
+    """The family.toml variants of the outside family whose module is ``key`` (none if it is not listed)."""
+    from cudalab import catalog  # noqa: PLC0415  (catalog imports this module)
+
+    return next((spec.variants for spec in catalog.load_catalog().values() if spec.module == key), ())
 
 
 def family_of(module: Any, where: str) -> Any:

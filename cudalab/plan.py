@@ -235,3 +235,28 @@ def precheck(req: RunRequest, strict: bool = True) -> tuple[FamilySpec, Family, 
     if not p.host_fits:  # the host side is known before any GPU is opened
         memplan.check(p, memplan.largest_n(fam, problem.dtype, dict(problem.options), None, host))
     return spec, fam, problem, variants
+
+
+def default_launches(spec: FamilySpec, fam: Family) -> tuple[str, list[tuple[str, str]]]:
+    """What each kernel row launches at the family's default size (no GPU: the default device limits,
+    132 SMs for ``sm:K`` grids): ``(the size, [(row, "grid G × block B = T threads, extent E")])``; a
+    row that cannot run there says why instead.
+
+    Raises:
+        CudalabError: the default size itself is refused (a problem's ``validate``).
+    """
+    problem = fam.problem(None, None, spec.default_dtype, {})
+    out = []
+    for v in spec.variants:
+        if v.kind != "kernel":
+            continue
+        try:
+            launch = plan_launch(v, fam, problem)
+            extent = fam.extent(problem, v)
+        except CudalabError as exc:
+            out.append((v.name, f"– ({exc})"))
+            continue
+        threads = L.threads(launch.grid) * L.threads(launch.block)
+        out.append((v.name, f"grid {L.fmt_dims(launch.grid)} × block {L.fmt_dims(launch.block)} = {threads:,} threads "
+                            f"over extent {L.fmt_dims(extent)}"))
+    return f"{problem.label} {problem.dtype}", out

@@ -194,6 +194,8 @@ def main(argv: Sequence[str]) -> None:
     except CatalogError as exc:
         msg = " ".join(str(exc).split())
         sys.stdout.write(f"{_ERROR}{msg}\n")
+    except BaseException as exc:  # noqa: BLE001  (a bug of cudalab's, met with this module: still one line)
+        sys.stdout.write(f"{_ERROR}{' '.join(import_error(exc, argv[0]).split())}\n")
     else:
         sys.stdout.write(f"{_OK}\n")
     sys.stdout.flush()

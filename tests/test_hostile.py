@@ -308,6 +308,15 @@ HOSTILE_MODULES = {
     "crash": ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed the process (SIGSEGV)"),
     "badstr": ("class E(Exception):\n    __str__ = lambda self: 1 / 0\nraise E()\n", "its message could not be shown"),
 }
+# ... and a Problem whose contract cannot run as written: refused when the family loads, naming the field
+from test_problem_contract import BAD, TWO_D  # noqa: E402
+
+HOSTILE_MODULES.update({
+    "badcheck": (BAD["unknown check"][0], BAD["unknown check"][2]),
+    "badargs": (BAD["args names nothing"][0], BAD["args names nothing"][2]),
+    "badtol": (BAD["negative tolerance"][0], BAD["negative tolerance"][2]),
+    "noextent": (TWO_D.format(extent=""), "a 2-D problem needs extent="),
+})
 
 
 @pytest.fixture(scope="module")
