@@ -163,7 +163,7 @@ def test_entry_points_are_not_looked_up_where_no_package_declares_the_group(tmp_
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("name", ["softmax", "scan", "histogram"])
+@pytest.mark.parametrize("name", ["softmax", "scan", "histogram", "rowsum"])
 def test_the_examples_compile_without_a_gpu(name, monkeypatch, invoke, no_gpu):
     monkeypatch.setenv("CUDALAB_PATH", str(EXAMPLES))
     res = invoke("compile", name)
