@@ -102,11 +102,11 @@ def add_texts(path: Path, kernels: Sequence[str], opts: Sequence[str]) -> list[s
 
 def cell_file(source: str) -> Path:
     """The cell's source as a ``.cu`` file (named by its hash, in a private temporary folder), for nvcc."""
-    from cudalab import files  # noqa: PLC0415
+    from cudalab import private  # noqa: PLC0415
 
-    folder = files.private_folder("cudalab-cells")  # refused if another user made it first
+    folder = private.private_folder("cudalab-cells")  # refused if another user made it first
     names = cell_kernels(source)
-    return files.write_private(folder, f"{names[0] if names else 'cell'}-{hashlib.sha256(source.encode()).hexdigest()[:10]}.cu",
+    return private.write_private(folder, f"{names[0] if names else 'cell'}-{hashlib.sha256(source.encode()).hexdigest()[:10]}.cu",
                                source)
 
 

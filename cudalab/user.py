@@ -33,7 +33,7 @@ from typing import Any
 
 from cudalab.catalog import VariantSpec
 from cudalab.errors import CompileError, UsageError
-from cudalab import files
+from cudalab import private
 from cudalab.files import check_input
 
 __all__ = ["UserKernel", "SignatureError", "parse_add", "prototype_sizes", "check_signature",
@@ -210,8 +210,8 @@ def compile_source(variant: VariantSpec) -> Path:
     except OSError as exc:
         raise UsageError(f"{variant.name}: cannot read {src} ({exc.strerror})") from None
     text = f'// cudalab --add prelude; source sha256 {digest}\n#include "{src}"\n'
-    folder = files.private_folder("cudalab-add")  # refused if another user made it first
-    return files.write_private(folder, f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.cu", text)
+    folder = private.private_folder("cudalab-add")  # refused if another user made it first
+    return private.write_private(folder, f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.cu", text)
 
 
 def kernel_params(variant: VariantSpec, defines: dict[str, str], arch: str = "sm_90") -> dict[str, tuple[int, ...]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cudalab import files, magic, user
+from cudalab import magic, private, user
 from cudalab.catalog import VariantSpec
 from cudalab.errors import UsageError
 
@@ -90,7 +90,7 @@ def test_a_symlink_or_a_file_at_the_folders_name_is_one_line(tmpdir_, tmp_path):
     elsewhere.mkdir(mode=0o700)
     (tmpdir_ / f"cudalab-add-{os.getuid()}").symlink_to(elsewhere)
     with pytest.raises(UsageError, match="is a symlink"):
-        files.private_folder("cudalab-add")
+        private.private_folder("cudalab-add")
 
 
 def test_a_symlink_inside_our_own_folder_is_replaced_not_followed(tmpdir_, tmp_path):
@@ -98,7 +98,7 @@ def test_a_symlink_inside_our_own_folder_is_replaced_not_followed(tmpdir_, tmp_p
     victim.write_text("mine")
     src = tmp_path / "k.cu"
     src.write_text(CELL)
-    folder = files.private_folder("cudalab-add")
+    folder = private.private_folder("cudalab-add")
     assert oct(os.stat(folder).st_mode & 0o777) == oct(0o700)
     (folder / _prelude_name(src)).symlink_to(victim)
     out = user.compile_source(_variant(src))
