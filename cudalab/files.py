@@ -5,7 +5,8 @@ cannot be written is refused before it starts (:func:`check_output_path`); the f
 temporary file in the target's own folder and renamed over it (:func:`atomic_write`), so a full disk
 or Ctrl-C never leaves half a file and never destroys the old one. A symlink is written *through*
 (its target is replaced, the link stays); a target that is not a regular file (``/dev/null``, a
-folder, a pipe) is refused, never replaced by a regular file.
+folder, a pipe), a read-only file (for root too), a file with other hard links (the rename would split
+them) and a file the command reads (a link to its input) are refused, never replaced.
 
 Reading (saved runs, ncu files, family.toml, cache entries): :func:`read_bytes` refuses what is not
 a regular file (``/dev/zero`` reads forever) and what is larger than a limit, and
@@ -99,19 +100,23 @@ def _refuse_special(target: Path, path: str | os.PathLike, what: str) -> None:
     _regular(target, f"{what} {path}", missing_ok=True)
 
 
-def check_output_path(path: str | os.PathLike, what: str) -> Path:
+def check_output_path(path: str | os.PathLike, what: str, inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Check that a result file can be written there, before any work starts.
 
     Args:
         path: the file the user named (a symlink is followed: its target is what is written).
         what: the option that named it (``--json``), for the message.
+        inputs: files the command reads (a saved run, another output): the output may not be one of
+            them, under any name (a symlink or a hard link to it).
 
     Returns:
         ``path`` as a :class:`~pathlib.Path` (not resolved: messages show what the user typed).
 
     Raises:
         UsageError: one line, when the path is empty, a folder or not a regular file, when its folder
-            does not exist or is not a folder, or when the file or its folder is not writable.
+            does not exist or is not a folder, when the file or its folder is not writable, when the
+            file is read-only (no write bit: refused for root too) or has other hard links, or when it
+            is one of ``inputs``.
     """
     if not str(path).strip():
         raise UsageError(f"{what} needs a file name (got an empty one)")
@@ -119,9 +124,43 @@ def check_output_path(path: str | os.PathLike, what: str) -> Path:
     target = _target(p)
     _refuse_special(target, path, what)
     _writable_folder(target.parent, path, what)
-    if target.exists() and not os.access(target, os.W_OK):
-        raise UsageError(f"{what} {path}: the file is not writable")
+    for other in inputs:
+        if _same_file(target, other):
+            raise UsageError(f"{what} {path} is {other}, which this command also reads or writes: "
+                             "give another file name")
+    try:
+        st = os.stat(target)
+    except OSError:  # a new file
+        return p
+    _refuse_replacing(st, target, f"{what} {path}", UsageError)
     return p
+
+
+def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two names are one file: the same path once links are resolved, or the same inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def _refuse_replacing(st: os.stat_result, target: Path, shown: str, error: type) -> None:
+    """Refuse to replace a file that says it must not be (no write bit) or that has other names.
+
+    The write renames a new file over the target: the kernel checks only the folder's permission, so a
+    read-only file (0444) would be replaced (by root, or by its owner), and a hard-linked one split: the
+    other names would keep the old content while this one got the new. Both are said instead.
+    """
+    if not st.st_mode & 0o222:
+        raise error(f"{shown}: the file is read-only (mode {stat.S_IMODE(st.st_mode):04o}); "
+                    "make it writable or give another file name")
+    if not os.access(target, os.W_OK):
+        raise error(f"{shown}: the file is not writable")
+    if st.st_nlink > 1:
+        raise error(f"{shown}: the file has {st.st_nlink} hard links; writing it would leave the other "
+                    "names with the old content: remove the other links or give another file name")
 
 
 def check_output_dir(path: str | os.PathLike, what: str) -> Path:
@@ -174,17 +213,21 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "") -> None:
 
     Raises:
         UsageError: the target exists and is not a regular file (a folder, ``/dev/null``).
-        WriteError: the folder or file cannot be written (the old file is untouched).
+        WriteError: the folder or file cannot be written, or the file is read-only or has other hard
+            links (the old file is untouched).
     """
     shown = f"{what} {path}" if what else str(path)
     target = _target(path)
     _refuse_special(target, path, what or "cannot write")
     try:
+        st: os.stat_result | None = target.stat()
+    except OSError:  # a new file (or one the write below names)
+        st = None
+    if st is not None:
+        _refuse_replacing(st, target, f"cannot write {shown}", WriteError)  # as check_output_path did
+    mode = stat.S_IMODE(st.st_mode) if st is not None else None
+    try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            mode: int | None = stat.S_IMODE(target.stat().st_mode)
-        except FileNotFoundError:
-            mode = None
         fd, tmp = _open_temp(target.parent, target.name)
     except OSError as exc:
         raise WriteError(f"cannot write {shown}: {exc.strerror or exc}", exc.errno) from None

@@ -102,13 +102,12 @@ def add_texts(path: Path, kernels: Sequence[str], opts: Sequence[str]) -> list[s
 
 def cell_file(source: str) -> Path:
     """The cell's source as a ``.cu`` file (named by its hash, in a private temporary folder), for nvcc."""
-    folder = Path(tempfile.gettempdir()) / f"cudalab-cells-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    folder.mkdir(mode=0o700, exist_ok=True)
+    from cudalab import private  # noqa: PLC0415
+
+    folder = private.private_folder("cudalab-cells")  # refused if another user made it first
     names = cell_kernels(source)
-    path = folder / f"{names[0] if names else 'cell'}-{hashlib.sha256(source.encode()).hexdigest()[:10]}.cu"
-    if not path.is_file() or path.read_text() != source:
-        path.write_text(source)
-    return path
+    return private.write_private(folder, f"{names[0] if names else 'cell'}-{hashlib.sha256(source.encode()).hexdigest()[:10]}.cu",
+                               source)
 
 
 @contextlib.contextmanager
@@ -176,9 +175,22 @@ def run_family(args: list[str], cell: str | None = None, opts: Sequence[str] = (
         path = given or os.path.join(tmp, "run.json")
         if not given:
             args += ["--json", path]
+        before = _stamp(path)
         code, text = run_command(args, capture=True)
-        record = load_record(path) if os.path.isfile(path) and os.path.getsize(path) else None
+        # Only a file this run wrote is its record: a --json file from an earlier run, left as it was by a
+        # run that failed (no GPU, bad input), is never shown or bound as if it were the new result.
+        after = _stamp(path)
+        record = load_record(path) if after is not None and after != before and os.path.getsize(path) else None
     return code, record, text
+
+
+def _stamp(path: str) -> tuple[int, ...] | None:
+    """What changes when a file is written (every save replaces it: a new inode), or None if absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _display(obj: Any) -> None:

@@ -68,8 +68,17 @@ def _broken_one_line(invoke, one_line_exit_2, name: str, fragment: str) -> None:
     ("def f(:\n", "bad.py:1: SyntaxError"),
     ("X = 1\n", "defines no PROBLEM"),
     ("PROBLEM = 3\n", "PROBLEM is a int"),
+    # what no in-process try survives: each is one line, the command and the other families go on
+    ("import sys\nsys.exit(0)\n", "bad.py:2: importing it raised SystemExit (sys.exit at import)"),
+    ("raise KeyboardInterrupt\n", "bad.py:1: importing it raised KeyboardInterrupt"),
+    ("import os\nos._exit(3)\n", "bad.py: importing it ended the process (exit code 3"),
+    ("while True:\n    pass\n", "bad.py: importing it did not finish within 3 s"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "bad.py: importing it killed the process (SIGSEGV)"),
+    ("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()\n",
+     "bad.py:4: importing it raised E: (its message could not be shown"),
 ])
-def test_a_module_that_fails_is_one_line_naming_its_file(path, invoke, one_line_exit_2, module, fragment):
+def test_a_module_that_fails_is_one_line_naming_its_file(path, invoke, one_line_exit_2, module, fragment, monkeypatch):
+    monkeypatch.setenv("CUDALAB_IMPORT_TIMEOUT", "3")
     make_family(path, name="good")
     make_family(path, name="bad", module=module)
     _broken_one_line(invoke, one_line_exit_2, "bad", fragment)
@@ -155,7 +164,7 @@ def test_entry_points_are_not_looked_up_where_no_package_declares_the_group(tmp_
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("name", ["softmax", "scan", "histogram"])
+@pytest.mark.parametrize("name", ["softmax", "scan", "histogram", "rowsum"])
 def test_the_examples_compile_without_a_gpu(name, monkeypatch, invoke, no_gpu):
     monkeypatch.setenv("CUDALAB_PATH", str(EXAMPLES))
     res = invoke("compile", name)

@@ -93,7 +93,7 @@ def test_check_output_path_refuses_what_cannot_be_written(tmp_path):
         ro.chmod(0o755)
     (tmp_path / "locked.json").write_text("{}")
     (tmp_path / "locked.json").chmod(0o444)
-    with pytest.raises(UsageError, match="not writable"):
+    with pytest.raises(UsageError, match=r"read-only \(mode 0444\)"):  # for root too, who could replace it
         files.check_output_path(tmp_path / "locked.json", "--json")
 
 
@@ -130,3 +130,34 @@ def test_write_json_replacing_a_file_keeps_its_mode(tmp_path):
     path.chmod(0o644)
     report.write_json(path, {"a": 1})
     assert stat.S_IMODE(path.stat().st_mode) == 0o644 and '"a": 1' in path.read_text()
+
+
+# --- targets a rename would wrongly replace ------------------------------------------------------------
+
+def test_a_read_only_or_hard_linked_target_is_refused_at_the_write_too_and_kept(tmp_path):
+    ro = tmp_path / "ro.png"
+    ro.write_text("keep")
+    ro.chmod(0o444)
+    with pytest.raises(files.WriteError, match=r"read-only \(mode 0444\)"):
+        files.write_bytes(ro, b"new", "--plot")
+    assert ro.read_text() == "keep"
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    a.write_text("shared")
+    os.link(a, b)
+    with pytest.raises(UsageError, match="2 hard links"):
+        files.check_output_path(b, "--plot")
+    with pytest.raises(files.WriteError, match="2 hard links"):
+        files.write_bytes(b, b"new", "--plot")
+    assert a.read_text() == b.read_text() == "shared" and a.stat().st_ino == b.stat().st_ino  # not split
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_a_plot_target_that_is_the_runs_own_input_is_refused(tmp_path, invoke, one_line_exit_2, link):
+    run = tmp_path / "run.json"
+    run.write_bytes((Path(__file__).parent / "data" / "runs" / "nvidia-h200-transpose.json").read_bytes())
+    before = run.read_bytes()
+    target = tmp_path / "plot.png"
+    target.symlink_to(run) if link == "symlink" else os.link(run, target)
+    one_line_exit_2(invoke("report", str(run), "--plot", str(target)), "which this command also reads")
+    one_line_exit_2(invoke("compare", str(run), str(run), "--plot", str(target)), "which this command also reads")
+    assert run.read_bytes() == before

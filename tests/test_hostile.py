@@ -143,6 +143,13 @@ for command in ("report {ws}/run.json", "compare {ws}/run.json {ws}/other.json")
     case(f"{command} --plot {{ws}}/keep.txt/x.png", "is not a folder")
     case(f"{command} --plot {{ws}}/x.bmp", "give a .png, .svg or .pdf file")
     case(f"{command} --plot {{ws}}/folder.png", "is a folder")
+for command in ("report {ws}/run.json", "compare {ws}/run.json {ws}/other.json"):  # never over the input
+    case(f"{command} --plot {{ws}}/run-link.png", "which this command also reads")
+    case(f"{command} --plot {{ws}}/ro.png", "the file is read-only (mode 0444)")  # for root too
+    case(f"{command} --plot {{ws}}/keep.png", "hard links")  # every workspace file is a hard link
+case("transpose --json {ws}/ro.json", "the file is read-only (mode 0444)")
+case("transpose --json {ws}/x.json --csv {ws}/x.json", "also reads or writes")
+case("transpose --csv {ws}/x.json --plot {ws}/run-link.png --json {ws}/run.json", "also reads or writes")
 case("ncu transpose --export {ws}/folder", "is a folder")
 case("ncu transpose --export {ws}/null.csv", "not a regular file")
 case("ncu transpose --export {ws}/missing/x.csv", "does not exist")
@@ -231,6 +238,10 @@ def _ws_template(tmp_path_factory) -> Path:
     (tmp_path / "folder.png").mkdir()
     for name in ("null.json", "null.png", "null.csv"):
         (tmp_path / name).symlink_to("/dev/null")
+    (tmp_path / "run-link.png").symlink_to("run.json")  # a plot target that is the run it reads
+    for name in ("ro.png", "ro.json"):
+        (tmp_path / name).write_text("keep")
+        (tmp_path / name).chmod(0o444)
     broken = tmp_path / "broken-src" / "tr"
     shutil.copytree(catalog.src_root() / "transpose", broken)
     toml = broken / "family.toml"
@@ -286,4 +297,43 @@ def test_hostile_environment_is_one_line_exit_2_and_changes_nothing(ws, invoke, 
         monkeypatch.setenv(k, v.replace("{ws}", str(ws)))
     before = _tree(ws)
     one_line_exit_2(invoke(_argv(args, ws)), fragment)
+    assert _tree(ws) == before
+
+
+# --- a family module of the user's that ends, hangs or crashes the process importing it ---------------------
+HOSTILE_MODULES = {
+    "sysexit": ("import sys\nsys.exit(0)\n", "raised SystemExit (sys.exit at import)"),
+    "osexit": ("import os\nos._exit(3)\n", "ended the process (exit code 3"),
+    "forever": ("while True:\n    pass\n", "did not finish within 3 s"),
+    "crash": ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed the process (SIGSEGV)"),
+    "badstr": ("class E(Exception):\n    __str__ = lambda self: 1 / 0\nraise E()\n", "its message could not be shown"),
+}
+# ... and a Problem whose contract cannot run as written: refused when the family loads, naming the field
+from test_problem_contract import BAD, TWO_D  # noqa: E402
+
+HOSTILE_MODULES.update({
+    "badcheck": (BAD["unknown check"][0], BAD["unknown check"][2]),
+    "badargs": (BAD["args names nothing"][0], BAD["args names nothing"][2]),
+    "badtol": (BAD["negative tolerance"][0], BAD["negative tolerance"][2]),
+    "noextent": (TWO_D.format(extent=""), "a 2-D problem needs extent="),
+})
+
+
+@pytest.fixture(scope="module")
+def _hostile_families(tmp_path_factory) -> Path:
+    from test_problem import make_family
+
+    root = tmp_path_factory.mktemp("hostile-families")  # outside the workspace: imports write __pycache__
+    for name, (module, _) in HOSTILE_MODULES.items():
+        make_family(root, name=name, module=module)
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_MODULES))
+def test_hostile_family_module_is_one_line_exit_2(ws, invoke, one_line_exit_2, monkeypatch,
+                                                   _hostile_families, name):
+    monkeypatch.setenv("CUDALAB_PATH", str(_hostile_families))
+    monkeypatch.setenv("CUDALAB_IMPORT_TIMEOUT", "3")
+    before = _tree(ws)
+    one_line_exit_2(invoke(name, "--n", "64"), HOSTILE_MODULES[name][1])
     assert _tree(ws) == before

@@ -150,3 +150,18 @@ def test_the_example_notebook_runs_headless(tmp_path):
     html = "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
     assert "+my_transpose" in html and "bankopt" in html
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+
+
+def test_without_a_gpu_a_cell_shows_the_error_never_the_old_json_nor_binds_it(shell, capsys, fake_workers, tmp_path):
+    fake_workers({"_open": "error"})
+    old = tmp_path / "old.json"
+    old.write_bytes(RUN.read_bytes())
+    shell.user_ns.pop("rec", None)
+    shell.run_cell_magic("cudalab", f"transpose --n 64 --variant naive --json {old} -o rec", CELL)
+    out = capsys.readouterr()
+    assert "no CUDA GPU found (fake)" in out.err
+    assert "vec4-band" not in out.out + out.err  # old.json's table is not shown
+    assert "rec" not in shell.user_ns
+    assert old.read_bytes() == RUN.read_bytes()
+    shell.run_line_magic("cudalab", f"transpose --n 64 --variant naive --json={old} -o rec")
+    assert "vec4-band" not in capsys.readouterr().out and "rec" not in shell.user_ns

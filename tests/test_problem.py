@@ -185,12 +185,11 @@ def test_the_examples_load_and_their_references_agree_with_numpy(monkeypatch):
         assert {v.kind for v in spec.variants} >= {"kernel"} and any(v.name.startswith("wrong") for v in spec.variants)
 
 
-def test_an_argument_that_names_nothing_fails_its_row_naming_the_file(path):
+def test_an_argument_that_names_nothing_is_refused_when_the_family_loads_naming_the_file(path, invoke,
+                                                                                           one_line_exit_2):
     folder = make_family(path, module=MODULE.format(reference="lambda s, i: 2 * i['x']", check="'exact'",
                                                     work="lambda s: Work(bytes=8 * s.n)").replace('"y", "x", "n"', '"y", "z", "n"'))
-    got = rows(variants="good")
-    assert got["good"].status == "failed"
-    assert str(folder / "dbl.py") in got["good"].reason and "'z' is no input" in got["good"].reason
+    one_line_exit_2(invoke("list", "dbl"), f"{folder / 'dbl.py'}: args names 'z', which is no input (x)")
 
 
 def test_an_option_is_a_command_line_flag_and_a_size_field(path, invoke):

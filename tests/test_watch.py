@@ -19,6 +19,8 @@ from cudalab import plan as planning
 from cudalab.records.results import load_record
 from cudalab.watch import core, events, sources
 
+RUN = Path(__file__).parent / "data" / "runs" / "nvidia-h200-transpose.json"
+
 KERNEL = """// my transpose{note}
 extern "C" __global__ void my_transpose(float *out, const float *in, int rows, int cols, int pin, int pout)
 {{
@@ -185,6 +187,30 @@ def test_a_kernel_that_no_longer_fits_is_shown_and_the_next_save_runs_it(gpu, in
     assert "cudalab: +my_transpose:" in v[1] and "has no kernel my_transpose" in v[1]
     assert "the table is the last one that ran" in v[1]
     assert "faster 0.40× vs v1" in row(v[2], "+my_transpose")
+
+
+def test_without_a_gpu_watch_says_so_in_one_line_ends_and_keeps_the_saved_run(fake_workers, invoke, monkeypatch,
+                                                                              one_line_exit_2, tmp_path):
+    fake_workers({"_open": "error"})
+    monkeypatch.chdir(tmp_path)
+    saved = tmp_path / "old-run.json"
+    saved.write_bytes(RUN.read_bytes())
+    edits = Edits(lambda: None, lambda: None)  # saves that would run it again, were it still watching
+    res = watch(invoke, monkeypatch, edits, "transpose", "--n", "64", "--variant", "naive", "--json", str(saved))
+    one_line_exit_2(res, "no CUDA GPU found (fake)")
+    assert edits.waits == 0
+    assert saved.read_bytes() == RUN.read_bytes()
+
+
+def test_a_session_that_measured_nothing_never_replaces_a_saved_run(gpu, invoke, monkeypatch):
+    k = gpu / "mine.cu"
+    k.write_text(kernel().replace("my_transpose", "not_yet"))
+    saved = gpu / "old-run.json"
+    saved.write_bytes(RUN.read_bytes())
+    res = watch(invoke, monkeypatch, Edits(), "transpose", "--n", "64", "--variant", "none", "--add",
+                "mine.cu:my_transpose", "--json", str(saved))
+    assert res.exit_code == 0 and "has no kernel my_transpose" in res.output, res.output
+    assert saved.read_bytes() == RUN.read_bytes()
 
 
 def test_bad_options_are_refused_in_one_line_before_watching(gpu, invoke, monkeypatch, one_line_exit_2):

@@ -237,12 +237,22 @@ def load_outside(key: str) -> Any:
 
     The module defines ``PROBLEM`` (a :class:`cudalab.Problem`) or ``FAMILY`` (a Family, or a Problem).
 
+    The module is imported in this process only once a time-limited child has imported it
+    (:mod:`cudalab.catalog.userimport`): a module that calls ``os._exit`` or never finishes at import is one
+    line, and so is one that raises anything, ``SystemExit`` included.
+
     Raises:
-        CatalogError: one line naming the file (and line) when the module raises on import or defines
-            neither.
+        CatalogError: one line naming the file (and line) when the module raises on import, ends or
+            hangs the process importing it, or defines neither; for a Problem, also naming the field
+            of its contract that cannot run (:func:`cudalab.problems.checks.check_problem`).
     """
     if key in _LOADED:
         return _LOADED[key]
+    from cudalab.catalog import userimport  # noqa: PLC0415
+
+    why = userimport.check([key]).get(key)  # os._exit or an endless loop at import: found in a child
+    if why:
+        raise CatalogError(why)
     if key.startswith(PATH_PREFIX):
         path = key[len(PATH_PREFIX):]
         name = "cudalab_family_" + re.sub(r"\W", "_", Path(path).parent.name if Path(path).name == "__init__.py"
@@ -255,20 +265,41 @@ def load_outside(key: str) -> Any:
         where = path
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
+        except BaseException as exc:  # noqa: BLE001  (sys.exit and Ctrl-C at import too: one line, not the end)
             sys.modules.pop(name, None)
-            raise CatalogError(_import_error(exc, path)) from None
+            raise CatalogError(userimport.import_error(exc, path)) from None
     else:
         modname = key[len(ENTRY_PREFIX):]
         try:
             module = importlib.import_module(modname)
-        except Exception as exc:
-            found = importlib.util.find_spec(modname) if modname in sys.modules else None
-            raise CatalogError(_import_error(exc, getattr(found, "origin", None) or modname)) from None
+        except BaseException as exc:  # noqa: BLE001  (as above)
+            try:
+                found = importlib.util.find_spec(modname) if modname in sys.modules else None
+            except (ImportError, ValueError):
+                found = None
+            raise CatalogError(userimport.import_error(exc, getattr(found, "origin", None) or modname)) from None
         where = getattr(module, "__file__", None) or modname
-    fam = family_of(module, where)
+    from cudalab.errors import CudalabError  # noqa: PLC0415
+    from cudalab.problems.adapter import ProblemFamily  # noqa: PLC0415
+    from cudalab.problems.checks import check_problem  # noqa: PLC0415
+
+    try:
+        fam = family_of(module, where)
+        if isinstance(fam, ProblemFamily):  # the whole contract, now: one line naming the file and the field
+            check_problem(fam, _variants(key))
+    except CudalabError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (the user's Family or Problem code, run as it loads)
+        raise CatalogError(userimport.import_error(exc, where).replace("importing it", "loading it")) from None
     _LOADED[key] = fam
     return fam
+
+
+def _variants(key: str) -> tuple[Any, ...]:
+    """The family.toml variants of the outside family whose module is ``key`` (none if it is not listed)."""
+    from cudalab import catalog  # noqa: PLC0415  (catalog imports this module)
+
+    return next((spec.variants for spec in catalog.load_catalog().values() if spec.module == key), ())
 
 
 def family_of(module: Any, where: str) -> Any:
@@ -286,17 +317,3 @@ def family_of(module: Any, where: str) -> Any:
         if value is not None:
             raise CatalogError(f"{where}: {attr} is a {type(value).__name__}, not a cudalab.Problem or Family")
     raise CatalogError(f"{where}: defines no PROBLEM (a cudalab.Problem) or FAMILY (a cudalab.Family)")
-
-
-def _import_error(exc: BaseException, path: str) -> str:
-    """One line: the file, the line where Python gives one, and the error."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f"{exc.filename}:{exc.lineno}: SyntaxError: {exc.msg}"
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == path:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{path}{f':{line}' if line else ''}: importing it raised {type(exc).__name__}" + (f": {text}" if text else "")

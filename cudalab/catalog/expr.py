@@ -87,3 +87,15 @@ def _bounded(value: int) -> int:
     if not -LIMIT <= value < LIMIT:
         raise CatalogError(f"expression result {value:.3g} does not fit 64 bits")
     return value
+
+
+def names_in(text: str | int) -> set[str]:
+    """The names an expression reads (none for an int); one that does not parse reads none here (its
+    evaluation says why)."""
+    if isinstance(text, int) or len(str(text)) > 1000:
+        return set()
+    try:
+        tree = ast.parse(str(text), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}

@@ -27,13 +27,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from cudalab.catalog import VariantSpec
 from cudalab.errors import CompileError, UsageError
+from cudalab import private
 from cudalab.files import check_input
 
 __all__ = ["UserKernel", "SignatureError", "parse_add", "prototype_sizes", "check_signature",
@@ -210,12 +210,8 @@ def compile_source(variant: VariantSpec) -> Path:
     except OSError as exc:
         raise UsageError(f"{variant.name}: cannot read {src} ({exc.strerror})") from None
     text = f'// cudalab --add prelude; source sha256 {digest}\n#include "{src}"\n'
-    folder = Path(tempfile.gettempdir()) / f"cudalab-add-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    out = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.cu"
-    if not out.is_file() or out.read_text() != text:
-        out.write_text(text)
-    return out
+    folder = private.private_folder("cudalab-add")  # refused if another user made it first
+    return private.write_private(folder, f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.cu", text)
 
 
 def kernel_params(variant: VariantSpec, defines: dict[str, str], arch: str = "sm_90") -> dict[str, tuple[int, ...]]:

@@ -27,7 +27,10 @@ def list_rows(cat: catalog.Catalog) -> tuple[list[tuple[str, ...]], list[tuple[s
     """
     broken = [(b.name, b.reason) for b in cat.broken]
     if cat.origins:
+        from cudalab.catalog import userimport  # noqa: PLC0415
         from cudalab.families import load  # noqa: PLC0415
+
+        userimport.check([cat[name].module for name in cat.origins])  # the modules' probes, in parallel
     for name in cat.origins:
         try:
             load(cat[name].module)
@@ -57,6 +60,7 @@ def list_cmd(family: str | None) -> None:
 
     con = report.console()
     spec = catalog.family(family)
+    fam = load(spec.module)  # a broken family is its one line, before any table
     rows = []
     for v in spec.variants:
         if v.kind == "kernel":
@@ -69,9 +73,17 @@ def list_cmd(family: str | None) -> None:
     con.print(report.simple_table(["variant", "kernel", "block", "grid", "constraints", "description"], rows,
                                   title=f"{spec.name}: {spec.description} (dtypes {', '.join(spec.dtypes)})",
                                   wrap=("grid", "constraints", "description")))
+    from cudalab import plan  # noqa: PLC0415
     from cudalab.catalog import user  # noqa: PLC0415
 
-    con.print(user.describe(spec, load(spec.module)), markup=False, highlight=False)
+    size, launches = plan.default_launches(spec, fam)
+    if launches:  # what the rows launch, before any GPU: a grid that covers too much or too little shows here
+        con.print(f"Launches at the default size {size}:", markup=False, highlight=False)
+        width = max(len(name) for name, _ in launches)
+        for name, text in launches:
+            con.print(f"  {name.ljust(width)}  {text}", markup=False, highlight=False)
+        con.print("")
+    con.print(user.describe(spec, fam), markup=False, highlight=False)
 
 
 @cli.command()

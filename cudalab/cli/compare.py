@@ -53,7 +53,7 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
     if allow_missing and threshold is None:
         raise UsageError("--allow-missing only changes the --fail-on gate; give --fail-on too")
     if plot_path:
-        plot.check(plot_path)  # before any work: a missing matplotlib is one line
+        plot.check(plot_path, paths)  # before any work; never over a run it reads
     records = [load_record(p) for p in paths]
     names = [Path(p).name for p in paths]
     if len(set(names)) < len(names):  # same file names in different folders: show the paths

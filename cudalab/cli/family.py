@@ -110,9 +110,9 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
     from cudalab.session.run import run_points  # noqa: PLC0415
 
     def check() -> None:
-        for opt in ("json", "csv", "plot"):  # refused now, not after minutes of measuring
-            if kw[f"{opt}_path"] is not None:
-                files.check_output_path(kw[f"{opt}_path"], f"--{opt}")
+        outs = {opt: kw[f"{opt}_path"] for opt in ("json", "csv", "plot") if kw[f"{opt}_path"] is not None}
+        for opt, path in outs.items():  # refused now, not after minutes of measuring; no two are one file
+            files.check_output_path(path, f"--{opt}", [p for o, p in outs.items() if o != opt])
         if kw["plot_path"]:
             from cudalab.report import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
 

@@ -43,7 +43,7 @@ def report_cmd(path: str, markdown: bool, layout: str, plot_path: str | None) ->
     from cudalab.records.results import load_record
 
     if plot_path:
-        plot.check(plot_path)  # before any work: a missing matplotlib is one line
+        plot.check(plot_path, [path])  # before any work; never over the run it reads
     record = load_record(path)
     con = report.console()
     known: dict[str, tuple[tuple[str, str], ...]] = {}  # the catalog costs 30 ms a read: once per family

@@ -110,10 +110,12 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
                       clear=live)
 
     def save() -> None:
+        last = next((v.record for v in reversed(watcher.versions) if v.record is not None), None)
+        if last is None:  # nothing measured yet: a file the user saved before is not replaced by an empty session
+            return
         if kw.get("json_path"):
             files.atomic_write(kw["json_path"], json.dumps(watcher.session_record(), indent=1, default=str) + "\n")
-        last = next((v.record for v in reversed(watcher.versions) if v.record is not None), None)
-        if kw.get("csv_path") and last is not None:
+        if kw.get("csv_path"):
             report.write_csv(kw["csv_path"], [r for p in last.points for r in p.results])
 
     code = core.loop(watcher, source, show, lambda changed: screen.announce(con, len(watcher.versions) + 1, changed),

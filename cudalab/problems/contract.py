@@ -42,7 +42,10 @@ _CTYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "u
 
 def ctype(dtype: str | np.dtype) -> str:
     """The C type of a NumPy dtype name (``float32`` -> ``float``)."""
-    name = np.dtype(dtype).name if not isinstance(dtype, str) or dtype != "bfloat16" else dtype
+    try:
+        name = np.dtype(dtype).name if not isinstance(dtype, str) or dtype != "bfloat16" else dtype
+    except TypeError:  # not a dtype: the contract check names the field (cudalab.problems.checks)
+        return str(dtype)
     return _CTYPES.get(name, name)
 
 

@@ -26,9 +26,10 @@ SUFFIXES = (".png", ".svg", ".pdf")
 _HOST_NOTE = "CPU (host) rows not drawn"
 
 
-def check(path: str | os.PathLike) -> None:
+def check(path: str | os.PathLike, inputs: Sequence[str | os.PathLike] = ()) -> None:
     """Refuse a ``--plot`` path early, before a table is printed or a GPU opened: wrong suffix, a
-    folder that is missing or read-only, a target that is no regular file, or no matplotlib.
+    folder that is missing or read-only, a target that is no regular file or one of ``inputs`` (the run
+    files the command reads, its other outputs), or no matplotlib.
 
     Raises:
         UsageError: the suffix is not .png, .svg or .pdf, or :func:`cudalab.files.check_output_path` refuses it.
@@ -36,7 +37,7 @@ def check(path: str | os.PathLike) -> None:
     """
     if Path(path).suffix.lower() not in SUFFIXES:
         raise UsageError(f"--plot {path}: give a .png, .svg or .pdf file")
-    check_output_path(path, "--plot")
+    check_output_path(path, "--plot", inputs)
     _matplotlib()
 
 

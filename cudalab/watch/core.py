@@ -26,7 +26,7 @@ from cudalab.plan import RunRequest
 from cudalab.families.roofline import with_roofline
 from cudalab.session import sweep
 from cudalab.catalog import FamilySpec, VariantSpec
-from cudalab.errors import CudalabError
+from cudalab.errors import CudalabError, GpuUnavailableError
 from cudalab.families import Family
 from cudalab.progress import Observer
 from cudalab.records.results import PASSED, Result, RunPoint, RunRecord
@@ -168,6 +168,9 @@ class Watcher:
 
         A plan that cannot run (bad input the edit introduced, a kernel whose signature does not fit) is a
         version with ``error`` set and the table as it was: the next save tries again.
+
+        Raises:
+            GpuUnavailableError: no worker could open a GPU (no pycuda, driver or GPU): no edit fixes that.
         """
         number = len(self.versions) + 1
         shown = tuple(str(p) for p in changed)
@@ -191,6 +194,8 @@ class Watcher:
             plans = sweep.plan_points(reqs)
             ex = sweep.execute(plans, sum(len(p.variants) for p in plans), session=session, observer=self.observer())
             session = None  # execute ended it
+        except GpuUnavailableError:  # no save can fix a missing GPU: the watch ends, in one line
+            raise
         except CudalabError as exc:
             return self._keep(self._failed(number, shown, previous, exc))
         finally:
