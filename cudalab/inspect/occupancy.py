@@ -102,7 +102,7 @@ class Occupancy:
 
     def cell(self) -> str:
         """``50% (registers)``: what a table shows."""
-        return f"{self.pct:.0f}% ({self.limiter})"
+        return f"{self.pct:.3g}% ({self.limiter})"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (pct included)."""
