@@ -65,3 +65,38 @@ def test_a_block_that_cannot_be_resident(threads, regs, smem, limit):
     with pytest.raises(LaunchConfigError) as err:
         occupancy("sm_90", threads, regs, smem)
     assert err.value.limit == limit
+
+
+# --- a run's rows: the worker adds the occupancy of the variant's kernel, --wide shows it -------------------
+
+class _Kernel:
+    def __init__(self, name, regs, static, launched):
+        self.name, self.num_regs, self.static_shared, self.last_launch = name, regs, static, launched
+
+
+def test_a_row_gets_its_kernels_occupancy():
+    from cudalab.results import PASSED, Result
+    from cudalab.runner import with_occupancy
+
+    row = Result("regblock", "kernel", PASSED)
+    other = _Kernel("helper", 16, 0, ((32, 1, 1), 0))
+    main = _Kernel("matmul_regblock", 118, 16640, ((256, 1, 1), 0))
+    got = with_occupancy(row, [other, main], "matmul_regblock", "sm_90").extra
+    assert got == {"occupancy": 25.0, "occupancy_limiter": REGISTERS, "occupancy_blocks": 2}
+    assert with_occupancy(row, [], "k", "sm_90") == row  # host, library rows: nothing
+    assert with_occupancy(row, [_Kernel("k", 16, 0, None)], "k", "sm_90") == row  # never launched
+    assert with_occupancy(row, [main], "k", "sm_120") == row  # no limits known: no guess
+    assert with_occupancy(row, [other], "k", "sm_90").extra["occupancy_kernel"] == "helper"
+
+
+def test_the_wide_table_and_the_rows_show_it():
+    from cudalab.report.runtable import results_table
+    from cudalab.results import PASSED, Result, RunPoint, RunRecord
+
+    r = Result("regblock", "kernel", PASSED, extra={"occupancy": 25.0, "occupancy_limiter": REGISTERS})
+    wide = results_table([r], "flops", wide=True)
+    narrow = results_table([r], "flops", wide=False)
+    assert "occupancy" in [c.header for c in wide.columns] and "occupancy" not in [c.header for c in narrow.columns]
+    assert ("25% registers", "") in wide.rows[0]
+    rec = RunRecord("0", (), 0.0, {}, (RunPoint("matmul", "flops", {"dims": [64]}, results=(r,)),))
+    assert rec.to_rows()[0]["occupancy"] == 25.0 and Result.from_dict(r.to_dict()).extra["occupancy"] == 25.0
