@@ -40,6 +40,7 @@ for stage in $stages; do
         # variant, the two ladders' runs and charts (docs/plots/), and the README's sass outputs
         roofline) ( python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_ceilings_gpu.py
                     timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py
+                    python3 -c 'from cudalab import ceilings, gpu; d = gpu.Device(0); c = ceilings.measure(d); ceilings.store(c); print(c, "->", ceilings.cache_file(c.gpu, c.sm_clock_mhz)); d.close()'
                     COLUMNS=200 python3 -m cudalab transpose --n 16384 --json "$OUT/h100-transpose-16384.json"
                     COLUMNS=200 python3 -m cudalab matmul --n 4096 --json "$OUT/h100-matmul-4096.json"
                     python3 -m cudalab roofline "$OUT/h100-transpose-16384.json" -o "$OUT/transpose-roofline.png"
