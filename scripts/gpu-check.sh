@@ -2,7 +2,7 @@
 # One call on the GPU machine: install cudalab and pycuda (wheels in .wheelhouse), run the GPU tests
 # and the benchmarks, keep logs and JSON under $OUT, print a short table last.
 #
-#   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest
+#   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu
 #                                          (default: info tests ncu sanitizer bench)
 #
@@ -36,6 +36,22 @@ for stage in $stages; do
                      --add docs/examples/hostile.cu:hostile_smem@block=32x8,shared=1048576 \
                      --add docs/examples/my_transpose.cu:my_transpose@block=32x8,tile=32x32 --timeout 5 \
                      --json "$OUT/hostile.json" ;;
+        # issue 45: the measured ceilings (cached for the charts), occupancy against ncu for every built-in
+        # variant, the two ladders' runs and charts (docs/plots/), and the README's sass outputs
+        roofline) ( python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_ceilings_gpu.py
+                    timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py
+                    python3 -c 'from cudalab.inspect import ceilings as C; from cudalab.worker import ceilings, gpu; d = gpu.Device(0); c = ceilings.measure(d); C.store(c); print(c, "->", C.cache_file(c.gpu, c.sm_clock_mhz)); d.close()'
+                    COLUMNS=200 python3 -m cudalab transpose --n 16384 --json "$OUT/h100-transpose-16384.json"
+                    COLUMNS=200 python3 -m cudalab matmul --n 4096 --json "$OUT/h100-matmul-4096.json"
+                    python3 -m cudalab roofline "$OUT/h100-transpose-16384.json" -o "$OUT/transpose-roofline.png"
+                    python3 -m cudalab roofline "$OUT/h100-transpose-16384.json" -o "$OUT/transpose-roofline.html"
+                    python3 -m cudalab roofline "$OUT/h100-matmul-4096.json" "$OUT/h100-transpose-16384.json" \
+                        -o "$OUT/matmul-roofline.png"
+                    python3 -m cudalab roofline "$OUT/h100-matmul-4096.json" "$OUT/h100-transpose-16384.json" \
+                        -o "$OUT/matmul-roofline.html"
+                    for v in "transpose --variant block,bankopt" "matmul --variant tiled,regblock --no-listing"; do
+                        python3 -m cudalab sass $v >/dev/null   # warm the disassembly cache
+                        echo "=== cudalab sass $v"; ( time COLUMNS=160 python3 -m cudalab sass $v ) 2>&1; done ) ;;
         # the memory plan's largest transpose: runs with its roofline, or is refused before GPU work
         largest) timeout -s KILL "$limit" python3 scripts/largest_transpose.py --json "$OUT/largest.json" ;;
         # the three examples: run, ncu (each set of $EXAMPLE_METRICS), ncu --source, compute-sanitizer

@@ -144,14 +144,17 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
 @cli.command("compile")
 @click.argument("family")
 @click.option("--variant", "variants", default=None, help="Comma list of variants (default: all).")
-@click.option("--arch", default="sm_90", show_default=True, help="nvcc architecture (a run uses its GPU's).")
+@click.option("--arch", default=None,
+              help="nvcc architecture (a run uses its GPU's; default: the local GPU's, else sm_90); occupancy is for it.")
 @click.option("--block", default=None, help="Block dims (default: each variant's own); sets block-derived macros.")
 @click.option("--dtype", default=None, help="Element type, for families with several.")
 @click.option("--define", "-D", "defines", multiple=True, metavar="NAME=VALUE", help="Override a kernel macro.")
 def compile_cmd(family: str, variants: str | None, arch: str, block: str | None, dtype: str | None,
                 defines: tuple[str, ...]) -> None:
-    """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills."""
+    """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills, and the
+    theoretical occupancy on --arch with the limit that binds (warps, registers, shared memory, blocks)."""
     from cudalab import build, report
+    from cudalab.inspect import occupancy, variant
     from cudalab.plan import RunRequest, make_problem, plan_launch
     from cudalab import launch as L
     from cudalab.errors import UsageError
@@ -162,6 +165,7 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
     fam = load(spec.module)
     problem = make_problem(spec, fam, RunRequest(family=family, dtype=dtype))
     overrides = parse_defines(defines, spec)
+    arch = arch or occupancy.default_arch()
     rows = []
     for v in spec.select(variants):
         if v.kind != "kernel":
@@ -170,20 +174,30 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
         try:
             target = plan_arch(v, arch)  # sm_90a for a variant that needs it, as a run builds it
         except UsageError as exc:
-            rows.append((v.name, v.kernel, str(exc), "–", "–", "–", "–", "–", "–", "–"))
+            rows.append((v.name, v.kernel, str(exc), "–", "–", "–", "–", "–", "–", "–", "–"))
             continue
         # The build a run of this variant loads; variants sharing a source and defines hit the cache.
-        b = build.build(spec.directory / v.source, dict(lau.defines), target)
+        try:
+            b = build.build(spec.directory / v.source, dict(lau.defines), target)
+        except CudalabError:
+            variant.check_arch(target)  # an arch this nvcc cannot build: one line saying which it can
+            raise
         r = b.kernel(v.kernel)
         if r is None:
             raise CudalabError(f"{v.source} has no kernel {v.kernel!r} (is it extern \"C\"?)")
         defs = " ".join(f"{k}={val}" for k, val in lau.defines)
         name = v.name + (f" ({target})" if target != arch else "")
+        try:
+            occ = occupancy.occupancy(target, L.threads(lau.block), r.registers, r.static_shared + lau.shared)
+            occ_cell = occ.cell() if occ else f"– (no limits for {target})"
+        except CudalabError as exc:  # the block cannot be resident at all: say which limit
+            occ_cell = f"0% ({exc})"
         rows.append((name, v.kernel, defs or "–", r.registers, r.static_shared, lau.shared, r.spill_stores,
-                     r.spill_loads, r.stack_frame, "yes" if b.cached else "no"))
+                     r.spill_loads, r.stack_frame, occ_cell, "yes" if b.cached else "no"))
     report.console().print(report.simple_table(
         ["variant", "kernel", "defines", "registers", "static smem B", "dynamic smem B", "spill st B",
-         "spill ld B", "stack B", "cached"], rows, title=f"{spec.name} compiled for {arch}", wrap=("defines",),
+         "spill ld B", "stack B", "occupancy (limiter)", "cached"], rows, title=f"{spec.name} compiled for {arch}",
+        wrap=("defines", "occupancy (limiter)"),
         drop=("cached", "stack B", "spill ld B", "spill st B", "dynamic smem B", "static smem B")))
 
 

@@ -35,6 +35,12 @@ L2_HIT = "lts__t_sector_hit_rate.pct"
 TENSOR_HMMA_PCT = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 TENSOR_HMMA_INST = "sm__inst_executed_pipe_tensor_op_hmma.sum"
 TENSOR_GMMA_INST = "sm__inst_executed_pipe_tensor_op_gmma.sum"
+OCC_THEORETICAL = "sm__maximum_warps_per_active_cycle_pct"
+OCC_ACHIEVED = "sm__warps_active.avg.pct_of_peak_sustained_active"
+OCC_LIMIT_BLOCKS = "launch__occupancy_limit_blocks"
+OCC_LIMIT_REGISTERS = "launch__occupancy_limit_registers"
+OCC_LIMIT_SHARED = "launch__occupancy_limit_shared_mem"
+OCC_LIMIT_WARPS = "launch__occupancy_limit_warps"
 
 #: Tolerance of the ✓/✗ check on wavefronts per request: measured must lie within
 #: [expected × (1 − BELOW), expected + ABOVE].
@@ -186,6 +192,11 @@ TENSOR_LEGEND = ("tensor pipe % = the cycles the tensor pipe was busy against it
                  "instructions of mma.sync and wmma / of Hopper's warp-group wgmma; DRAM % peak = DRAM "
                  "throughput against its sustained peak.",)
 
+OCCUPANCY_LEGEND = ("theor. occ % = the most warps an SM can hold for this launch, of its maximum (ncu's figure; "
+                    "cudalab compile and sass compute it without a GPU); achieved occ % = the warps active on "
+                    "average over the active cycles; limit blocks / regs / smem / warps = the blocks an SM holds "
+                    "by each limit (the smallest binds).",)
+
 METRIC_SETS: dict[str, MetricSet] = {
     "smem": MetricSet(
         "smem", (SMEM_LD_REQ, SMEM_ST_REQ, SMEM_LD_WF, SMEM_ST_WF, SMEM_LD_CONF, SMEM_ST_CONF, DURATION),
@@ -211,6 +222,17 @@ METRIC_SETS: dict[str, MetricSet] = {
                  Figure("GMMA inst", TENSOR_GMMA_INST, key="ncu_gmma", run_digits=0),
                  Figure("DRAM % peak", DRAM_PCT, 1, key="ncu_dram"), TIME),
         legend=TENSOR_LEGEND + (TIME_LEGEND,)),
+    "occupancy": MetricSet(
+        "occupancy", (OCC_THEORETICAL, OCC_ACHIEVED, OCC_LIMIT_BLOCKS, OCC_LIMIT_REGISTERS, OCC_LIMIT_SHARED,
+                      OCC_LIMIT_WARPS, DURATION),
+        "theoretical and achieved occupancy, the blocks per SM each limit allows, duration",
+        columns=(Figure("theor. occ %", OCC_THEORETICAL, 1, key="ncu_occ_theoretical", run_header="theor. occ %",
+                        run_digits=1),
+                 Figure("achieved occ %", OCC_ACHIEVED, 1, key="ncu_occ_achieved", run_header="achieved occ %",
+                        run_digits=1),
+                 Figure("limit blocks", OCC_LIMIT_BLOCKS), Figure("limit regs", OCC_LIMIT_REGISTERS),
+                 Figure("limit smem", OCC_LIMIT_SHARED), Figure("limit warps", OCC_LIMIT_WARPS), TIME),
+        legend=OCCUPANCY_LEGEND + (TIME_LEGEND,)),
 }
 _METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
 

@@ -269,6 +269,7 @@ class RunRecord:
                 "median_ms": s.median if s else None, "iqr_ms": s.iqr if s else None, "min_ms": s.min if s else None,
                 "samples": s.n if s else None, "gbs": r.gbs, "gflops": r.gflops, "pct_roofline": r.pct_roofline,
                 "max_error": r.max_error, "reason": r.reason, "legacy": bool(r.legacy),
+                "occupancy": r.extra.get("occupancy"), "occupancy_limiter": r.extra.get("occupancy_limiter"),
             }
             out.append(row)
         return out

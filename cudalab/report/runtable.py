@@ -44,14 +44,15 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     extra_columns = list(extra_columns) if wide else []
     inst_columns = list(instrument_columns)
     tele_columns = telemetry_columns(results) if wide else []
+    occ = wide and any(r.extra.get("occupancy") is not None for r in results)
     rate = RATE_HEADER.get(metric)
     cols = (["point"] if points else []) + (["#"] if wide else []) + ["variant", "block", "grid", "median ms", "± IQR"]
     cols += ["n"] if wide else []
     if rate:
         cols += [rate, "% roofline" if metric == "bandwidth" else "% of ref"]
     cols += ["speedup"] + (["step"] if wide else [])
-    cols += [h for _, h in extra_columns] + [c.header for c in inst_columns] + [h for _, h in tele_columns]
-    cols += ["check", "status"]
+    cols += [h for _, h in extra_columns] + (["occupancy"] if occ else []) + [c.header for c in inst_columns]
+    cols += [h for _, h in tele_columns] + ["check", "status"]
     t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
     first = prev = None
     for i, r in enumerate(results, 1):
@@ -78,6 +79,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         for key, _ in extra_columns:
             v = r.extra.get(key)
             row.append(_fmt(v, 4 if key.endswith("_ms") else 2) if isinstance(v, float) else "–" if v is None else str(v))
+        row += [occupancy_cell(r.extra)] if occ else []
         row += [c.cell(r.extra) for c in inst_columns]
         row += [telemetry_cell(key, r.extra) for key, _ in tele_columns]
         if r.max_error is None:
@@ -89,6 +91,14 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         row.append((str(r.status) if not r.reason else f"{r.status}: {r.reason}", _STATUS_STYLE.get(r.status, "")))
         t.add_row(*row)
     return t
+
+
+def occupancy_cell(extra: dict[str, Any]) -> str:
+    """``50% registers``: the theoretical occupancy of the row's kernel and the limit that binds; '–' without."""
+    v = extra.get("occupancy")
+    if not isinstance(v, (int, float)):
+        return "–"
+    return f"{v:.3g}% {extra.get('occupancy_limiter', '')}".strip()
 
 
 #: (key in Result.extra, header) of the telemetry columns, in table order.

@@ -200,6 +200,7 @@ class FamilyRun:
                 return replace(base, status=SKIPPED, reason=f"NumPy would take ~{est:.0f} s a sample at this size "
                                                             f"(--variant {v.name} runs it)")
         case: Case | None = None
+        compiled: list[Any] = []  # the kernels the family asked for: the row's occupancy is its kernel's
         try:
             if v.kind == "kernel":
                 lau = plan_launch(v, self.family, self.problem, self.req.block, self.req.grid,
@@ -218,13 +219,15 @@ class FamilyRun:
                 extra = {"arch": arch} if arch != _arch(self.device) else {}  # fakes take the plain form
 
                 def kernels(name: str, _src=source, _def=defines, _kw=extra):
-                    return self.device.compile(_src, _def, [name], **_kw)[name]
+                    k = self.device.compile(_src, _def, [name], **_kw)[name]
+                    compiled.append(k)
+                    return k
             else:
                 lau = Launch(block=(1, 1, 1), grid=(1, 1, 1), tile=(1, 1, 1))
                 kernels = None  # a host, driver or library row has none
             case = self.family.setup(SetupContext(v, lau, self.problem, inputs, ctx, kernels))
             self.on_stage(v.name, "running")
-            return self._drive(base, v, case, ref)
+            return with_occupancy(self._drive(base, v, case, ref), compiled, v.kernel, _arch(self.device))
         except user.SignatureError as exc:  # the user's kernel does not fit: an error, not a rule to skip
             return replace(base, status=FAILED, reason=str(exc))
         except (SkipRow, LaunchConfigError) as exc:
@@ -375,6 +378,29 @@ def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.nd
     if dtod.status != PASSED or not dtod.gbs:
         raise CudalabError(f"the roofline copy failed: {dtod.reason}")
     return faster(dtod.gbs, best.name, kern.gbs if kern.status == PASSED else None)
+
+
+def with_occupancy(row: Result, kernels: list[Any], name: str, arch: str) -> Result:
+    """``row`` with the theoretical occupancy of its kernel's last launch in ``extra`` (``occupancy`` in %,
+    ``occupancy_limiter``, ``occupancy_blocks``): the variant's own kernel (``name``) where the family
+    compiled it, else the first it compiled; the row unchanged where none was launched."""
+    from cudalab.inspect.occupancy import occupancy  # noqa: PLC0415
+
+    k = next((k for k in kernels if getattr(k, "name", "") == name), kernels[0] if kernels else None)
+    launched = getattr(k, "last_launch", None)
+    if launched is None:
+        return row
+    block, shared = launched
+    try:
+        occ = occupancy(arch, L.threads(block), int(k.num_regs), int(k.static_shared) + int(shared))
+    except (CudalabError, TypeError, ValueError):
+        return row
+    if occ is None:
+        return row
+    extra = {"occupancy": round(occ.pct, 2), "occupancy_limiter": occ.limiter, "occupancy_blocks": occ.blocks}
+    if k.name != name:
+        extra["occupancy_kernel"] = k.name
+    return replace(row, extra={**row.extra, **extra})
 
 
 def _arch(device: Any) -> str:

@@ -96,6 +96,7 @@ class Kernel:
         self.max_threads = function.get_attribute(attr.MAX_THREADS_PER_BLOCK)
         self._sig: str | None = None
         self._dyn_limit = 0
+        self.last_launch: tuple[tuple[int, ...], int] | None = None
 
     def launch(self, grid: Dim3, block: Dim3, args: Sequence[Any], shared: int = 0) -> None:
         """Enqueue one launch. Args are DeviceArrays or NumPy scalars (their dtype sets the C type)."""
@@ -112,6 +113,7 @@ class Kernel:
             self._fn.set_attribute(self._dev.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             self._dyn_limit = shared
         vals = [a.ptr if isinstance(a, DeviceArray) else a for a in args]
+        self.last_launch = (tuple(block), shared)  # what the row's occupancy is computed for
         if self._dev.launch_log is not None:  # child runs under a tool: how its launches are matched
             self._dev.launch_log.append((self.name, fmt_dims(grid), fmt_dims(block)))
         try:

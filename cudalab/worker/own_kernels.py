@@ -66,3 +66,52 @@ def source_file(text: str, name: str) -> Path:
         except OSError as exc:
             error = exc
     raise error
+
+
+#: The FMA ceiling: 8 independent FMA chains a thread (enough to hide the FMA latency at full occupancy),
+#: 16 steps unrolled per loop trip; the result is written only when it hits a value it never reaches, so
+#: the compiler keeps every FMA. FLOP per thread = iters x 16 x 8 x 2.
+FMA_PEAK_SRC = r"""
+extern "C" __global__ void cudalab_fma_peak(float *out, int iters, float seed)
+{
+    float a0 = seed + threadIdx.x, a1 = a0 + 1.f, a2 = a0 + 2.f, a3 = a0 + 3.f;
+    float a4 = a0 + 4.f, a5 = a0 + 5.f, a6 = a0 + 6.f, a7 = a0 + 7.f;
+    const float b = 0.9999f, c = 1e-4f;
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            a0 = fmaf(a0, b, c); a1 = fmaf(a1, b, c); a2 = fmaf(a2, b, c); a3 = fmaf(a3, b, c);
+            a4 = fmaf(a4, b, c); a5 = fmaf(a5, b, c); a6 = fmaf(a6, b, c); a7 = fmaf(a7, b, c);
+        }
+    }
+    float s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    if (s == -1.2345e30f) out[0] = s;
+}
+"""
+FMA_PEAK_FLOP_PER_THREAD_ITER = 16 * 8 * 2
+
+#: The tensor ceiling: fp16 mma.sync m16n8k16 with fp32 accumulators, 4 independent accumulators a warp
+#: (sm_80 and later). FLOP per warp = iters x 4 x (2 x 16 x 8 x 16). Hopper's wgmma goes past what
+#: mma.sync reaches: the chart labels this ceiling as the mma.sync one.
+MMA_PEAK_SRC = r"""
+extern "C" __global__ void cudalab_mma_peak(float *out, int iters)
+{
+    unsigned a0 = 0x3c003c00u ^ threadIdx.x, a1 = a0 + 1u, a2 = a0 + 2u, a3 = a0 + 3u;
+    unsigned b0 = 0x3c003c00u, b1 = b0 + 1u;
+    float c[4][4] = {};
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(c[k][0]), "+f"(c[k][1]), "+f"(c[k][2]), "+f"(c[k][3])
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        }
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) s += c[k][0] + c[k][1] + c[k][2] + c[k][3];
+    if (s == -1.2345e30f) out[0] = s;
+}
+"""
+MMA_PEAK_FLOP_PER_WARP_ITER = 4 * 2 * 16 * 8 * 16

@@ -1,0 +1,71 @@
+"""``cudalab roofline``: a measured roofline chart of saved runs (PNG, SVG or HTML with hover labels)."""
+
+from __future__ import annotations
+
+import click
+
+from cudalab.cli.app import cli
+
+
+@cli.command("roofline")
+@click.argument("runs", nargs=-1, required=True, metavar="RUN.json [RUN.json...]")
+@click.option("--out", "-o", "out", required=True, metavar="FILE", help="The chart: .png, .svg or .html (hover labels).")
+@click.option("--ceilings/--no-ceilings", default=True, show_default=True,
+              help="Draw the FMA and tensor peaks measured on each GPU where they are cached.")
+def roofline_cmd(runs: tuple[str, ...], out: str, ceilings: bool) -> None:
+    """Draw saved runs of one family on a measured roofline (no GPU needed).
+
+    FLOP families: GFLOP/s against FLOP per byte (from the problem's declared work, or ncu's counts),
+    under the memory roofline measured on that GPU, the FMA and tensor peaks measured by cudalab's own
+    kernels (when cached) and the datasheet figures (faint). Data-movement families: GB/s per rung
+    against the roofline measured in the same run. Arrows follow the ladder; a sweep draws one trajectory
+    per variant; several files (two GPUs) share one chart.
+
+    \b
+    Examples:
+      cudalab roofline h100-transpose.json -o docs/plots/transpose-roofline.png
+      cudalab roofline h100-matmul.json h100-transpose.json -o matmul.html
+      cudalab roofline h100.json h200.json -o two-gpus.svg
+    """
+    from cudalab.inspect import ceilings as measured_ceilings  # noqa: PLC0415
+    from cudalab.report import plot_roofline  # noqa: PLC0415
+    from cudalab.inspect.rooflinechart import build_chart  # noqa: PLC0415
+    from cudalab.records.results import load_record  # noqa: PLC0415
+
+    plot_roofline.check(out)
+    records = [(path, load_record(path)) for path in runs]
+    # A run of another family on the same GPU lends its measured memory roofline (a matmul run has none).
+    families = [{p.family for p in rec.points} for _, rec in records]
+    main = families[0]
+    drawn = [(p, r) for (p, r), f in zip(records, families) if f == main]
+    lenders = [r for (_, r), f in zip(records, families) if f != main]
+    gpus = {r.gpu for _, r in drawn}
+    for (path, r), f in zip(records, families):
+        if f != main and not (r.gpu in gpus and any(p.roofline for p in r.points)):
+            from cudalab.errors import UsageError  # noqa: PLC0415
+
+            raise UsageError(f"{path} is a run of {', '.join(sorted(f))} on {r.gpu or 'another GPU'}: a chart draws "
+                             f"one family ({', '.join(sorted(main))}); another family's run only lends its measured "
+                             "memory roofline to runs on the same GPU")
+    if lenders:
+        drawn = [(p, _lend_roofline(r, lenders)) for p, r in drawn]
+    found = {}
+    if ceilings:
+        for _, rec in drawn:
+            clock = int(rec.device.get("sm_clock_mhz") or 0)
+            c = measured_ceilings.cached(rec.gpu, clock)
+            if c is not None:
+                found[rec.gpu] = c
+    plot_roofline.draw(build_chart(drawn, found), out)
+    click.echo(f"wrote {out}")
+
+
+def _lend_roofline(rec, lenders):
+    """``rec`` with the best memory roofline that another run on the same GPU measured, on points that lack one."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    roofs = [p.roofline for other in lenders if other.gpu == rec.gpu for p in other.points if p.roofline]
+    if not roofs:
+        return rec
+    best = max(roofs, key=lambda r: r.gbs)
+    return replace(rec, points=tuple(p if p.roofline else replace(p, roofline=best) for p in rec.points))

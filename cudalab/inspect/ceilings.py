@@ -1,0 +1,67 @@
+"""The compute ceilings of a roofline chart as data: an FP32 FMA peak and a tensor-core peak per GPU and SM
+clock, kept in a small cache beside the build cache (:func:`cached`, :func:`store`). A GPU worker measures
+them (:func:`cudalab.worker.ceilings.measure`); a missing cache only means the chart draws the datasheet
+lines alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cudalab import build
+from cudalab.errors import CudalabError
+from cudalab.files import atomic_write, load_json
+
+__all__ = ["Ceilings", "cache_file", "cached", "store"]
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured peaks of one GPU at one SM clock.
+
+    Attributes:
+        gpu: the GPU's name.
+        sm_clock_mhz: the clock the figures belong to (the device's reported SM clock).
+        fma_gflops: FP32 FMA rate (GFLOP/s), or None where it could not be measured.
+        tensor_gflops: fp16 mma.sync rate with fp32 accumulation (GFLOP/s), or None (before sm_80).
+    """
+
+    gpu: str
+    sm_clock_mhz: int
+    fma_gflops: float | None
+    tensor_gflops: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+def cache_file(gpu: str, sm_clock_mhz: int) -> Path:
+    """Where the ceilings of ``gpu`` at ``sm_clock_mhz`` are kept (beside the build cache)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "gpu"
+    return build.cache_dir().parent / "ceilings" / f"{slug}-{int(sm_clock_mhz)}.json"
+
+
+def cached(gpu: str, sm_clock_mhz: int) -> Ceilings | None:
+    """The cached ceilings of this GPU and clock, or None (never measured here, or unreadable)."""
+    try:
+        d = load_json(cache_file(gpu, sm_clock_mhz))
+        return Ceilings(gpu=str(d["gpu"]), sm_clock_mhz=int(d["sm_clock_mhz"]),
+                        fma_gflops=None if d.get("fma_gflops") is None else float(d["fma_gflops"]),
+                        tensor_gflops=None if d.get("tensor_gflops") is None else float(d["tensor_gflops"]))
+    except (CudalabError, OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def store(c: Ceilings) -> None:
+    """Keep ``c`` for its GPU and clock; a cache that cannot be written only means measuring again."""
+    path = cache_file(c.gpu, c.sm_clock_mhz)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(c.to_dict(), indent=1) + "\n")
+    except (CudalabError, OSError):
+        pass

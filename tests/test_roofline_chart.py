@@ -1,0 +1,86 @@
+"""The measured roofline chart from the committed saved runs (H100/H200): its data model (points,
+intensities, ceilings, ladder arrows, sweeps, two GPUs) and the files it writes (PNG, SVG, HTML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cudalab.worker.ceilings import Ceilings
+from cudalab.inspect.rooflinechart import build_chart, datasheet_fma_gflops
+from cudalab.records.results import load_record
+
+RUNS = Path(__file__).parent / "data" / "runs"
+H100_T = RUNS / "nvidia-h100-80gb-hbm3-transpose.json"
+H200_T = RUNS / "nvidia-h200-transpose.json"
+H100_M = RUNS / "h100-matmul.json"
+
+
+def rec(path):
+    return (path.name, load_record(path))
+
+
+def test_a_transpose_ladder_is_gbs_under_its_measured_roofline():
+    chart = build_chart([rec(H100_T)])
+    assert not chart.flops and "host" not in chart.xticks
+    run = load_record(H100_T).points[0]
+    want = [r for r in run.results if r.kind != "host" and r.gbs]
+    assert [p.label for p in chart.points] == [r.variant for r in want]
+    assert [p.y for p in chart.points] == [r.gbs for r in want]
+    measured = [c for c in chart.ceilings if c.measured]
+    assert len(measured) == 1 and measured[0].value == run.roofline.gbs and not measured[0].slope
+    assert chart.paths == (tuple(range(len(want))),)  # one arrow from each rung to the next
+
+
+def test_matmul_intensity_is_the_declared_work():
+    """2 M N K FLOP over 3 N^2 x 4 bytes at 4096^3: 682.7 FLOP per byte for every variant."""
+    chart = build_chart([rec(H100_M)])
+    assert chart.flops
+    assert all(p.x == pytest.approx(2 * 4096**3 / (3 * 4096**2 * 4), rel=1e-3) for p in chart.points)
+    labels = [c.label for c in chart.ceilings]
+    assert any("FP32 datasheet 66.9" in x for x in labels)
+    assert not any(c.measured for c in chart.ceilings)  # no copy roofline in a matmul run, nothing cached
+    assert any("no measured FMA" in n for n in chart.notes) and any("no memory roofline" in n for n in chart.notes)
+
+
+def test_measured_ceilings_are_drawn_when_cached():
+    m = Ceilings(gpu="NVIDIA H100 80GB HBM3", sm_clock_mhz=1980, fma_gflops=60000.0, tensor_gflops=600000.0)
+    chart = build_chart([rec(H100_M)], {m.gpu: m})
+    measured = {c.label: c.value for c in chart.ceilings if c.measured}
+    assert measured == {"FP32 FMA 60.0 TFLOP/s (measured)": 60000.0,
+                        "fp16 tensor mma.sync 600 TFLOP/s (measured)": 600000.0}
+    assert not chart.notes[1:]
+
+
+def test_two_gpus_and_a_sweep():
+    two = build_chart([rec(H100_T), rec(H200_T)])
+    assert {p.series for p in two.points} == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"} and len(two.paths) == 2
+    sweep = build_chart([rec(RUNS / "nvidia-h100-80gb-hbm3-transpose-sweep.json")])
+    assert len(sweep.paths) == 4 and all(len(p) == 3 for p in sweep.paths)  # 4 variants x 3 sizes
+
+
+def test_datasheet_fma():
+    assert datasheet_fma_gflops("sm_90", 132, 1980) == pytest.approx(66908.16)
+    assert datasheet_fma_gflops("sm_120", 132, 1980) is None
+
+
+def test_other_families_are_refused(invoke, one_line_exit_2, tmp_path):
+    one_line_exit_2(invoke("roofline", str(H100_M), str(RUNS / "nvidia-h200-reduce.json"), "-o",
+                           str(tmp_path / "x.png")), "a chart draws one family")
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".html"])
+def test_the_command_writes_each_format(invoke, tmp_path, suffix):
+    out = tmp_path / f"chart{suffix}"
+    res = invoke("roofline", str(H100_M), str(H100_T), "-o", str(out))
+    assert res.exit_code == 0, res.output
+    data = out.read_bytes()
+    if suffix == ".png":
+        assert data.startswith(b"\x89PNG")
+    else:
+        text = data.decode()
+        assert "<svg" in text
+        if suffix == ".html":
+            assert text.count("<title>") >= 1 + 6  # the page's and one per point
+            assert "regblock on NVIDIA H100 80GB HBM3" in text and "http" not in text.split("<svg", 1)[0]
