@@ -73,6 +73,7 @@ class Session:
         self._queue: list[runner.FamilyRun] = []
         self._failed: set[int] = set()  # GPUs whose worker could not open them
         self._roofs: dict[tuple[int, int], Roofline] = {}
+        self.keep_workers = False  # a tuning campaign runs many batches on the same workers: close() ends them
 
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -215,7 +216,7 @@ class Session:
                         self._busy -= 1
                         self.changed.notify_all()
         finally:
-            if not self.stopping.is_set():
+            if not self.stopping.is_set() and not self.keep_workers:
                 slot.close()
             ended.set()
 
