@@ -35,6 +35,7 @@ def quiet_optuna() -> Any:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message=".*independent sampl.*")
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+    warnings.filterwarnings("ignore", category=UserWarning, module="optuna")
     return optuna
 
 
