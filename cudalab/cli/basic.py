@@ -72,6 +72,15 @@ def list_cmd(family: str | None) -> None:
     from cudalab import user  # noqa: PLC0415
 
     con.print(user.describe(spec, load(spec.module)), markup=False, highlight=False)
+    for t in spec.tune:  # the [[tune]] spaces: what 'cudalab tune FAMILY --variant V' searches
+        from cudalab.tune.spaces import make_space  # noqa: PLC0415
+
+        space = make_space(spec, load(spec.module), spec.variant(t.variant))
+        valid = space.count_valid()
+        dims = ", ".join(f"{d.name}={d.text or ','.join(d.values)}" for d in space.dims)
+        click.echo(f"tune {t.variant}: {dims}" + (f"; require {'; '.join(space.require)}" if space.require else "")
+                   + f" -> {space.size():,} points, {'?' if valid is None else f'{valid:,}'} meet the constraints"
+                   + (f" (n {t.n})" if t.n else ""))
 
 
 @cli.command()

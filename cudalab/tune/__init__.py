@@ -9,6 +9,8 @@ Python::
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any, Callable
 
 __all__ = ["tune"]
@@ -42,3 +44,13 @@ def tune(family: str, variant: str | None = None, *, defines: dict[str, Any] | N
     opts = TuneOptions(family=family, variant=variant, defines=tuple((k, str(v)) for k, v in (defines or {}).items()),
                        **kw)
     return run_campaign(plan(opts), on_event)
+
+
+class _Callable(types.ModuleType):
+    """``cudalab.tune(...)`` works also after ``import cudalab.tune.x`` made ``cudalab.tune`` this package."""
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        return tune(*args, **kw)
+
+
+sys.modules[__name__].__class__ = _Callable

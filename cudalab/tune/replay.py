@@ -61,7 +61,7 @@ def load_campaign(url: str, name: str | None = None) -> tuple[Space, dict[str, f
                   require=())
     table: dict[str, float | None] = {}
     for m in C.measured(study):
-        if m.status in ("interrupted",):
+        if m.status in ("interrupted", "refused"):  # refused points cost a campaign nothing: a replay too
             continue
         table[point_key(m.point)] = m.values[0] if m.values is not None else None
     if not any(v is not None for v in table.values()):

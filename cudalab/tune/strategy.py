@@ -120,7 +120,11 @@ def sampler(name: str, seed: int | None, space: Space, objectives: int = 1) -> A
     if name == "grid":
         if not _grid(space):
             raise UsageError("the space has one point: nothing to search")
-        return S.GridSampler(_grid(space), seed=seed)
+        class Grid(S.GridSampler):
+            def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+                pass  # Optuna's stops an optimize() loop here; the campaign stops itself when the space is spent
+
+        return Grid(_grid(space), seed=seed)
     if name == "random":
         return S.RandomSampler(seed=seed)
     if name == "tpe":
