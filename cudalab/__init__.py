@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 #: name -> (module, attribute): what ``cudalab.<name>`` is, imported when first used.
 _LAZY = {
     "run": ("cudalab.api", "run"),
+    "tune": ("cudalab.tuning", "tune"),
     "load_record": ("cudalab.records.results", "load_record"),
     "save_record": ("cudalab.records.results", "save_record"),
     "RunRecord": ("cudalab.records.results", "RunRecord"),

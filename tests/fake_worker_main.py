@@ -14,7 +14,13 @@ environment variable ``FAKE_WORKER`` (JSON: variant name -> behaviour; ``_open``
 - ``error`` (``_open`` only): cannot open its GPU.
 - ``linger`` (``_exit`` only): goes on for 1.5 s after its ``bye`` (a driver tearing a context down).
 
-A key ``VARIANT@N`` (``naive@96``) applies to that variant at ``--n N`` only, before the plain name.
+A key ``VARIANT@N`` (``naive@96``) applies to that variant at ``--n N`` only, before the plain name; a
+key ``VARIANT#NAME=VALUE`` (``vec4#UNROLL=3``) to that variant where the point's define NAME is VALUE
+(``VARIANT#block=256`` matches the point's block), before both. ``incorrect`` gives an incorrect row.
+
+Tuning campaigns: ``_ms`` is a Python expression over the point's integer defines and ``threads`` (the
+block's), the passed row's median in ms (``1 + abs(UNROLL - 5) / 10``); ``_mj`` the same for its energy
+per launch; ``_delay`` seconds each row takes.
 
 With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file.
 """
@@ -31,7 +37,7 @@ import time
 from cudalab import plan as planning
 from cudalab.bench import summarize
 from cudalab.errors import LaunchConfigError, UsageError
-from cudalab.records.results import FAILED, PASSED, SKIPPED, Result
+from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result
 from cudalab.worker.protocol import decode, encode
 
 
@@ -78,9 +84,18 @@ def main() -> None:
             send(ev="roofline", id=msg["id"], roofline={"gbs": 200.0, "source": "memcpy_dtod", "dtod_gbs": 200.0},
                  reason="")
             continue
+        names = {k: int(v) for k, v in req.defines if str(v).lstrip("-").isdigit()}
+        if req.block:
+            dims = [int(x) for x in req.block.split("x")]
+            names["threads"] = dims[0] * (dims[1] if len(dims) > 1 else 1) * (dims[2] if len(dims) > 2 else 1)
+        by_point = [k for k in how if "#" in k and (k.split("#")[1] in {f"{n}={v}" for n, v in req.defines}
+                                                     or k.split("#")[1] == f"block={req.block}")]
         send(ev="stage", variant="inputs", stage="preparing", watch=False)
         for v in run.variants:
-            b = how.get(f"{v.name}@{req.n}", how.get(v.name, "pass"))
+            mine = [k for k in by_point if k.split("#")[0] == v.name]
+            b = how[mine[0]] if mine else how.get(f"{v.name}@{req.n}", how.get(v.name, "pass"))
+            if how.get("_delay"):
+                time.sleep(float(how["_delay"]))
             send(ev="stage", variant=v.name, stage="compiling", watch=False)
             send(ev="stage", variant=v.name, stage="running", watch=True)
             if b == "hang":
@@ -109,8 +124,14 @@ def main() -> None:
                 send(ev="row", row=Result(v.name, v.kind, SKIPPED, reason=str(exc)).to_dict(), output=None)
                 continue
             block = "x".join(map(str, lau.block)) if lau else ""
-            row = Result(v.name, v.kind, PASSED, block=block, grid="1x1", stats=summarize([1.0, 1.0, 1.0]),
-                         gbs=100.0, max_error=0.0)
+            if b == "incorrect":
+                send(ev="row", row=Result(v.name, v.kind, INCORRECT, reason="max error 1.0 > tolerance 1e-05 (fake)",
+                                          max_error=1.0).to_dict(), output=None)
+                continue
+            ms = float(eval(how["_ms"], {"abs": abs}, dict(names))) if "_ms" in how else 1.0  # noqa: S307 (a test's own text)
+            extra = {"energy_mj_per_launch": float(eval(how["_mj"], {"abs": abs}, dict(names)))} if "_mj" in how else {}  # noqa: S307
+            row = Result(v.name, v.kind, PASSED, block=block, grid="1x1", stats=summarize([ms] * 3 + [ms * 1.001] * 7 if "_ms" in how else [1.0, 1.0, 1.0]),
+                         gbs=100.0, max_error=0.0, extra=extra)
             send(ev="row", row=row.to_dict(), output=None)
         send(ev="done", id=msg["id"], inputs=None)
     send(ev="bye", telemetry={"note": "fake worker: no telemetry"})

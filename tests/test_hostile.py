@@ -57,6 +57,22 @@ for fam in ("reduce", "search"):
     case(f"{fam} --shape 4x4", "takes a length: use --n")
     case(f"{fam} --n 2^40", "2^3")
     case(f"{fam} --dtype int8", "has no dtype 'int8'")
+# --- cudalab tune: refused before any worker starts, no campaign file written or changed -------------------
+_T = "tune copy --variant vec4 --n 1k -D UNROLL=1..8"
+case(f"{_T} --require 'NOPE > 1'", "unknown name 'NOPE'")
+case(f"{_T} --require 'UNROLL > 9'", "the space is empty")
+case("tune copy --variant vec4 -D UNROLL=9..8", "the range has no values")
+case("tune copy --variant vec4 -D UNROLL=5..7:pow2", "the range has no values")
+case(f"{_T} --trials 0", "--trials must be at least 1")
+case(f"{_T} --time 0", "not a positive duration")
+case(f"{_T} --strategy nope", "is not one of grid")
+case(f"{_T} --storage nosuch://x", "cannot open it")
+case(f"{_T} --storage sqlite:///{{ws}}/nofolder/c.db", "does not exist")
+case(f"{_T} --storage sqlite:///{{ws}}/bin.json", "is not an SQLite campaign file")
+case(f"{_T} --storage sqlite:///{{ws}}/other.tune.db", "with another space")
+case("tune copy", "needs --variant")
+case("tune copy --variant host -D X=1,2", "not a kernel")
+case("tune --replay {ws}/nosuch.db", "no such campaign file")
 for fam in ("smem-square", "smem-rect"):
     case(f"{fam} --shape 4x4", "takes no --shape")
     case(f"{fam} --blocks 0", "--blocks must be at least 1")
@@ -242,6 +258,11 @@ def _ws_template(tmp_path_factory) -> Path:
                            {"variant": "a", "status": "passed", "stats": "x"}]}]})}.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "bin.json").write_bytes(b"\x00\x01\x02\xff")
+    from cudalab.tuning import campaign as TC  # a campaign of another space, which tune must refuse and leave as it is
+    from cudalab.tuning import strategy as TS
+
+    TC.open_campaign(f"sqlite:///{tmp_path / 'other.tune.db'}", "copy-vec4", {"family": "copy", "fingerprint": "0" * 16},
+                     ["minimize"], TS.quiet_optuna().samplers.RandomSampler())
     (tmp_path / "bin.csv").write_bytes(b'"ID","Process ID"\n\x00\x1b[2J\xff\xfe')
     (tmp_path / "latin.json").write_bytes(b'{"caf\xe9": 1}')
     (tmp_path / "folder").mkdir()

@@ -9,7 +9,7 @@ from typing import Any
 
 from cudalab.errors import CatalogError, UsageError
 from cudalab.launch import Dim3, parse_dims
-from cudalab.catalog.specs import KINDS, FamilySpec, VariantSpec
+from cudalab.catalog.specs import KINDS, FamilySpec, TuneTable, VariantSpec
 
 __all__ = ["METRICS", "validated"]
 
@@ -89,6 +89,35 @@ def _variant(raw: dict[str, Any], family_dir: Path, where: str) -> VariantSpec:
     )
 
 
+_TUNE_KEYS = {"variant", "params", "require", "n", "shape", "description"}
+
+
+def _tune_tables(raw: Any, variants: set[str], path: Path) -> tuple[TuneTable, ...]:
+    """The ``[[tune]]`` tables, their shapes checked (their values are read by :mod:`cudalab.tuning.space`)."""
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise CatalogError(f"{path}: 'tune' must be an array of tables ([[tune]])")
+    out = []
+    for i, t in enumerate(raw):
+        where = f"{path}: tune #{i + 1}"
+        unknown = set(t) - _TUNE_KEYS
+        if unknown:
+            raise CatalogError(f"{where}: unknown keys {sorted(unknown)} (allowed: {sorted(_TUNE_KEYS)})")
+        if t.get("variant") not in variants:
+            raise CatalogError(f"{where}: variant {t.get('variant')!r} is not one of the family's")
+        params, require = t.get("params", {}), t.get("require", [])
+        if not isinstance(params, dict) or not params or not all(isinstance(v, (str, int)) for v in params.values()):
+            raise CatalogError(f"{where}: 'params' must be a non-empty table of NAME = \"values\"")
+        if not isinstance(require, list) or not all(isinstance(r, str) for r in require):
+            raise CatalogError(f"{where}: 'require' must be a list of strings")
+        if any(t.get("variant") == o.variant for o in out):
+            raise CatalogError(f"{where}: variant {t['variant']!r} has two [[tune]] tables")
+        out.append(TuneTable(variant=t["variant"], params=tuple((str(k), str(v)) for k, v in params.items()),
+                             require=tuple(require), n=None if t.get("n") is None else str(t["n"]),
+                             shape=None if t.get("shape") is None else str(t["shape"]),
+                             description=str(t.get("description", ""))))
+    return tuple(out)
+
+
 def validated(directory: Path, path: Path, data: dict[str, Any]) -> FamilySpec:
     """The spec of one family.toml's tables, every rule checked."""
     fam = data.get("family", {})
@@ -101,7 +130,7 @@ def validated(directory: Path, path: Path, data: dict[str, Any]) -> FamilySpec:
     unknown = set(fam) - _FAMILY_KEYS
     if unknown:
         raise CatalogError(f"{path}: unknown [family] keys {sorted(unknown)}")
-    extra_top = set(data) - {"family", "variant"}
+    extra_top = set(data) - {"family", "variant", "tune"}
     if extra_top:
         raise CatalogError(f"{path}: unknown tables {sorted(extra_top)}")
     name = fam.get("name", directory.name)
@@ -131,7 +160,9 @@ def validated(directory: Path, path: Path, data: dict[str, Any]) -> FamilySpec:
         bad = set(v.dtypes) - set(dtypes)
         if bad:
             raise CatalogError(f"{path}: variant {v.name!r} lists dtypes {sorted(bad)} the family does not have")
+    tune = _tune_tables(data.get("tune", []), {v.name for v in variants}, path)
     return FamilySpec(
+        tune=tune,
         name=name,
         description=str(fam.get("description", "")),
         directory=directory,

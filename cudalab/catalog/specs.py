@@ -86,6 +86,27 @@ class VariantSpec:
 
 
 @dataclass(frozen=True)
+class TuneTable:
+    """One ``[[tune]]`` table: a variant's search space for ``cudalab tune``.
+
+    Attributes:
+        variant: the variant it tunes.
+        params: dimension name -> its values as written (``8,16,32``, ``2..4``, ``8..64:pow2``); ``block``
+            is the block, a family option's name that option, any other name a ``-D`` define.
+        require: constraints over the names (:mod:`cudalab.tuning.space`).
+        n, shape: the problem size it is meant for (None: the family's default).
+        description: one line for ``cudalab list FAMILY``.
+    """
+
+    variant: str
+    params: tuple[tuple[str, str], ...]
+    require: tuple[str, ...] = ()
+    n: str | None = None
+    shape: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     """A family: its folder, its module and its variants in declaration order."""
 
@@ -97,6 +118,7 @@ class FamilySpec:
     dtypes: tuple[str, ...]
     default_dtype: str
     variants: tuple[VariantSpec, ...] = field(default_factory=tuple)
+    tune: tuple["TuneTable", ...] = ()  # [[tune]] tables: the variants' search spaces for cudalab tune
 
     def variant(self, name: str) -> VariantSpec:
         """Return the variant called ``name``.

@@ -84,6 +84,15 @@ def list_cmd(family: str | None) -> None:
             con.print(f"  {name.ljust(width)}  {text}", markup=False, highlight=False)
         con.print("")
     con.print(user.describe(spec, fam), markup=False, highlight=False)
+    for t in spec.tune:  # the [[tune]] spaces: what 'cudalab tune FAMILY --variant V' searches
+        from cudalab.tuning.spaces import make_space  # noqa: PLC0415
+
+        space = make_space(spec, fam, spec.variant(t.variant))
+        valid = space.count_valid()
+        dims = ", ".join(f"{d.name}={d.text or ','.join(d.values)}" for d in space.dims)
+        click.echo(f"tune {t.variant}: {dims}" + (f"; require {'; '.join(space.require)}" if space.require else "")
+                   + f" -> {space.size():,} points, {'?' if valid is None else f'{valid:,}'} meet the constraints"
+                   + (f" (n {t.n})" if t.n else ""))
 
 
 @cli.command()

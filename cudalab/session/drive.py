@@ -54,11 +54,13 @@ class Session:
             roofline: the CLI saves then.
         on_ready: called with a GPU's facts as its first worker opens it.
         spawn: starts a worker (tests pass fakes).
+        keep_workers: keep the workers up after :meth:`run` (a tuning campaign's batches); :meth:`close` ends them.
     """
 
     def __init__(self, devices: Sequence[int] | None = (0,), observer: Observer | None = None, timeout: float | None = None,
                  energy: bool = False, on_change: Callable[[list[Point]], None] | None = None,
-                 on_ready: Callable[[dict[str, Any]], None] | None = None, spawn: W.Spawn | None = None):
+                 on_ready: Callable[[dict[str, Any]], None] | None = None, spawn: W.Spawn | None = None,
+                 keep_workers: bool = False):
         self._spawn, self._energy = spawn or W.spawn, energy
         self.all_devices = devices is None
         self.slots = [Slot(d, self._spawn, energy) for d in (devices or [0])]
@@ -76,6 +78,7 @@ class Session:
         self._queue: list[Point] = []
         self._failed: set[int] = set()  # GPUs whose worker could not open them
         self._roofs: dict[tuple[int, int], Roofline] = {}
+        self.keep_workers = keep_workers  # a tuning campaign runs many batches on the same workers: close() ends them
 
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -215,7 +218,7 @@ class Session:
                         self._busy -= 1
                         self.changed.notify_all()
         finally:
-            if not self.stopping.is_set():
+            if not self.stopping.is_set() and not self.keep_workers:
                 slot.close()
             ended.set()
 

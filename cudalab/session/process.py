@@ -288,7 +288,7 @@ def early_plan(argv: Sequence[str]) -> tuple[int, bool] | None:
     when only parsing can tell (``--devices``, ``--exclusive`` and ``--lock-clocks`` ask NVML first)."""
     args = list(argv)
     command = next((a for a in args if not a.startswith("-")), None)
-    if command is None or command in NO_WORKER:
+    if command is None or command in NO_WORKER or (command == "tune" and any(a.startswith("--replay") for a in args)):
         return None
     if any(a in ("-h", "--help", "--version", "--exclusive") or a.startswith(("--devices", "--lock-clocks"))
            for a in args):

@@ -1,0 +1,233 @@
+"""``cudalab tune``: search a kernel variant's parameters (the work is in :mod:`cudalab.tuning`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cudalab.cli.app import CONTEXT, cli
+from cudalab.errors import UsageError
+
+
+def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
+    """The family options given as dimensions after the known options (``--tile 8,16,32``)."""
+    out, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if not a.startswith("--") or len(a) < 3:
+            raise UsageError(f"unexpected argument {a!r} (a family option is --NAME VALUES)")
+        name, eq, value = a[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise UsageError(f"{a} needs values (example: {a} 8,16,32)")
+            value, i = args[i + 1], i + 1
+        out.append((name.replace("_", "-"), value))
+        i += 1
+    return tuple(out)
+
+
+@cli.command("tune", context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("family", required=False)
+@click.option("--variant", default=None, help="The kernel variant to tune (default: the family's [[tune]] one).")
+@click.option("--n", default=None, help="Problem size (default: the [[tune]] table's, else the family's).")
+@click.option("--shape", default=None, help="Problem shape.")
+@click.option("--dtype", default=None, help="Element type.")
+@click.option("-D", "--define", "defines", multiple=True, metavar="NAME=VALUES",
+              help="A define dimension: 8,16,32, 2..6, 8..64:pow2 (repeatable).")
+@click.option("--block", default=None, help="The block dimension: 128,256 or 64..1024:pow2.")
+@click.option("--require", multiple=True, metavar="EXPR", help="A constraint over the names (repeatable).")
+@click.option("--no-table", is_flag=True, help="Ignore the family's [[tune]] table: only the dimensions given.")
+@click.option("--strategy", default=None, help="grid, random, tpe (default), cmaes, gp, nsga2 (two objectives); "
+                                               "with --replay a comma list.")
+@click.option("--trials", type=int, default=None, help="Configurations to measure in all (a resumed campaign counts "
+                                                       "its earlier ones).")
+@click.option("--time", "time_text", default=None, help="Stop after this long (90s, 10m, 1.5h).")
+@click.option("--seed", type=int, default=None, help="Makes the strategy (and the inputs) repeatable.")
+@click.option("--objective", default="time", show_default=True, help="time, energy or time,energy (Pareto front).")
+@click.option("--name", default=None, help="The campaign's name (default: FAMILY-VARIANT).")
+@click.option("--storage", default=None, help="An SQLAlchemy URL (default: sqlite:///NAME.tune.db here).")
+@click.option("--race", "race_k", type=int, default=5, show_default=True, help="Race the best K (0: no race).")
+@click.option("--tolerance", default=0.01, show_default=True, help="A tie: within this fraction (0.01: 1%).")
+@click.option("--budget", default=0.1, show_default=True, help="Timing seconds a trial.")
+@click.option("--device", type=int, default=0, show_default=True, help="GPU index.")
+@click.option("--timeout", type=float, default=None, help="The watchdog's limit for one kernel, seconds.")
+@click.option("--build-ahead", type=int, default=None, help="nvcc threads building upcoming trials (default: cores - 1).")
+@click.option("--json", "json_path", default=None, metavar="FILE", help="Save the run record (report, compare read it).")
+@click.option("--plot", "plot_path", default=None, metavar="FILE", help="Convergence and importances to .png/.svg/.pdf.")
+@click.option("--replay", default=None, metavar="CAMPAIGN", help="Replay strategies against a finished campaign (no GPU).")
+@click.option("--seeds", type=int, default=20, show_default=True, help="With --replay: seeds per strategy.")
+@click.option("--quiet", is_flag=True, help="No live line.")
+@click.pass_context
+def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str | None, shape: str | None,
+             dtype: str | None, defines: tuple[str, ...], block: str | None, require: tuple[str, ...], no_table: bool,
+             strategy: str | None, trials: int | None, time_text: str | None, seed: int | None, objective: str,
+             name: str | None, storage: str | None, race_k: int, tolerance: float, budget: float, device: int,
+             timeout: float | None, build_ahead: int | None, json_path: str | None, plot_path: str | None,
+             replay: str | None, seeds: int, quiet: bool) -> None:
+    """Search a kernel variant's parameters with a real strategy and name a winner you can trust.
+
+    Every trial is an ordinary run point (built, verified, timed in the GPU worker); the campaign is an
+    Optuna study (SQLite by default), and the same command continues it.
+
+    \b
+    Examples:
+      cudalab tune matmul --variant warptile --trials 60
+      cudalab tune copy --variant vec4 -D UNROLL=1..8 --block 64..1024:pow2 --require 'threads*UNROLL <= 4096'
+      cudalab tune --replay matmul-warptile.tune.db --strategy tpe,gp,random --seeds 20 --trials 30
+    """
+    from cudalab import files  # noqa: PLC0415
+
+    if plot_path:
+        from cudalab.report import plot  # noqa: PLC0415
+
+        plot.check(plot_path)
+    if json_path:
+        files.check_output_path(json_path, "--json")
+    if replay is not None:
+        return _replay(replay, name, strategy, seeds, trials)
+    if family is None:
+        raise UsageError("cudalab tune FAMILY (or --replay CAMPAIGN): name the family to tune")
+    from cudalab.tuning.drive import plan, run_campaign  # noqa: PLC0415
+    from cudalab.tuning.options import TuneOptions, parse_duration  # noqa: PLC0415
+
+    pairs = []
+    for item in defines:
+        k, eq, v = item.partition("=")
+        if not eq:
+            raise UsageError(f"-D {item!r} must be NAME=VALUES (example: -D WT_BK=8..32:pow2)")
+        pairs.append((k, v))
+    opts = TuneOptions(
+        family=family, variant=variant, n=n, shape=shape, dtype=dtype, defines=tuple(pairs), block=block,
+        options=_family_options(list(ctx.args)), require=require, use_table=not no_table, strategy=strategy,
+        trials=trials, time_s=parse_duration(time_text), seed=seed,
+        objectives=tuple(o.strip() for o in objective.split(",")), name=name, storage=storage, race=race_k,
+        tolerance=tolerance, budget=budget, device=device, timeout=timeout, build_ahead=build_ahead)
+    p = plan(opts)
+    live = _Live(quiet)
+    res = run_campaign(p, live)
+    live.close()
+    _show(res)
+    if json_path:
+        files.atomic_write(json_path, json.dumps(res.to_dict(), indent=1, default=str) + "\n")
+    if plot_path:
+        from cudalab.tuning.plot import plot_campaign  # noqa: PLC0415
+
+        plot_campaign(res, plot_path)
+    if res.exit_code:
+        ctx.exit(res.exit_code)
+
+
+class _Live:
+    """The live line on stderr: trials done / budget, the best so far, builds queued, the ETA."""
+
+    def __init__(self, quiet: bool):
+        self.quiet, self.tty, self.open = quiet, sys.stderr.isatty(), False
+
+    def __call__(self, what: str, d: dict[str, Any]) -> None:
+        if what == "start":
+            extra = f", {d['resumed']} trials already in it" if d["resumed"] else ""
+            click.echo(f"campaign {d['name']}: {d['url']} ({d['valid']:,} of {d['size']:,} points meet the constraints; "
+                       f"{d['strategy']}, {d['budget']} trials{extra})", err=True)
+            return
+        if self.quiet:
+            return
+        if what == "trial":
+            best = d["best"]
+            left = max(0, d["budget"] - d["done"])
+            eta = d["elapsed"] / max(1, d["done"]) * left
+            text = (f"[{d['done']}/{d['budget']}] best {best.values[0]:.4g} ({' '.join(f'{k}={v}' for k, v in best.point.items())})"
+                    if best else f"[{d['done']}/{d['budget']}] no passed trial yet")
+            text += f" · builds queued {d['builds']} · ETA {int(eta) // 60}:{int(eta) % 60:02d}"
+        elif what == "race":
+            text = f"racing the best {len(d['contenders'])}"
+        elif what == "round":
+            r = d["result"]
+            text = f"racing round {d['round']}: leader {r.winner} ({'decided' if r.decided else 'undecided'})"
+        else:
+            return
+        if self.tty:
+            click.echo("\r\033[K" + text[:200], err=True, nl=False)
+            self.open = True
+        else:
+            click.echo("  " + text, err=True)
+
+    def close(self) -> None:
+        if self.open:
+            click.echo("", err=True)
+
+
+def _show(res: Any) -> None:
+    """The final table, the verdict and the command that reruns the winner."""
+    import numpy as np  # noqa: PLC0415
+
+    from cudalab import report  # noqa: PLC0415
+
+    con = report.console()
+    race = res.race
+    rows = []
+    shown = res.feasible[:10] if len(res.objectives) == 1 else list(res.pareto)
+    from cudalab.tuning.result import point_key  # noqa: PLC0415
+
+    for m in shown:
+        key = point_key(m.point)
+        s = race.samples.get(key) if race is not None else None
+        med = float(np.median(s)) if s else m.attrs.get("median_ms")
+        iqr = float(np.subtract(*np.percentile(s, [75, 25]))) if s else m.attrs.get("iqr_ms")
+        rate = m.attrs.get("gflops") or m.attrs.get("gbs")
+        unit = " GFLOP/s" if m.attrs.get("gflops") else " GB/s" if m.attrs.get("gbs") else ""
+        sp = res.speedup(key)
+        verdict = ""
+        if race is not None:
+            verdict = ("winner" if key == race.winner else race.verdicts[key].verdict if key in race.verdicts
+                       else f"dropped: {race.dropped[key][:40]}" if key in race.dropped else "")
+        cells = [key, f"{med:.4f}" if med is not None else "–", f"±{iqr:.4f}" if iqr is not None else "",
+                 f"{rate:,.0f}{unit}" if rate else "–", f"{m.attrs['pct']:.1f}%" if m.attrs.get("pct") else "–",
+                 f"{sp:.3f}×" if sp else "–", verdict]
+        if len(res.objectives) > 1:
+            cells.insert(1, f"{m.values[1]:.4g}")
+        rows.append(cells)
+    cols = ["configuration", "median ms", "±IQR", "rate", "% roof", "vs default", "race"]
+    if len(res.objectives) > 1:
+        cols.insert(1, "energy mJ")
+    title = f"{res.family}/{res.variant}: {'Pareto front' if len(res.objectives) > 1 else 'best configurations'}"
+    con.print(report.simple_table(cols, rows, title=title, wrap=("configuration", "race")))
+    bad = [m for m in res.trials if m.values is None and m.status not in ("refused", "interrupted")]
+    refused = sum(1 for m in res.trials if m.status == "refused")
+    click.echo(f"{len(res.trials)} trials: {len(res.feasible)} passed, {len(bad)} infeasible "
+               f"(incorrect, failed or timed out), {refused} refused before any build")
+    if race is not None and race.winner:
+        up = race.runner_up()
+        v = race.verdicts.get(up)
+        vs = (f"; runner-up {up}: {v.verdict}, {v.ratio:.3f}× [{v.low:.3f}, {v.high:.3f}]"
+              if v is not None and v.low is not None else "")
+        ties = f"; tied within the tolerance: {', '.join(race.ties)}" if race.ties else ""
+        click.echo(f"winner after {race.rounds} racing rounds: {race.winner}{vs}{ties}")
+    if res.command:
+        click.echo(f"rerun: {res.command}")
+    if res.incomplete:
+        click.echo("INCOMPLETE: interrupted; the campaign keeps what finished (the same command continues it)")
+
+
+def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, trials: int | None) -> None:
+    from cudalab import report  # noqa: PLC0415
+    from cudalab.tuning import replay as RP  # noqa: PLC0415
+
+    url = campaign if "://" in campaign else f"sqlite:///{Path(campaign).resolve()}"
+    if "://" not in campaign and not Path(campaign).is_file():
+        raise UsageError(f"--replay {campaign}: no such campaign file")
+    space, table, attrs = RP.load_campaign(url, name)
+    n = trials or max(1, len(table) // 10)
+    names = [s.strip() for s in (strategy or "tpe,random").split(",")]
+    t0 = time.monotonic()
+    results = [RP.replay(space, table, s, seeds, n) for s in names]
+    marks = RP.checkpoints(n, len(table))
+    title = (f"replay of {attrs.get('family')}/{attrs.get('variant')} ({len(table)} configurations measured): "
+             f"median fraction of the best after N trials (seeds at >= 95%)")
+    report.console().print(report.simple_table(["strategy", *[f"N={m}" for m in marks]], RP.table_rows(results, marks),
+                                               title=title))
+    click.echo(f"{len(names)} strategies × {seeds} seeds in {time.monotonic() - t0:.1f} s")

@@ -1,0 +1,45 @@
+"""``cudalab tune``: search a kernel variant's parameter space with Optuna's strategies, every trial an
+ordinary run point, and name a winner by racing the best (see :mod:`cudalab.tuning.drive`).
+
+Python::
+
+    res = cudalab.tune("matmul", variant="warptile", n="4096", trials=60)
+    res.winner, res.command, res.to_pandas()
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["tune"]
+
+
+def tune(family: str, variant: str | None = None, *, defines: dict[str, Any] | None = None,
+         on_event: Callable[[str, dict[str, Any]], None] | None = None, **kw: Any) -> Any:
+    """Run (or continue) a tuning campaign and return its :class:`~cudalab.tuning.result.TuneResult`.
+
+    Args:
+        family, variant: what to tune.
+        defines: ``-D`` dimensions, name -> values (``{"WT_BK": "8..32:pow2"}``).
+        on_event: progress callbacks (``start``, ``trial``, ``race``, ``round``).
+        **kw: any other :class:`~cudalab.tuning.options.TuneOptions` field (``trials=40``, ``require=[...]``,
+            ``objectives=("time", "energy")``, ``time_s=600``...).
+
+    Raises:
+        UsageError: bad input, before any GPU work.
+        WorkerError: no GPU worker could start.
+    """
+    from cudalab.tuning.drive import plan, run_campaign  # noqa: PLC0415
+    from cudalab.tuning.options import TuneOptions  # noqa: PLC0415
+
+    for key in ("require", "objectives"):
+        if isinstance(kw.get(key), str):
+            kw[key] = (kw[key],) if key == "require" else tuple(kw[key].split(","))
+        elif key in kw:
+            kw[key] = tuple(kw[key])
+    if isinstance(kw.get("options"), dict):
+        kw["options"] = tuple((k, str(v)) for k, v in kw["options"].items())
+    opts = TuneOptions(family=family, variant=variant, defines=tuple((k, str(v)) for k, v in (defines or {}).items()),
+                       **kw)
+    return run_campaign(plan(opts), on_event)
+

@@ -1,0 +1,73 @@
+"""Builds ahead of the GPU: the trials the strategy asked for next are compiled on the machine's cores
+while the GPU times the current one.
+
+A build lands in cudalab's build cache (:mod:`cudalab.build`: keyed on the source, defines, flags and
+nvcc, with a cross-process lock per key), so the worker that runs the trial later finds its cubin there
+instead of waiting on nvcc; two builds of one key never run at once. A build that fails here is left
+for the trial: its worker builds again and the compiler's error becomes the trial's failed row.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
+
+from cudalab.families import load
+from cudalab.plan import RunRequest, make_problem, plan_launch, variant_arch
+
+__all__ = ["BuildPool", "build_of", "default_workers"]
+
+
+def default_workers() -> int:
+    """Build threads: the machine's cores less one (the parent and the GPU worker need a core), at least 1."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+def build_of(req: RunRequest, arch: str) -> Callable[[], None]:
+    """The build the worker will need for ``req``'s kernel variant on a GPU of ``arch``, as a call."""
+    from cudalab import build, catalog  # noqa: PLC0415
+
+    def job() -> None:
+        spec = catalog.family(req.family)
+        fam = load(spec.module)
+        problem = make_problem(spec, fam, req)
+        for v in spec.select(req.variants):
+            if v.kind != "kernel":
+                continue
+            lau = plan_launch(v, fam, problem, req.block, req.grid, overrides=req.defines)
+            build.build(spec.directory / v.source, dict(lau.defines), variant_arch(v, arch))
+
+    return job
+
+
+class BuildPool:
+    """Threads that run builds; ``workers`` 0 runs none (every build is left to the worker)."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tune-build") if workers > 0 else None
+        self._futures: list[Future] = []
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Start ``job`` on a free thread (its errors are left for the trial to report)."""
+        if self._pool is None:
+            return
+
+        def quiet() -> None:
+            try:
+                job()
+            except Exception:  # noqa: BLE001  (the trial's worker builds again and reports it in its row)
+                pass
+
+        self._futures.append(self._pool.submit(quiet))
+
+    def queued(self) -> int:
+        """Builds not finished yet."""
+        self._futures = [f for f in self._futures if not f.done()]
+        return len(self._futures)
+
+    def close(self) -> None:
+        """Drop the builds not started; running ones finish in their threads (their results are cached)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,348 @@
+"""A tuning campaign from start to end: check the input, open the study, run trials, race, return.
+
+The order is the bad-input contract's: everything that can be refused (names, values, constraints,
+an empty space, the budget, the storage, another campaign's file) is refused before a GPU worker
+starts. A trial asks the strategy for a point, refuses on the CPU what the constraints or the launch
+rules refuse (recorded, no build), and runs the rest as ordinary run points (:mod:`cudalab.tuning.runs`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from cudalab import catalog
+from cudalab.session import sweep
+from cudalab.bench import Protocol
+from cudalab.errors import LaunchConfigError, UsageError
+from cudalab.families import load
+from cudalab.launch import fmt_dims
+from cudalab.records.results import PASSED, SKIPPED
+from cudalab.tuning import campaign as C
+from cudalab.tuning import race as R
+from cudalab.tuning import strategy as S
+from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
+from cudalab.tuning.options import TuneOptions
+from cudalab.tuning.result import TuneResult, point_key
+from cudalab.tuning.runs import Runs, precheck
+from cudalab.tuning.space import BLOCK, Space
+from cudalab.tuning.spaces import kernel_variant, make_space, table_for
+
+__all__ = ["Plan", "plan", "run_campaign"]
+
+#: Asks in a row that bring nothing new (a repeat, a refused point) before the strategy is deemed done.
+STALE_ASKS = 500
+#: Trials when neither --trials nor --time is given (grid: the whole space).
+DEFAULT_TRIALS = 100
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked campaign, before any GPU work: the family, the space, the storage, the base request."""
+
+    opts: TuneOptions
+    spec: Any
+    fam: Any
+    variant: Any
+    space: Space
+    valid: int
+    base: Any
+    name: str
+    url: str
+    meta: dict[str, Any]
+    strategy: str
+    budget: int
+
+
+def plan(opts: TuneOptions) -> Plan:
+    """Check everything that can be checked without a GPU.
+
+    Raises:
+        UsageError, LaunchConfigError: one line each (bad names, values, constraints, empty space, budget).
+    """
+    if opts.trials is not None and opts.trials < 1:
+        raise UsageError(f"--trials must be at least 1 (got {opts.trials})")
+    if opts.time_s is not None and not opts.time_s > 0:
+        raise UsageError("--time must be a positive duration (example: --time 10m)")
+    bad = [o for o in opts.objectives if o not in ("time", "energy")]
+    if bad or not opts.objectives or len(set(opts.objectives)) != len(opts.objectives):
+        raise UsageError(f"--objective {','.join(opts.objectives)!r}: give time, energy or time,energy")
+    if not 0 < opts.tolerance < 0.5:
+        raise UsageError(f"--tolerance must be between 0 and 0.5 (got {opts.tolerance})")
+    spec = catalog.family(opts.family)
+    fam = load(spec.module)
+    v = kernel_variant(spec, opts.variant)
+    table = table_for(spec, v.name)
+    space = make_space(spec, fam, v, defines=opts.defines, block=opts.block, options=dict(opts.options),
+                       require=opts.require, use_table=opts.use_table)
+    valid = space.count_valid()
+    if valid == 0:
+        first = next(space.points())
+        raise UsageError(f"the space is empty: none of its {space.size():,} points meets every constraint "
+                         f"(the first breaks {space.allows(first)!r})")
+    strategy = S.strategy_for(opts.strategy, opts.objectives)
+    S.sampler(strategy, opts.seed, space, len(opts.objectives))  # an unknown or unusable strategy: now
+    n = opts.n or (table.n if table else None)
+    shape = opts.shape or (table.shape if table else None)
+    protocol = Protocol(budget_s=opts.budget, min_samples=opts.min_samples, flush_l2=not opts.hot,
+                        energy_s=1.0 if "energy" in opts.objectives else 0.0)
+    base = sweep.base_request(spec, fam, variants=v.name, protocol=protocol, seed=opts.seed or 0,
+                              device=opts.device)
+    base = replace(base, n=n, shape=shape, dtype=opts.dtype)
+    precheck(base)  # a bad size, dtype or a default configuration the rules refuse: before any GPU work
+    context = {"family": spec.name, "variant": v.name, "n": n, "shape": shape, "dtype": opts.dtype,
+               "objectives": list(opts.objectives)}
+    fp = space.fingerprint(context)
+    name = opts.name or f"{spec.name}-{v.name}"
+    url = opts.storage or C.default_storage(name)[0]
+    meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe())}
+    budget = opts.trials or (valid if strategy == "grid" or (valid or 0) <= DEFAULT_TRIALS else DEFAULT_TRIALS)
+    return Plan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget)
+
+
+def trial_request(p: Plan, point: dict[str, str]) -> Any:
+    """The run point of one configuration: the base request with the point's block, options and defines."""
+    base, opts = p.base, dict(p.base.options)
+    defines = dict(base.defines)
+    block = base.block
+    types = {o.name: o.type for o in p.fam.OPTIONS}
+    for d in p.space.dims:
+        value = point[d.name]
+        if d.kind == BLOCK:
+            block = value
+        elif d.kind == "option":
+            try:
+                opts[d.name] = types[d.name](value) if types[d.name] is not bool else value.lower() in ("1", "true")
+            except (TypeError, ValueError):
+                raise UsageError(f"--{d.name} {value!r} is not a valid value") from None
+        else:
+            defines[d.name] = value
+    return replace(base, block=block, options=tuple(opts.items()), defines=tuple(defines.items()))
+
+
+class _Campaign:
+    """The running state of one campaign (its study, its trials, its GPU session)."""
+
+    def __init__(self, p: Plan, study: Any, runs: Runs, on_event: Callable[[str, dict[str, Any]], None]):
+        self.p, self.study, self.runs, self.emit = p, study, runs, on_event
+        self.optuna = S.quiet_optuna()
+        self.dists = S.distributions(p.space)
+        self.known: dict[str, C.Measured] = {}
+        self.fruns: dict[str, Any] = {}
+        for m in C.measured(study):
+            if m.status != "interrupted":
+                self.known[point_key(m.point)] = m
+        self.pool = BuildPool(p.opts.build_ahead if p.opts.build_ahead is not None else default_workers())
+        self.started = time.monotonic()
+
+    def evaluated(self) -> int:
+        return sum(1 for m in self.known.values() if m.status not in ("refused", "skipped"))
+
+    def best(self) -> C.Measured | None:
+        ok = [m for m in self.known.values() if m.values is not None]
+        return min(ok, key=lambda m: m.values) if ok else None
+
+    def _record(self, trial: Any, point: dict[str, str], status: str, reason: str, values: Any,
+                attrs: dict[str, Any]) -> None:
+        trial.set_user_attr("point", json.dumps(point, sort_keys=True))
+        trial.set_user_attr("status", status)
+        trial.set_user_attr("reason", reason[:500])
+        for k, v in attrs.items():
+            trial.set_user_attr(k, v)
+        if values is None:
+            self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, values)
+        self.known[point_key(point)] = C.Measured(trial.number, point, tuple(values) if values is not None else None,
+                                                  status, reason, attrs)
+
+    def ask(self, pending: deque) -> bool:
+        """Ask for the next point worth running and queue it; False when the strategy has nothing new."""
+        in_flight = {point_key(pt) for _, pt, _ in pending}
+        for _ in range(STALE_ASKS):
+            if len(self.known) + len(in_flight) >= self.p.space.size():
+                return False
+            trial = self.study.ask(self.dists)
+            trial.storage.set_trial_system_attr(trial._trial_id, C.OWNER, C.owner())
+            point = S.decode(self.p.space, trial.params)
+            trial.set_user_attr("point", json.dumps(point, sort_keys=True))  # a killed campaign's trial says its point
+            key = point_key(point)
+            if key in self.known or key in in_flight:  # asked again: the same answer, at no cost
+                old = self.known.get(key)
+                trial.set_user_attr("repeat_of", old.number if old else -1)
+                if old is not None and old.values is not None:
+                    self.study.tell(trial, list(old.values))
+                else:
+                    self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+                continue
+            why = self.p.space.allows(point)
+            if why:
+                self._record(trial, point, "refused", f"constraint {why}", None, {})
+                continue
+            req = trial_request(self.p, point)
+            try:
+                self.runs.plan(req)  # its one plan: run_one runs it as planned
+            except (UsageError, LaunchConfigError) as exc:
+                self._record(trial, point, "refused", str(exc), None, {})
+                continue
+            pending.append((trial, point, req))
+            arch = self.runs.arch()
+            if arch:
+                self.pool.submit(build_of(req, arch))
+            return True
+        return False
+
+    def run_one(self, trial: Any, point: dict[str, str], req: Any) -> bool:
+        """Run one trial and record it; returns True when an interrupt cut it short."""
+        runs, interrupted = self.runs.run([req])
+        fr = runs[0] if runs else None
+        row = next((r for r in (fr.results if fr else ()) if r.variant == self.p.variant.name), None)
+        if row is None:
+            self._record(trial, point, "interrupted", "the campaign was interrupted while it ran", None, {})
+            return True
+        key = point_key(point)
+        self.fruns[key] = fr
+        attrs: dict[str, Any] = {"gpu": str((self.runs.info() or {}).get("name", ""))}
+        if row.stats is not None:
+            attrs.update(median_ms=row.stats.median, iqr_ms=row.stats.iqr, samples=row.stats.n)
+        attrs.update({k: v for k, v in (("gflops", row.gflops), ("gbs", row.gbs), ("pct", row.pct_roofline))
+                      if v is not None})
+        energy = row.extra.get("energy_mj_per_launch")
+        if energy is not None:
+            attrs["energy_mj"] = float(energy)
+        if row.status == SKIPPED:  # the device's own limits refused it: no build was made
+            self._record(trial, point, "refused", row.reason, None, attrs)
+        elif row.status != PASSED or row.stats is None:
+            self._record(trial, point, row.status.value, row.reason or row.status.value, None, attrs)
+        else:
+            vals = []
+            for o in self.p.opts.objectives:
+                vals.append(row.stats.median if o == "time" else energy)
+            if any(x is None for x in vals):
+                self._record(trial, point, "failed", "no energy reading (--objective energy needs NVML)", None, attrs)
+            else:
+                self._record(trial, point, "passed", "", vals, attrs)
+        return interrupted
+
+    def loop(self) -> bool:
+        """Run trials until the budget, the time or the space is spent; True when interrupted."""
+        opts, p = self.p.opts, self.p
+        deadline = None if opts.time_s is None else self.started + opts.time_s
+        ahead = max(1, min(self.pool.workers, 8)) if self.pool.workers else 1
+        pending: deque = deque()
+        try:
+            while True:
+                left = p.budget - self.evaluated()
+                if left <= 0 or (deadline is not None and time.monotonic() >= deadline):
+                    break
+                while len(pending) < min(ahead, left) and self.ask(pending):
+                    pass
+                if not pending:
+                    break
+                trial, point, req = pending.popleft()
+                interrupted = self.run_one(trial, point, req)
+                self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
+                                    "builds": self.pool.queued(), "elapsed": time.monotonic() - self.started,
+                                    "last": self.known.get(point_key(point))})
+                if interrupted:
+                    return True
+            return False
+        except KeyboardInterrupt:
+            return True
+        finally:
+            for trial, point, _ in pending:  # asked but not run: asked again first when the campaign resumes
+                self._record(trial, point, "interrupted", "asked but not run before the campaign stopped", None, {})
+            self.pool.close()
+
+
+def run_campaign(p: Plan, on_event: Callable[[str, dict[str, Any]], None] | None = None,
+                 runs: Runs | None = None) -> TuneResult:
+    """Open the study, run the trials, race the best, and return the result (the study holds every trial).
+
+    Raises:
+        UsageError: the storage cannot be opened or holds another campaign (before any GPU work).
+        WorkerError: no worker could open the GPU.
+    """
+    from cudalab.session.signals import interrupts  # noqa: PLC0415
+
+    emit = on_event or (lambda what, data: None)
+    opts = p.opts
+    sampler = S.sampler(p.strategy, opts.seed, p.space, len(opts.objectives))
+    study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
+    C.reap_interrupted(study)
+    redo = _unfinished(study, p.space)
+    for params in redo:
+        study.enqueue_trial(params, skip_if_exists=True)
+    emit("start", {"name": p.name, "url": p.url, "size": p.space.size(), "valid": p.valid, "budget": p.budget,
+                   "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
+    runs = runs or Runs([opts.device], timeout=opts.timeout, energy="energy" in opts.objectives)
+    runs.start()
+    code = 0
+    try:
+        with interrupts() as caught:
+            camp = _Campaign(p, study, runs, emit)
+            interrupted = camp.loop()
+            race_result, default_key = None, point_key(_default_point(p))
+            if len(opts.objectives) == 1 and opts.race > 0:
+                race_result = _race(camp, emit)
+        if interrupted or caught.signum is not None:
+            code = 128 + (caught.signum or 2)
+    finally:
+        if code:
+            runs.kill()
+        else:
+            runs.close()
+    return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
+                            default_key=default_key)
+
+
+def _default_point(p: Plan) -> dict[str, str]:
+    """The family's own configuration, as a point (its defines' and block's defaults where they are values)."""
+    defaults = dict(p.variant.defines)
+    block = fmt_dims(p.variant.block)
+    out = {}
+    for d in p.space.dims:
+        if d.kind == BLOCK:
+            out[d.name] = block
+        elif d.kind == "option":
+            out[d.name] = str(dict(p.base.options).get(d.name, ""))
+        else:
+            out[d.name] = str(defaults.get(d.name, ""))
+    return out
+
+
+def _unfinished(study: Any, space: Space) -> list[dict[str, Any]]:
+    """Parameters of interrupted trials whose point was never measured since: asked again first."""
+    done, redo = set(), {}
+    for m in C.measured(study):
+        if m.status == "interrupted":
+            redo.setdefault(point_key(m.point), m.point)
+        else:
+            done.add(point_key(m.point))
+    return [S.encode(space, pt) for k, pt in redo.items() if k not in done]
+
+
+def _race(camp: _Campaign, emit: Callable[[str, dict[str, Any]], None]) -> R.RaceResult | None:
+    """Race the best K measured configurations (and measure the default one beside them)."""
+    p = camp.p
+    ok = sorted((m for m in camp.known.values() if m.values is not None), key=lambda m: m.values)
+    if not ok:
+        return None
+    top = [R.Contender(point_key(m.point), m.point, replace(trial_request(p, m.point), protocol=_race_protocol(p)))
+           for m in ok[:p.opts.race]]
+    extra = []
+    dflt = _default_point(p)
+    if all(d.kind == BLOCK or dflt[d.name] for d in p.space.dims) and not p.space.allows(dflt):
+        extra = [R.Contender(point_key(dflt), dflt, replace(trial_request(p, dflt), protocol=_race_protocol(p)))]
+    if len(top) + len(extra) < 2:
+        return None
+    emit("race", {"contenders": [c.key for c in top]})
+    return R.race(lambda reqs: camp.runs.run(reqs), top, p.variant.name, p.opts.tolerance, p.opts.max_rounds,
+                  extra=extra, on_round=lambda r, res: emit("round", {"round": r, "result": res}))
+
+
+def _race_protocol(p: Plan) -> Protocol:
+    return replace(p.base.protocol, budget_s=p.opts.race_budget, energy_s=0.0)

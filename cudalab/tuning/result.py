@@ -1,0 +1,155 @@
+"""A finished campaign as the user sees it: its trials, its best configurations, the race's verdict,
+the command that reruns the winner, and the run record ``report`` and ``compare`` read (pure)."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from cudalab import __version__
+from cudalab.bench import summarize
+from cudalab.records.results import RunRecord
+from cudalab.tuning import campaign as C
+
+__all__ = ["TuneResult", "point_key"]
+
+
+def point_key(point: Mapping[str, str]) -> str:
+    """A point as one text (``WT_BK=16 block=256``), its names in the space's order."""
+    return " ".join(f"{k}={v}" for k, v in point.items())
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What ``cudalab.tuning`` returns.
+
+    Attributes:
+        family, variant, name, url: the campaign and its storage.
+        objectives: what was minimised.
+        trials: every measured trial (this run's and earlier ones').
+        race: the racing result (None: not raced).
+        pareto: for two objectives, the trials on the Pareto front.
+        default_key: the family's own configuration (the speedup's baseline).
+        record: the run record of the raced configurations (None when nothing was raced).
+        command: the ``cudalab`` command that reruns the winner.
+        incomplete, exit_code: interrupted (130) or not (0).
+    """
+
+    family: str
+    variant: str
+    name: str
+    url: str
+    objectives: tuple[str, ...]
+    trials: tuple[C.Measured, ...]
+    race: Any = None
+    pareto: tuple[C.Measured, ...] = ()
+    default_key: str = ""
+    record: RunRecord | None = None
+    command: str = ""
+    incomplete: bool = False
+    exit_code: int = 0
+    space: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> list[C.Measured]:
+        """The trials that passed, best first."""
+        return sorted((m for m in self.trials if m.values is not None), key=lambda m: m.values)
+
+    @property
+    def winner(self) -> str:
+        """The winner's key: the race's, else the best trial's ('' when none passed)."""
+        if self.race is not None and self.race.winner:
+            return self.race.winner
+        best = self.feasible
+        return point_key(best[0].point) if best else ""
+
+    def speedup(self, key: str) -> float | None:
+        """The default configuration's median over ``key``'s, from the race (None: not both raced)."""
+        if self.race is None:
+            return None
+        a, b = self.race.samples.get(self.default_key), self.race.samples.get(key)
+        return float(np.median(a) / np.median(b)) if a and b else None
+
+    def to_pandas(self) -> Any:
+        """One row per measured trial: its parameters, status, objectives and figures."""
+        import pandas as pd  # noqa: PLC0415
+
+        rows = []
+        for m in self.trials:
+            row = {"trial": m.number, **m.point, "status": m.status, "reason": m.reason}
+            for i, o in enumerate(self.objectives):
+                row[o] = m.values[i] if m.values is not None else None
+            row.update({k: m.attrs.get(k) for k in ("median_ms", "iqr_ms", "gflops", "gbs", "pct", "energy_mj")})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record (a run record with a ``tune`` section) for ``--json``."""
+        out = self.record.to_dict() if self.record is not None else {}
+        r = self.race
+        out["tune"] = {
+            "family": self.family, "variant": self.variant, "campaign": self.name, "storage": self.url,
+            "objectives": list(self.objectives), "winner": self.winner, "command": self.command,
+            "space": self.space, "incomplete": self.incomplete,
+            "trials": [{"number": m.number, "point": m.point, "status": m.status, "reason": m.reason,
+                        "values": list(m.values) if m.values is not None else None} for m in self.trials],
+            "race": None if r is None else {
+                "rounds": r.rounds, "winner": r.winner, "ties": r.ties, "dropped": r.dropped,
+                "verdicts": {k: {"verdict": v.verdict, "ratio": v.ratio, "low": v.low, "high": v.high, "note": v.note}
+                             for k, v in r.verdicts.items()}},
+            "pareto": [m.point for m in self.pareto],
+        }
+        return out
+
+    @classmethod
+    def build(cls, p: Any, study: Any, fruns: dict[str, Any], race: Any, device: dict[str, Any],
+              incomplete: bool, exit_code: int, default_key: str) -> "TuneResult":
+        """The result of plan ``p`` from its study and what this process ran."""
+        trials = tuple(C.measured(study))
+        pareto: tuple[C.Measured, ...] = ()
+        if len(p.opts.objectives) > 1:
+            front = {t.number for t in study.best_trials}
+            pareto = tuple(m for m in trials if m.number in front)
+        best = race.winner if race is not None and race.winner else ""
+        if not best:
+            ok = sorted((m for m in trials if m.values is not None), key=lambda m: m.values)
+            best = point_key(ok[0].point) if ok else ""
+        point = next((m.point for m in trials if point_key(m.point) == best), None)
+        command = rerun_command(p, point) if point is not None else ""
+        record = _record(p, race, device, incomplete, command) if race is not None and race.runs else None
+        return cls(p.spec.name, p.variant.name, p.name, p.url, tuple(p.opts.objectives), trials, race, pareto,
+                   default_key, record, command, incomplete, exit_code, p.space.describe())
+
+
+def rerun_command(p: Any, point: Mapping[str, str]) -> str:
+    """The ordinary ``cudalab`` run of one configuration (the problem and protocol of the race)."""
+    argv = ["cudalab", p.spec.name, "--variant", p.variant.name]
+    for flag, value in (("--n", p.base.n), ("--shape", p.base.shape), ("--dtype", p.base.dtype)):
+        if value:
+            argv += [flag, str(value)]
+    for d in p.space.dims:
+        v = point[d.name]
+        argv += ["--block", v] if d.kind == "block" else [f"--{d.name}", v] if d.kind == "option" else ["-D", f"{d.name}={v}"]
+    return shlex.join(argv)
+
+
+def _record(p: Any, race: Any, device: dict[str, Any], incomplete: bool, command: str) -> RunRecord:
+    """The raced configurations as a run record: one point each, its rows from its last round with the
+    samples of every round (``compare`` judges those)."""
+    from cudalab.records import machine  # noqa: PLC0415
+    from cudalab.session import sweep  # noqa: PLC0415
+
+    points = []
+    for key, fr in race.runs.items():
+        pt = sweep.point_of(fr, p.spec)
+        samples = race.samples.get(key) or []
+        rows = tuple(replace(r, stats=summarize(samples)) if r.variant == p.variant.name and samples else r
+                     for r in pt.results)
+        points.append(replace(pt, results=rows))
+    return RunRecord(cudalab=__version__, command=tuple(shlex.split(command)),
+                     started=time.time(), device=device, points=tuple(points), incomplete=incomplete,
+                     machine=machine.facts())

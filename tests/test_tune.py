@@ -1,0 +1,225 @@
+"""cudalab tune on the CPU: the space, the strategies, campaigns that resume, racing and replay, driven end
+to end by fake GPU workers (tests/fake_worker_main.py: a row's time is ``_ms`` over the point's defines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import cudalab
+from cudalab.errors import UsageError
+from cudalab.tuning import race as R
+from cudalab.tuning import strategy as S
+from cudalab.tuning.space import Dim, Space, parse_values
+
+optuna = pytest.importorskip("optuna")
+
+MS = "1 + abs(UNROLL - 5) / 10 + abs(threads - 256) / 1000"  # best: UNROLL=5, block 256
+SPACE = dict(n="1k", defines={"UNROLL": "1..8"}, block="64..1024:pow2", require=["threads * UNROLL <= 4096"])
+
+
+def test_values_lists_ranges_and_powers_of_two():
+    assert parse_values("8,16,32", "-D X") == (("8", "16", "32"), False)
+    assert parse_values("2..5", "-D X") == (("2", "3", "4", "5"), False)
+    assert parse_values("8..64:pow2", "-D X") == (("8", "16", "32", "64"), True)
+    assert parse_values("0..10:5", "-D X") == (("0", "5", "10"), False)
+    for bad, why in (("9..8", "no values"), ("5..7:pow2", "no values"), ("1,,2", "empty entry"), ("1,1", "twice")):
+        with pytest.raises(UsageError, match=why):
+            parse_values(bad, "-D X")
+
+
+def test_constraints_refuse_points_and_unknown_names():
+    s = Space((Dim("A", "define", ("1", "2", "4")), Dim("block", "block", ("32x8", "64x8"))),
+              require=("A * threads <= 512",))
+    assert [p for p in s.valid_points()] == [{"A": "1", "block": "32x8"}, {"A": "1", "block": "64x8"},
+                                              {"A": "2", "block": "32x8"}]
+    assert s.allows({"A": "4", "block": "32x8"}) == "A * threads <= 512"
+    with pytest.raises(UsageError, match="unknown name 'B'"):
+        Space(s.dims, require=("B > 1",)).check()
+    assert s.fingerprint({"n": "1k"}) != s.fingerprint({"n": "2k"})
+
+
+@pytest.mark.parametrize("values,pow2", [(("1", "2", "3"), False), (("8", "16", "32"), True), (("3", "7", "9"), False),
+                                         (("float", "half"), False)])
+def test_encode_decode_round_trip(values, pow2):
+    s = Space((Dim("X", "define", values, pow2),))
+    for v in values:
+        assert S.decode(s, S.encode(s, {"X": v})) == {"X": v}
+    dist = S.distributions(s)["X"]
+    assert type(dist).__name__ == ("CategoricalDistribution" if values[0] == "float" else "IntDistribution")
+
+
+def tune(storage, **kw):
+    args = {**SPACE, "seed": 1, "build_ahead": 0, "storage": f"sqlite:///{storage}", **kw}
+    return cudalab.tune("copy", "vec4", **args)
+
+
+@pytest.fixture
+def fake(fake_workers, tmp_path, monkeypatch):
+    log = tmp_path / "ops.log"
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(log))
+
+    def use(how=None):
+        fake_workers({"_ms": MS, **(how or {})})
+        return lambda: log.read_text().split().count("point") if log.exists() else 0
+
+    return use
+
+
+def test_grid_measures_every_valid_point_once_and_names_the_best(fake, tmp_path):
+    points = fake()
+    res = tune(tmp_path / "c.db", strategy="grid", race=0)
+    passed = [m for m in res.trials if m.status == "passed"]
+    assert len(passed) == 36 and len({json.dumps(m.point) for m in passed}) == 36
+    assert points() == 36  # refused points (threads * UNROLL > 4096) never reached a worker
+    assert res.winner == "UNROLL=5 block=256"
+    assert all(int(m.point["UNROLL"]) * int(m.point["block"]) <= 4096 for m in passed)
+    refused = [m for m in res.trials if m.status != "passed"]
+    assert len(refused) == 4 and all(m.status == "refused" and "constraint" in m.reason for m in refused)
+
+
+def test_crash_hang_and_incorrect_are_infeasible_and_never_win(fake, tmp_path):
+    # the best point hangs, the runner-up crashes, the third is incorrect: the fourth wins
+    fake({"vec4#UNROLL=5": "hang", "vec4#UNROLL=4": "die", "vec4#UNROLL=6": "incorrect"})
+    res = tune(tmp_path / "c.db", strategy="grid", race=2, timeout=1.0, defines={"UNROLL": "3..7"}, block="256")
+    status = {m.point["UNROLL"]: (m.status, m.reason) for m in res.trials}
+    assert status["5"][0] == "timeout" and "did not finish" in status["5"][1]
+    assert status["4"][0] == "failed" and "died" in status["4"][1]
+    assert status["6"][0] == "incorrect"
+    assert status["3"][0] == status["7"][0] == "passed"
+    assert res.winner in ("UNROLL=3 block=256", "UNROLL=7 block=256")
+    assert res.race.ties == [k for k in ("UNROLL=3 block=256", "UNROLL=7 block=256") if k != res.winner]
+    assert res.exit_code == 0
+
+
+def test_a_campaign_resumes_and_refuses_another_space(fake, tmp_path):
+    fake()
+    db = tmp_path / "c.db"
+    first = tune(db, trials=5, race=0)
+    again = tune(db, trials=9, race=0)
+    ran = [m for m in again.trials if m.status == "passed"]
+    assert len(ran) == 9 and len({json.dumps(m.point) for m in ran}) == 9
+    assert [m.number for m in first.trials] == [m.number for m in again.trials][:len(first.trials)]
+    before = db.read_bytes()
+    with pytest.raises(UsageError, match="another space"):
+        tune(db, trials=9, defines={"UNROLL": "1..4"})
+    assert db.read_bytes() == before
+
+
+def test_racing_decides_or_calls_a_tie():
+    class Row:
+        def __init__(self, ms):
+            from cudalab.bench import summarize
+            from cudalab.records.results import PASSED
+
+            self.variant, self.status, self.reason, self.stats = "v", PASSED, "", summarize(ms)
+
+    class Run:
+        def __init__(self, ms):
+            self.results = [Row(ms)]
+
+    times = {"a": 1.0, "b": 1.003, "c": 1.2}
+
+    def run(reqs):
+        return [Run([times[r] * (1 + 0.001 * (i % 3)) for i in range(10)]) for r in reqs], False
+
+    res = R.race(run, [R.Contender(k, {}, k) for k in times], "v", tolerance=0.01)
+    assert res.winner == "a" and res.ties == ["b"] and res.verdicts["c"].verdict == "slower" and res.decided
+    res = R.race(run, [R.Contender(k, {}, k) for k in times], "v", tolerance=0.001, max_rounds=3)
+    assert res.verdicts["b"].verdict != "same"  # 0.3% apart is not a tie at 0.1%
+
+
+def test_replay_of_a_grid_campaign(fake, tmp_path, invoke):
+    fake()
+    db = tmp_path / "c.db"
+    tune(db, strategy="grid", race=0)
+    from cudalab.tuning import replay as RP
+
+    space, table, _ = RP.load_campaign(f"sqlite:///{db}")
+    r = RP.replay(space, table, "random", seeds=3, trials=36)
+    assert r.curves.shape == (3, 36) and (r.curves[:, -1] == 1.0).all()  # every point seen: the best found
+    res = invoke("tune", "--replay", str(db), "--strategy", "tpe,random", "--seeds", "2", "--trials", "5")
+    assert res.exit_code == 0, res.output
+    assert "tpe" in res.stdout and "N=5" in res.stdout
+
+
+def test_two_objectives_give_a_pareto_front(fake, tmp_path):
+    fake({"_mj": "10 - UNROLL"})  # energy falls as UNROLL rises, time is best at 5: the front is 5..8
+    res = tune(tmp_path / "c.db", strategy="grid", objectives=("time", "energy"), block="256")
+    assert sorted(m.point["UNROLL"] for m in res.pareto) == ["5", "6", "7", "8"]
+
+
+def test_the_command_prints_the_table_the_winner_and_saves_a_record(fake, tmp_path, invoke, monkeypatch):
+    fake()
+    monkeypatch.chdir(tmp_path)
+    res = invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8", "--block", "256",
+                 "--trials", "8", "--seed", "2", "--build-ahead", "0", "--json", "t.json")
+    assert res.exit_code == 0, res.output
+    assert "campaign copy-vec4:" in res.stderr and str(tmp_path / "copy-vec4.tune.db") in res.stderr
+    assert "rerun: cudalab copy --variant vec4 --n 1k -D UNROLL=5 --block 256" in res.stdout
+    from cudalab.records.results import load_record
+
+    rec = load_record(tmp_path / "t.json")
+    assert rec.points and all(p.results[0].stats.n >= 20 for p in rec.points)  # every racing round's samples
+    assert json.loads((tmp_path / "t.json").read_text())["tune"]["winner"] == "UNROLL=5 block=256"
+    assert invoke("compare", "t.json", "t.json").exit_code == 0
+
+
+def test_list_shows_the_tune_spaces(invoke):
+    res = invoke("list", "matmul")
+    assert res.exit_code == 0
+    assert "tune warptile:" in res.stdout and "1,080 meet the constraints" in res.stdout
+
+
+def test_a_killed_campaign_loses_only_its_trial_in_flight(tmp_path):
+    db = tmp_path / "k.db"
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from cudalab.session import process as W\n"
+        "import fake_workers as F\n"
+        "W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, '--fd', str(fd)])\n"
+        "from cudalab.cli import main\n"
+        f"sys.argv = ['cudalab', 'tune', 'copy', '--variant', 'vec4', '--n', '1k', '-D', 'UNROLL=1..8', '--block', "
+        f"'64..1024:pow2', '--require', 'threads * UNROLL <= 4096', '--trials', '12', '--seed', '1', '--build-ahead', "
+        f"'0', '--race', '0', '--storage', 'sqlite:///{db}']\n"
+        "main()\n")
+    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": MS, "_delay": 0.3}))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def passed() -> int:
+        try:
+            with sqlite3.connect(db) as con:
+                return con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    deadline = time.monotonic() + 60
+    while passed() < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    killed_at = passed()
+    assert 3 <= killed_at < 12
+    os.environ["FAKE_WORKER"] = json.dumps({"_ms": MS})
+    try:
+        from cudalab.session import process as W
+        import fake_workers as F
+
+        old = W.spawn
+        W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, "--fd", str(fd)])
+        res = tune(db, trials=12, race=0)
+    finally:
+        W.spawn = old
+        del os.environ["FAKE_WORKER"]
+    ran = [m for m in res.trials if m.status == "passed"]
+    assert len(ran) == 12 and len({json.dumps(m.point) for m in ran}) == 12  # each configuration once
+    assert len([m for m in res.trials if m.status == "interrupted"]) <= 1  # at most the one in flight
