@@ -159,6 +159,31 @@ for name, fragment in (
         ("stats.json", "not a cudalab run record"), ("empty.json", "not JSON")):
     case(f"report {{ws}}/{name}", fragment)
     case(f"compare {{ws}}/run.json {{ws}}/{name}", fragment)
+# Hand-edited saved runs (J = run.json with one field changed), classes rather than strings: a number JSON
+# has but a time cannot be (Infinity, 1e400, NaN, negative, a 5,001-digit integer), a field of the wrong type.
+_TIME = '"median": 3.909872055053711'
+_STARTED = '"started": 1795455702.702337'
+SAVED_EDITS: dict[str, tuple[str, str, str]] = {  # file: (text replaced, by what, fragment)
+    "inf-median.json": (_TIME, '"median": Infinity', "'stats.median' must be a time in ms"),
+    "huge-median.json": (_TIME, '"median": 1e400', "'stats.median' must be a time in ms"),
+    "nan-median.json": (_TIME, '"median": NaN', "'stats.median' must be a time in ms"),
+    "nanstr-median.json": (_TIME, '"median": "nan"', "'stats.median' must be a time in ms"),
+    "negative-median.json": (_TIME, '"median": -3.9', "'stats.median' must be a time in ms, at least 0"),
+    "digits-median.json": (_TIME, '"median": ' + "9" * 5001, "a number too long to read"),
+    "digits-started.json": (_STARTED, '"started": ' + "9" * 5001, "a number too long to read"),
+    "nan-started.json": (_STARTED, '"started": NaN', "'started' must be seconds since 1970"),
+    "inf-started.json": (_STARTED, '"started": 1e400', "'started' must be seconds since 1970"),
+    "str-started.json": (_STARTED, '"started": "x"', "'started' must be seconds since 1970"),
+    "negative-n.json": ('"n": 10', '"n": -5', "'stats.n' must be a count"),
+    "samples-str.json": ('"samples": [', '"samples": "x", "s": [', "'stats.samples' must be a list"),
+    "protocol-list.json": ('"protocol": {', '"protocol": [], "p": {', "'protocol' must be an object"),
+    "protocol-field.json": ('"warmup": 2', '"warmup": "x"', "'protocol.warmup' must be a number"),
+    "protocol-bool.json": ('"flush_l2": true', '"flush_l2": 1', "'protocol.flush_l2' must be a true/false"),
+    "dims-int.json": ('"dims": [', '"dims": 5, "d": [', "'problem.dims' must be a list of whole numbers"),
+}
+for _name, (_, _, _fragment) in SAVED_EDITS.items():
+    case(f"report {{ws}}/{_name}", _fragment)
+    case(f"compare {{ws}}/run.json {{ws}}/{_name}", _fragment)
 case("report /dev/zero", "not a regular file")
 case("report /dev/null", "not a regular file")
 case("compare /dev/zero {ws}/run.json", "not a regular file")
@@ -224,6 +249,10 @@ def _ws_template(tmp_path_factory) -> Path:
                        "stats.json": json.dumps({"schema_version": 2, "points": [{"results": [
                            {"variant": "a", "status": "passed", "stats": "x"}]}]})}.items():
         (tmp_path / name).write_text(text)
+    run_text = (RUNS / "nvidia-h200-transpose.json").read_text()
+    for name, (old, new, _) in SAVED_EDITS.items():
+        assert old in run_text, name
+        (tmp_path / name).write_text(run_text.replace(old, new, 1))
     (tmp_path / "bin.json").write_bytes(b"\x00\x01\x02\xff")
     (tmp_path / "bin.csv").write_bytes(b'"ID","Process ID"\n\x00\x1b[2J\xff\xfe')
     (tmp_path / "latin.json").write_bytes(b'{"caf\xe9": 1}')
