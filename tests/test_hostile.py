@@ -88,6 +88,9 @@ for value in ("-1", "x", "1.5", "18446744073709551616"):
 case("transpose --min-samples 0", "Invalid value for '--min-samples'")
 case("transpose --lock-clocks 0", "Invalid value for '--lock-clocks'")
 case("transpose --device -1", "Invalid value for '--device'")
+for digits in ("\u00b2", "\u0663", "\uff11", "1\u00b2"):  # not ASCII digits: '²'.isdigit(), int('٣') == 3
+    CASES.append((["transpose", "--device", digits], "is not a GPU index"))
+    CASES.append((["info", "--device", digits], "is not a GPU index"))
 case("transpose --layout wide", "Invalid value for '--layout'")
 for define, fragment in (
         ("ROWS=0", "ROWS is block_y, a tile size or loop stride; it must be at least 1"),
@@ -197,6 +200,7 @@ case("compare {ws}/run.json {ws}/reduce.json --fail-on slower:5%", "nothing was 
 for name, fragment in (("nosuch.csv", "no such file"), ("folder", "is a folder"), ("bin.csv", "binary"),
                        ("latin.json", "not UTF-8")):
     case(f"ncu transpose --import {{ws}}/{name}", fragment)
+case("ncu copy --import {ws}/longfield.csv", "line 2 is not ncu CSV (field larger than field limit")
 case("ncu transpose --import /dev/null", "not a regular file")
 case("ncu transpose --import /dev/zero", "not a regular file")
 case("ncu transpose --import a.csv --export b.csv", "not both")
@@ -213,6 +217,9 @@ ENV_CASES: list[tuple[str, dict[str, str], str]] = [
     ("tr", {"CUDALAB_SRC": "{ws}/broken-src"}, "module 'base' is cudalab's family contract"),
     ("compile nosuch", {"CUDALAB_SRC": "{ws}/broken-src"}, "no family under"),
     ("compile transpose --variant naive", {"CUDALAB_CACHE": "{ws}/keep.txt"}, "cannot hold the build cache"),
+    ("ncu transpose", {"CUDALAB_NCU": "{ws}/keep.txt"}, "keep.txt is not executable"),
+    ("ncu transpose --import {ws}/mine.ncu-rep", {"CUDALAB_NCU": "{ws}/keep.txt"}, "keep.txt is not executable"),
+    ("transpose --ncu", {"CUDALAB_NCU": "{ws}/keep.txt"}, "keep.txt is not executable"),
     ("deep", {"CUDALAB_SRC": "{ws}/deep-src"}, "deep/family.toml: nested too deeply"),
     ("big", {"CUDALAB_SRC": "{ws}/deep-src"}, "is 1,048,586 bytes; cudalab reads files up to 1,048,576 bytes"),
 ]
@@ -249,6 +256,11 @@ def _ws_template(tmp_path_factory) -> Path:
                        "stats.json": json.dumps({"schema_version": 2, "points": [{"results": [
                            {"variant": "a", "status": "passed", "stats": "x"}]}]})}.items():
         (tmp_path / name).write_text(text)
+    csv_lines = NCU_CSV.read_text().splitlines()
+    fields = csv_lines[1].split('","')
+    fields[5] = "A" * 140_000  # over csv's field limit (131,072)
+    (tmp_path / "longfield.csv").write_text("\n".join([csv_lines[0], '","'.join(fields), *csv_lines[2:]]) + "\n")
+    (tmp_path / "mine.ncu-rep").write_bytes(b"NVIDIA Nsight Compute report (not really)")
     run_text = (RUNS / "nvidia-h200-transpose.json").read_text()
     for name, (old, new, _) in SAVED_EDITS.items():
         assert old in run_text, name

@@ -8,7 +8,7 @@ import click
 
 from cudalab import catalog
 from cudalab.cli.app import cli
-from cudalab.cli.options import parse_defines, wide_option
+from cudalab.cli.options import DEVICE_INDEX, parse_defines, wide_option
 from cudalab.errors import CudalabError
 from cudalab.launch import fmt_dims
 
@@ -75,7 +75,7 @@ def list_cmd(family: str | None) -> None:
 
 
 @cli.command()
-@click.option("--device", "device_index", type=int, default=None, help="Only this GPU (default: all).")
+@click.option("--device", "device_index", type=DEVICE_INDEX, default=None, help="Only this GPU (default: all).")
 @click.option("--no-bandwidth", is_flag=True, help="Skip the memcpy_dtod roofline measurement.")
 @click.option("--mib", type=int, default=1024, show_default=True, help="Buffer size for the roofline copy.")
 def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
