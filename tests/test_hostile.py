@@ -99,9 +99,18 @@ for define, fragment in (
         ("TILE=1%0", "division by zero"), ("X=2**99", "exponent 99"), ("X=99999999999999999999", "64 bits"),
         ("X", "must be NAME=VALUE"), ("1X=2", "is not a C identifier"), ("__X=1", "reserved"),
         ("X=", "empty value"), ("X=a;b", "is not allowed"), ("X=\"s\"", "is not allowed"), ("X=(1", "unbalanced"),
+        ("PAD=/*", "starts or ends a C comment"), ("PAD=1//2", "'//' starts or ends a C comment"),
+        ("PAD=2*/1", "'*/' starts or ends"), ("PAD=1,/*", "starts or ends a C comment"),
         ("X=$(id)", "is not allowed"), ("X=1\n#include", "is not allowed")):
     CASES.append((["transpose", "-D", define], fragment))
     CASES.append((["compile", "transpose", "-D", define], fragment))
+# A sweep is counted before it is built: 101 x 101 points would be 10,201 requests (2,000 x 2,000 grew
+# memory by gigabytes before any line).
+_VALUES = ",".join(str(i) for i in range(1, 102))
+CASES.append((["transpose", "-D", f"X={_VALUES}", "-D", f"Y={_VALUES}"],
+              "the sweep has 10,201 points (101 -D X x 101 -D Y); cudalab runs at most 10,000"))
+CASES.append((["transpose", "--n", "1k,2k,3k", "--block", "32x8,16x16", "-D", f"X={_VALUES}", "-D", f"Y={_VALUES[:50]}"],
+              "the sweep has 12,120 points (3 --n x 2 --block x 101 -D X x 20 -D Y)"))
 case("smem-square -D IPAD=-1", "a count or padding (1 by default); it must be at least 0")
 
 # --- names, usage -------------------------------------------------------------------------------------
@@ -126,10 +135,13 @@ case("transpose --add {ws}/mine.cu", "must be FILE.cu:KERNEL")
 case("transpose --add nosuch.cu:k", "no such file")
 case("transpose --add /dev/zero:k", "/dev/zero is not a regular file")
 case("transpose --add {ws}/folder:k", "is a folder, not a file")
+case("transpose --add {ws}/huge.cu:k", "huge.cu is 300.0 MiB; cudalab reads files up to 256.0 MiB")
+case("transpose --add {ws}/bin.json:k", "is a binary file (a NUL byte at offset 0), not CUDA source")
 case("transpose --add {ws}/mine.cu:k@", "nothing after '@'")
 case("transpose --add {ws}/mine.cu:k@bogus=1", "bogus")
 case("transpose --add {ws}/mine.cu:k@block=0", "must be positive dims")
 case("transpose --add '{ws}/mine.cu:k;rm'", "--add")
+case("transpose --add '{ws}/mine.cu:k@-DPAD=/*'", "starts or ends a C comment")
 
 # --- outputs: checked before any work, nothing replaced ---------------------------------------------------
 for option in ("--json", "--csv", "--plot"):
@@ -260,6 +272,8 @@ def _ws_template(tmp_path_factory) -> Path:
     fields = csv_lines[1].split('","')
     fields[5] = "A" * 140_000  # over csv's field limit (131,072)
     (tmp_path / "longfield.csv").write_text("\n".join([csv_lines[0], '","'.join(fields), *csv_lines[2:]]) + "\n")
+    with open(tmp_path / "huge.cu", "wb") as f:  # sparse: 300 MiB on paper, no disk
+        f.truncate(300 * 2**20)
     (tmp_path / "mine.ncu-rep").write_bytes(b"NVIDIA Nsight Compute report (not really)")
     run_text = (RUNS / "nvidia-h200-transpose.json").read_text()
     for name, (old, new, _) in SAVED_EDITS.items():
