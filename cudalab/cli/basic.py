@@ -139,6 +139,15 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
 def compile_cmd(family: str, variants: str | None, arch: str, block: str | None, dtype: str | None,
                 defines: tuple[str, ...]) -> None:
     """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills."""
+    from cudalab import build
+
+    with build.terminations():  # SIGTERM/SIGHUP end nvcc and remove its folder, as Ctrl-C does
+        _compile_table(family, variants, arch, block, dtype, defines)
+
+
+def _compile_table(family: str, variants: str | None, arch: str, block: str | None, dtype: str | None,
+                   defines: tuple[str, ...]) -> None:
+    """The ``compile`` table: each kernel variant built as a run builds it."""
     from cudalab import build, report, runner
     from cudalab import launch as L
     from cudalab.errors import UsageError
