@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 import os
 import re
 import secrets
@@ -338,6 +339,9 @@ def load_json(path: str | os.PathLike, what: str = "", limit: int = MAX_READ, ma
         raise UsageError(f"{shown}: not JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:  # the scan above is the guard; this is its backstop
         raise UsageError(f"{shown}: JSON nested too deeply") from None
+    except ValueError:  # Python refuses integers of more than 4,300 digits (a quadratic conversion)
+        raise UsageError(f"{shown}: holds a number too long to read (more than {sys.get_int_max_str_digits():,} "
+                         f"digits)") from None
 
 
 def _mib(n: int) -> str:

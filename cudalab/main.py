@@ -10,8 +10,17 @@ from __future__ import annotations
 import sys
 
 
+def _tolerant_streams() -> None:
+    """Let a terminal that cannot show '–', '·' or '≥' (``PYTHONIOENCODING=ascii``, a C locale) get '?'
+    for them instead of a UnicodeEncodeError in the middle of a table."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and getattr(stream, "errors", "") == "strict":
+            stream.reconfigure(errors="replace")
+
+
 def main() -> None:
     """Console-script entry point (``cudalab``, ``python -m cudalab``)."""
+    _tolerant_streams()
     from cudalab.catalog.discovery import add_paths, split_global
     from cudalab.session.process import prestart
 

@@ -76,9 +76,14 @@ def largest_n(fam: Family, dtype: str, options: dict, device_free: int | None, h
             return False
         return p.device_fits and p.host_fits
 
-    if not fits(1):
+    # The first power of two that fits, not 1: a family may refuse small sizes (``validate``: at least a
+    # block, a multiple of a tile), and its largest size is no less real for that.
+    lo = 1
+    while lo < limit and not fits(lo):
+        lo *= 2
+    if lo >= limit:
         return None
-    lo, hi = 1, 2
+    hi = lo * 2
     while hi < limit and fits(hi):
         lo, hi = hi, hi * 2
     while hi - lo > 1:

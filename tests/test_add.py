@@ -122,7 +122,14 @@ def test_path_with_spaces_and_shell_metacharacters_never_reaches_a_shell(cu, tmp
         calls.append(argv)
         return real(argv, *a, **kw)
 
+    class PopenSpy(subprocess.Popen):  # nvcc runs under Popen (its process group is killed if interrupted)
+        def __init__(self, argv, *a, **kw):
+            assert isinstance(argv, list) and not kw.get("shell")
+            calls.append(argv)
+            super().__init__(argv, *a, **kw)
+
     monkeypatch.setattr(subprocess, "run", spy)
+    monkeypatch.setattr(subprocess, "Popen", PopenSpy)
     monkeypatch.chdir(tmp_path)
     k = user.parse_add(f"{path}:k")
     req = planning.RunRequest(family="transpose", variants="none", n="64", add=(k,))

@@ -369,3 +369,64 @@ def test_two_processes_asking_for_one_build_compile_it_once(tmp_path, monkeypatc
         t.join()
     assert len(compiled) == 1 and [b.cubin for b in got] == [b"CUBIN", b"CUBIN"]
     assert sorted(b.cached for b in got) == [False, True]
+
+
+def test_a_failed_build_leaves_nothing_in_the_temporary_folder(cache, tmp_path, monkeypatch):
+    """nvcc's cicc wrote an empty ``*.lgenfe.bc`` into $TMPDIR on every failed build (--keep-dir does not
+    cover it): its TMPDIR is now the build's own folder."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(build.tempfile, "tempdir", str(tmp))
+    src = tmp_path / "bad.cu"
+    src.write_text('extern "C" __global__ void k(float *o) { o[0] = ; }\n')
+    with pytest.raises(CompileError, match="expected an expression"):
+        build.build(src, {}, "sm_90")
+    assert list(tmp.iterdir()) == []
+
+
+def _processes_naming(text: str) -> list[str]:
+    out = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            out.append(args)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists() or shutil.which("nvcc") is None and not Path(
+    "/usr/local/cuda/bin/nvcc").exists(), reason="needs /proc and nvcc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_signal_during_compile_ends_nvcc_and_removes_the_build_folder(tmp_path, signame):
+    import os
+    import signal
+    import sys
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), CUDALAB_CACHE=str(tmp_path / "cache"),
+               PYTHONPATH=str(Path(__file__).parent.parent))
+    proc = subprocess.Popen([sys.executable, "-m", "cudalab", "compile", "transpose"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not _processes_naming(str(tmp / "cudalab-build-")) and proc.poll() is None:
+            assert time.monotonic() < deadline, "nvcc never started"
+            time.sleep(0.02)
+        assert proc.poll() is None, "the build ended before it could be signalled"
+        proc.send_signal(getattr(signal, signame))
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 5
+    while _processes_naming(str(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_naming(str(tmp)) == []
+    assert list(tmp.glob("cudalab-build-*")) == []
+    assert proc.returncode == 128 + getattr(signal, signame), proc.stderr.read()

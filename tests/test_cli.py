@@ -45,6 +45,13 @@ def test_python_dash_m():
     assert proc.returncode == 0 and __version__ in proc.stdout
 
 
+@pytest.mark.parametrize("args", [["report", "tests/data/runs/nvidia-h200-transpose.json"], ["list", "transpose"]])
+def test_a_terminal_that_cannot_show_unicode_gets_question_marks_not_a_traceback(args):
+    proc = subprocess.run([sys.executable, "-m", "cudalab", *args], capture_output=True, env=env() | {"PYTHONIOENCODING": "ascii"},
+                          cwd=ROOT)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr and proc.stdout.isascii() and b"transpose" in proc.stdout
+
+
 def test_list_families(invoke):
     res = invoke("list")
     assert res.exit_code == 0

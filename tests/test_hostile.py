@@ -104,6 +104,9 @@ for value in ("-1", "x", "1.5", "18446744073709551616"):
 case("transpose --min-samples 0", "Invalid value for '--min-samples'")
 case("transpose --lock-clocks 0", "Invalid value for '--lock-clocks'")
 case("transpose --device -1", "Invalid value for '--device'")
+for digits in ("\u00b2", "\u0663", "\uff11", "1\u00b2"):  # not ASCII digits: '²'.isdigit(), int('٣') == 3
+    CASES.append((["transpose", "--device", digits], "is not a GPU index"))
+    CASES.append((["info", "--device", digits], "is not a GPU index"))
 case("transpose --layout wide", "Invalid value for '--layout'")
 for define, fragment in (
         ("ROWS=0", "ROWS is block_y, a tile size or loop stride; it must be at least 1"),
@@ -112,9 +115,18 @@ for define, fragment in (
         ("TILE=1%0", "division by zero"), ("X=2**99", "exponent 99"), ("X=99999999999999999999", "64 bits"),
         ("X", "must be NAME=VALUE"), ("1X=2", "is not a C identifier"), ("__X=1", "reserved"),
         ("X=", "empty value"), ("X=a;b", "is not allowed"), ("X=\"s\"", "is not allowed"), ("X=(1", "unbalanced"),
+        ("PAD=/*", "starts or ends a C comment"), ("PAD=1//2", "'//' starts or ends a C comment"),
+        ("PAD=2*/1", "'*/' starts or ends"), ("PAD=1,/*", "starts or ends a C comment"),
         ("X=$(id)", "is not allowed"), ("X=1\n#include", "is not allowed")):
     CASES.append((["transpose", "-D", define], fragment))
     CASES.append((["compile", "transpose", "-D", define], fragment))
+# A sweep is counted before it is built: 101 x 101 points would be 10,201 requests (2,000 x 2,000 grew
+# memory by gigabytes before any line).
+_VALUES = ",".join(str(i) for i in range(1, 102))
+CASES.append((["transpose", "-D", f"X={_VALUES}", "-D", f"Y={_VALUES}"],
+              "the sweep has 10,201 points (101 -D X x 101 -D Y); cudalab runs at most 10,000"))
+CASES.append((["transpose", "--n", "1k,2k,3k", "--block", "32x8,16x16", "-D", f"X={_VALUES}", "-D", f"Y={_VALUES[:50]}"],
+              "the sweep has 12,120 points (3 --n x 2 --block x 101 -D X x 20 -D Y)"))
 case("smem-square -D IPAD=-1", "a count or padding (1 by default); it must be at least 0")
 
 # --- names, usage -------------------------------------------------------------------------------------
@@ -149,10 +161,13 @@ case("transpose --add {ws}/mine.cu", "must be FILE.cu:KERNEL")
 case("transpose --add nosuch.cu:k", "no such file")
 case("transpose --add /dev/zero:k", "/dev/zero is not a regular file")
 case("transpose --add {ws}/folder:k", "is a folder, not a file")
+case("transpose --add {ws}/huge.cu:k", "huge.cu is 300.0 MiB; cudalab reads files up to 256.0 MiB")
+case("transpose --add {ws}/bin.json:k", "is a binary file (a NUL byte at offset 0), not CUDA source")
 case("transpose --add {ws}/mine.cu:k@", "nothing after '@'")
 case("transpose --add {ws}/mine.cu:k@bogus=1", "bogus")
 case("transpose --add {ws}/mine.cu:k@block=0", "must be positive dims")
 case("transpose --add '{ws}/mine.cu:k;rm'", "--add")
+case("transpose --add '{ws}/mine.cu:k@-DPAD=/*'", "starts or ends a C comment")
 
 # --- outputs: checked before any work, nothing replaced ---------------------------------------------------
 for option in ("--json", "--csv", "--plot"):
@@ -192,6 +207,31 @@ for name, fragment in (
         ("stats.json", "not a cudalab run record"), ("empty.json", "not JSON")):
     case(f"report {{ws}}/{name}", fragment)
     case(f"compare {{ws}}/run.json {{ws}}/{name}", fragment)
+# Hand-edited saved runs (J = run.json with one field changed), classes rather than strings: a number JSON
+# has but a time cannot be (Infinity, 1e400, NaN, negative, a 5,001-digit integer), a field of the wrong type.
+_TIME = '"median": 3.909872055053711'
+_STARTED = '"started": 1795455702.702337'
+SAVED_EDITS: dict[str, tuple[str, str, str]] = {  # file: (text replaced, by what, fragment)
+    "inf-median.json": (_TIME, '"median": Infinity', "'stats.median' must be a time in ms"),
+    "huge-median.json": (_TIME, '"median": 1e400', "'stats.median' must be a time in ms"),
+    "nan-median.json": (_TIME, '"median": NaN', "'stats.median' must be a time in ms"),
+    "nanstr-median.json": (_TIME, '"median": "nan"', "'stats.median' must be a time in ms"),
+    "negative-median.json": (_TIME, '"median": -3.9', "'stats.median' must be a time in ms, at least 0"),
+    "digits-median.json": (_TIME, '"median": ' + "9" * 5001, "a number too long to read"),
+    "digits-started.json": (_STARTED, '"started": ' + "9" * 5001, "a number too long to read"),
+    "nan-started.json": (_STARTED, '"started": NaN', "'started' must be seconds since 1970"),
+    "inf-started.json": (_STARTED, '"started": 1e400', "'started' must be seconds since 1970"),
+    "str-started.json": (_STARTED, '"started": "x"', "'started' must be seconds since 1970"),
+    "negative-n.json": ('"n": 10', '"n": -5', "'stats.n' must be a count"),
+    "samples-str.json": ('"samples": [', '"samples": "x", "s": [', "'stats.samples' must be a list"),
+    "protocol-list.json": ('"protocol": {', '"protocol": [], "p": {', "'protocol' must be an object"),
+    "protocol-field.json": ('"warmup": 2', '"warmup": "x"', "'protocol.warmup' must be a number"),
+    "protocol-bool.json": ('"flush_l2": true', '"flush_l2": 1', "'protocol.flush_l2' must be a true/false"),
+    "dims-int.json": ('"dims": [', '"dims": 5, "d": [', "'problem.dims' must be a list of whole numbers"),
+}
+for _name, (_, _, _fragment) in SAVED_EDITS.items():
+    case(f"report {{ws}}/{_name}", _fragment)
+    case(f"compare {{ws}}/run.json {{ws}}/{_name}", _fragment)
 case("report /dev/zero", "not a regular file")
 case("report /dev/null", "not a regular file")
 case("compare /dev/zero {ws}/run.json", "not a regular file")
@@ -205,6 +245,7 @@ case("compare {ws}/run.json {ws}/reduce.json --fail-on slower:5%", "nothing was 
 for name, fragment in (("nosuch.csv", "no such file"), ("folder", "is a folder"), ("bin.csv", "binary"),
                        ("latin.json", "not UTF-8")):
     case(f"ncu transpose --import {{ws}}/{name}", fragment)
+case("ncu copy --import {ws}/longfield.csv", "line 2 is not ncu CSV (field larger than field limit")
 case("ncu transpose --import /dev/null", "not a regular file")
 case("ncu transpose --import /dev/zero", "not a regular file")
 case("ncu transpose --import a.csv --export b.csv", "not both")
@@ -221,6 +262,9 @@ ENV_CASES: list[tuple[str, dict[str, str], str]] = [
     ("tr", {"CUDALAB_SRC": "{ws}/broken-src"}, "module 'base' is cudalab's family contract"),
     ("compile nosuch", {"CUDALAB_SRC": "{ws}/broken-src"}, "no family under"),
     ("compile transpose --variant naive", {"CUDALAB_CACHE": "{ws}/keep.txt"}, "cannot hold the build cache"),
+    ("ncu transpose", {"CUDALAB_NCU": "{ws}/keep.txt"}, "keep.txt is not executable"),
+    ("ncu transpose --import {ws}/mine.ncu-rep", {"CUDALAB_NCU": "{ws}/keep.txt"}, "keep.txt is not executable"),
+    ("transpose --ncu", {"CUDALAB_NCU": "{ws}/keep.txt"}, "keep.txt is not executable"),
     ("deep", {"CUDALAB_SRC": "{ws}/deep-src"}, "deep/family.toml: nested too deeply"),
     ("big", {"CUDALAB_SRC": "{ws}/deep-src"}, "is 1,048,586 bytes; cudalab reads files up to 1,048,576 bytes"),
 ]
@@ -257,6 +301,17 @@ def _ws_template(tmp_path_factory) -> Path:
                        "stats.json": json.dumps({"schema_version": 2, "points": [{"results": [
                            {"variant": "a", "status": "passed", "stats": "x"}]}]})}.items():
         (tmp_path / name).write_text(text)
+    csv_lines = NCU_CSV.read_text().splitlines()
+    fields = csv_lines[1].split('","')
+    fields[5] = "A" * 140_000  # over csv's field limit (131,072)
+    (tmp_path / "longfield.csv").write_text("\n".join([csv_lines[0], '","'.join(fields), *csv_lines[2:]]) + "\n")
+    with open(tmp_path / "huge.cu", "wb") as f:  # sparse: 300 MiB on paper, no disk
+        f.truncate(300 * 2**20)
+    (tmp_path / "mine.ncu-rep").write_bytes(b"NVIDIA Nsight Compute report (not really)")
+    run_text = (RUNS / "nvidia-h200-transpose.json").read_text()
+    for name, (old, new, _) in SAVED_EDITS.items():
+        assert old in run_text, name
+        (tmp_path / name).write_text(run_text.replace(old, new, 1))
     (tmp_path / "bin.json").write_bytes(b"\x00\x01\x02\xff")
     from cudalab.tuning import campaign as TC  # a campaign of another space, which tune must refuse and leave as it is
     from cudalab.tuning import strategy as TS

@@ -59,3 +59,17 @@ def test_matmul_counts_its_float64_reference():
     mm = load("matmul")
     p = mm.problem("4096", None, "float32", {"tile": 32})
     assert mm.host_bytes(p) > 3 * mm.work(p).bytes  # the float64 product and the check's temporaries
+
+
+def test_largest_n_of_a_family_that_refuses_small_sizes_is_found():
+    """``cudalab info`` showed '–' for a family whose validate refuses --n 1 (a scalar option's rule)."""
+    from cudalab.problems import Output, Problem, ProblemFamily, Work
+
+    def validate(s):
+        if s.n < 1000 or s.n % 8:
+            raise ValueError(f"--n must be a multiple of 8 of at least 1000 (got {s.n})")
+
+    fam = ProblemFamily(Problem(dims=("n",), default=1024, inputs=lambda s, r: {}, outputs=(Output("y", lambda s: (s.n,)),),
+                                reference=lambda s, i: None, args=(), work=lambda s: Work(), validate=validate))
+    n = memplan.largest_n(fam, "float32", {}, None, 4 << 30)
+    assert n is not None and n >= 1024 and n % 8 == 0

@@ -58,6 +58,12 @@ def test_durations_in_nanoseconds_at_full_precision():
     assert ncu.parse_number("1,024") == 1024 and ncu.parse_number("n/a") is None and ncu.parse_number("") is None
 
 
+def test_a_byte_order_mark_is_not_in_the_way():
+    plain = parsed(COPY_CSV)
+    text = "\ufeff" + COPY_CSV.read_text()
+    assert ncu.parse_csv(text, "bom.csv").launches == plain.launches
+
+
 def test_no_header_is_a_clear_error():
     with pytest.raises(ncu.NcuParseError, match="no ncu CSV found"):
         ncu.parse_csv("==PROF== Connected\nhello\n", "x.csv")

@@ -107,6 +107,7 @@ def test_a_tolerance_check_passes_rounding_and_catches_more(path):
     make_family(path, name="dbl2", check="Tolerance(rtol=1e-8)")
     got = rows("dbl2", kernels={"dbl_good": off_by_a_little, "dbl_bad": good})
     assert got["good"].status == "incorrect" and "beyond atol" in got["good"].reason
+    assert got["good"].reason.startswith("max |got - expected| / (atol + rtol |expected|) ")  # not "max error", read as absolute
 
 
 def test_a_custom_check_gets_size_result_and_reference(path):

@@ -64,6 +64,23 @@ def test_the_default_view_fits_120_columns_with_every_default_column():
     assert max(len(ln) for ln in lines) <= 120
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_energy_columns_asked_for_are_shown_in_the_default_view_and_legends_only_for_shown_columns(width):
+    """--energy measured its figures and the default view hid their columns, printing only their legend."""
+    import dataclasses
+
+    rec = load_record(RUNS / "nvidia-h200-transpose.json")
+    point = rec.points[0]
+    energy = {"sustained_w": 420.0, "energy_mj_per_launch": 0.26, "gb_per_j": 5.1}
+    rows = tuple(dataclasses.replace(r, extra=r.extra | energy) if r.stats else r for r in point.results)
+    rec = dataclasses.replace(rec, points=(dataclasses.replace(point, results=rows),))
+    text = printed(rec, width)
+    head = "\n".join(table_lines(text)[:2])
+    assert "W busy" in head and "GB/J" in head and "--energy: W busy" in text
+    assert "SM MHz" not in head and "telemetry (NVML" not in text  # their legend only with --wide's columns
+    assert "telemetry (NVML" in printed(rec, 200, wide=True)
+
+
 def test_reasons_wrap_as_words_on_a_narrow_terminal():
     rec = load_record(RUNS / "nvidia-h200-transpose.json")
     reason = next(r.reason for r in rec.points[0].results if r.reason)

@@ -362,3 +362,19 @@ def test_an_edited_family_toml_is_read_again(gpu, invoke, monkeypatch, family_tr
     v = versions(res.output)
     assert len(v) == 2, res.output
     assert " 32x32 " in row(v[0], "naive") and " 16x16 " in row(v[1], "naive"), res.output
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_poll_is_taken_before_or_after_the_family(gpu, invoke, monkeypatch, where):
+    asked = []
+
+    def best(poll=False, interval=0.25):
+        asked.append(poll)
+        return Edits()
+
+    monkeypatch.setattr(events, "best", best)
+    args = ["--poll", "transpose", "--n", "64", "--variant", "naive"] if where == "before" else [
+        "transpose", "--poll", "--n", "64", "--variant", "naive"]
+    res = invoke("watch", *args)
+    assert res.exit_code == 0, res.output
+    assert asked == [True]

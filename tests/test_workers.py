@@ -256,7 +256,8 @@ def test_info_without_a_gpu_is_one_line(fake_workers):
     (["info"], (0, False)),
     (["list"], None), (["compile", "transpose"], None), (["report", "x.json"], None), (["ncu", "smem-square"], None),
     (["transpose", "--help"], None), (["transpose", "--devices", "0,1"], None), (["transpose", "--exclusive"], None),
-    (["transpose", "--lock-clocks", "1500"], None), (["transpose", "--device", "x"], None), ([], None), (["--version"], None),
+    (["transpose", "--lock-clocks", "1500"], None), (["transpose", "--device", "x"], None),
+    (["transpose", "--device", "\u00b2"], None), (["transpose", "--device=\u0663"], None), ([], None), (["--version"], None),
 ])
 def test_which_command_lines_start_a_worker_before_parsing(argv, plan):
     from cudalab.session import process as P

@@ -18,8 +18,10 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -92,8 +94,54 @@ def find_nvcc() -> str:
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
-    """Run one nvcc command (an argv list, no shell). Tests replace this to prove nvcc did not run."""
-    return subprocess.run(argv, capture_output=True, text=True)
+    """Run one nvcc command (an argv list, no shell). Tests replace this to prove nvcc did not run.
+
+    nvcc runs in a process group of its own, killed whole (cicc, ptxas) if this process is interrupted
+    (Ctrl-C, or SIGTERM/SIGHUP under :func:`terminations`). With ``--keep-dir``, nvcc's own temporary
+    files (cicc's ``.lgenfe.bc``, which the keep folder does not cover) go there too (``TMPDIR``): they
+    are removed with the build's folder, even when the build fails.
+    """
+    env = None
+    if "--keep-dir" in argv:
+        env = dict(os.environ, TMPDIR=argv[argv.index("--keep-dir") + 1])
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=hasattr(os, "killpg")) as proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End nvcc and what it started, and wait for nvcc."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL) if hasattr(os, "killpg") else proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+@contextlib.contextmanager
+def terminations() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into ``SystemExit(128 + signal)`` within the block, so a build being killed
+    ends nvcc and removes its temporary folder (the default action would leave both behind). Outside the
+    main thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {s: signal.signal(s, handler) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 @functools.lru_cache(maxsize=None)

@@ -54,6 +54,10 @@ def validate_define(name: str, value: str) -> None:
                          "with __ or with _ and a capital)")
     if not isinstance(value, str) or not value.strip():
         raise UsageError(f"define {name} has an empty value (example: -D {name}=8)")
+    comment = re.search(r"/[/*]|\*/", value)
+    if comment:  # '/*' would swallow the prelude's next lines, '//' the rest of this one
+        raise UsageError(f"define {name}={value!r}: {comment.group()!r} starts or ends a C comment; write "
+                         "'/ *' with a space for a division then a product")
     pos = 0
     depth = 0
     while pos < len(value):

@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from cudalab.catalog import VariantSpec
+from cudalab.build.defines import validate_define
 from cudalab.errors import CompileError, UsageError
 from cudalab import private
-from cudalab.files import check_input
+from cudalab.files import check_input, read_bytes
 
 __all__ = ["UserKernel", "SignatureError", "parse_add", "prototype_sizes", "check_signature",
            "compile_source", "is_user", "compact_signature"]
@@ -139,6 +140,10 @@ def parse_add(text: str, cwd: str | os.PathLike | None = None) -> UserKernel:
         if path.exists():  # a folder or /dev/zero is named as what it is
             check_input(path, f"--add {text!r}:")
         raise UsageError(f"--add {text!r}: no such file {path}")
+    data = read_bytes(path, f"--add {text!r}:")  # larger than cudalab reads (256 MiB): one line, nothing read
+    if b"\0" in data:  # an object file or an image: nvcc would print pages of garbage
+        raise UsageError(f"--add {text!r}: {path} is a binary file (a NUL byte at offset {data.index(0)}), "
+                         "not CUDA source")
     fields: dict[str, Any] = {"kernel": m.group("kernel"), "name": "+" + m.group("kernel")}
     defines: list[tuple[str, str]] = []
     opts = m.group("opts")
@@ -153,6 +158,10 @@ def parse_add(text: str, cwd: str | os.PathLike | None = None) -> UserKernel:
             if not sep or not _SYMBOL.fullmatch(name) or not _SAFE_VALUE.fullmatch(value):
                 raise UsageError(f"--add {text!r}: {item!r} must be -DNAME=VALUE with a value of letters, digits "
                                  "and . + - * / ( ) _")
+            try:  # the rules every -D value meets ('/*' opens a comment in the prelude)
+                validate_define(name, value)
+            except UsageError as exc:
+                raise UsageError(f"--add {text!r}: {exc}") from None
             defines.append((name, value))
             continue
         key, sep, value = item.partition("=")

@@ -8,7 +8,7 @@ import click
 
 from cudalab import catalog
 from cudalab.cli.app import cli
-from cudalab.cli.options import parse_defines, wide_option
+from cudalab.cli.options import DEVICE_INDEX, parse_defines, wide_option
 from cudalab.errors import CudalabError
 from cudalab.launch import fmt_dims
 
@@ -96,7 +96,7 @@ def list_cmd(family: str | None) -> None:
 
 
 @cli.command()
-@click.option("--device", "device_index", type=int, default=None, help="Only this GPU (default: all).")
+@click.option("--device", "device_index", type=DEVICE_INDEX, default=None, help="Only this GPU (default: all).")
 @click.option("--no-bandwidth", is_flag=True, help="Skip the memcpy_dtod roofline measurement.")
 @click.option("--mib", type=int, default=1024, show_default=True, help="Buffer size for the roofline copy.")
 def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
@@ -162,6 +162,15 @@ def compile_cmd(family: str, variants: str | None, arch: str, block: str | None,
                 defines: tuple[str, ...]) -> None:
     """Build a family's kernels as a run does (no GPU needed): registers, shared memory, spills, and the
     theoretical occupancy on --arch with the limit that binds (warps, registers, shared memory, blocks)."""
+    from cudalab import build
+
+    with build.terminations():  # SIGTERM/SIGHUP end nvcc and remove its folder, as Ctrl-C does
+        _compile_table(family, variants, arch, block, dtype, defines)
+
+
+def _compile_table(family: str, variants: str | None, arch: str, block: str | None, dtype: str | None,
+                   defines: tuple[str, ...]) -> None:
+    """The ``compile`` table: each kernel variant built as a run builds it."""
     from cudalab import build, report
     from cudalab.inspect import occupancy, variant
     from cudalab.plan import RunRequest, make_problem, plan_launch

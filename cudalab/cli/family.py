@@ -118,6 +118,10 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
 
             plot.check(kw["plot_path"])
 
+    if kw.get("ncu_"):  # ncu missing or not executable: said before the GPU run, not after it
+        from cudalab import ncu  # noqa: PLC0415
+
+        ncu.find_ncu()
     started = time.time()
     opened: dict[str, Any] = {}
 

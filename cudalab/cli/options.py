@@ -42,6 +42,24 @@ class _PositiveSeconds(click.ParamType):
 POSITIVE_SECONDS = _PositiveSeconds()
 
 
+class _DeviceIndex(click.ParamType):
+    """A GPU index in ASCII digits: ``int()`` also takes '٣' and ``str.isdigit`` also '²', and the worker
+    reads ``--device`` before the parser does, so every reader agrees on one strict form."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value)
+        if not (text.isascii() and text.isdigit()) or len(text) > 4:
+            self.fail(f"{value!r} is not a GPU index (0, 1, 2...)", param, ctx)
+        return int(text)
+
+
+DEVICE_INDEX = _DeviceIndex()
+
+
 def shape_option(fam: Family) -> click.Option:
     """``--shape`` with the form this family takes (``ROWSxCOLS``, ``MxKxN``), read off its size help;
     hidden for families that take a length only (they refuse it in one line)."""
@@ -99,7 +117,7 @@ def problem_options(spec: FamilySpec, fam: Family) -> list[click.Parameter]:
                           "-DNAME=VALUE; e.g. --add my.cu:k@block=32x8,tile=32x32,-DPAD=1."),
         click.Option(["--seed"], type=click.IntRange(0, 2**64 - 1), default=None,
                      help="Random seed for the inputs, 0 to 2^64-1 (default: fresh)."),
-        click.Option(["--device"], type=click.IntRange(min=0), default=0, show_default=True, help="GPU index."),
+        click.Option(["--device"], type=DEVICE_INDEX, default=0, show_default=True, help="GPU index."),
     ]
     for opt in fam.OPTIONS:
         if opt.type is bool:

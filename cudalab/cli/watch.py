@@ -62,6 +62,8 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     from cudalab.catalog.user import SignatureError  # noqa: PLC0415
     from cudalab.watch import core, events, screen  # noqa: PLC0415
 
+    if "--poll" in args:  # watch's own flag after the family (as --all may be): the family command lacks it
+        poll, args = True, tuple(a for a in args if a != "--poll")
     sub = family_subcommand(family, family_command)
     if sub is None:
         raise UsageError(f"no family {family!r}; valid: {', '.join(catalog.load_catalog())}")

@@ -83,6 +83,8 @@ class Check:
     max_error: float
     tolerance: float
     detail: str = ""
+    #: What ``max_error`` measures, as the row's reason names it.
+    what: str = "max error"
 
 
 def _no_poison(byte: int = 0xFF) -> None:

@@ -195,13 +195,16 @@ def parse_csv(text: str, source: str = "ncu output") -> ParsedCsv:
     sections: dict[str, set[str]] = {}
     lines = text.splitlines()
     for n, line in enumerate(lines, 1):
-        stripped = line.strip()
+        stripped = line.strip().lstrip("\ufeff")  # a CSV saved by a spreadsheet begins with a byte-order mark
         if stripped.startswith(MARKER):
             markers.append(_marker(stripped))
             continue
         if not stripped.startswith('"'):
             continue  # program output, ==PROF== lines, blank lines
-        row = next(csv.reader([stripped]), [])
+        try:
+            row = next(csv.reader([stripped]), [])
+        except csv.Error as exc:  # a field over csv's limit (131,072 characters): no ncu field is that long
+            raise NcuParseError(f"{source}: line {n} is not ncu CSV ({exc})") from None
         if all(k in row for k in _NEEDED):
             cols = {name: i for i, name in enumerate(row)}
             continue

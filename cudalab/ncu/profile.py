@@ -53,9 +53,11 @@ def find_ncu() -> str:
     """
     env = os.environ.get("CUDALAB_NCU")
     if env:
-        if Path(env).is_file():
-            return env
-        raise ToolMissingError(f"CUDALAB_NCU={env} is not a file; {NCU_HINT}")
+        if not Path(env).is_file():
+            raise ToolMissingError(f"CUDALAB_NCU={env} is not a file; {NCU_HINT}")
+        if not os.access(env, os.X_OK):  # said now, not as an OSError from the first run
+            raise ToolMissingError(f"CUDALAB_NCU={env} is not executable (chmod +x it, or point it at ncu)")
+        return env
     return find_cuda_tool("ncu", "ncu (Nsight Compute)", NCU_HINT)
 
 
@@ -92,8 +94,11 @@ def read_report(ncu: str, report: str | os.PathLike, run: Runner, timeout: float
         ToolFailedError: ncu could not read it.
     """
     argv = import_argv(ncu, report)
-    proc = run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace", env=child.child_env(),
-               timeout=timeout)
+    try:
+        proc = run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace", env=child.child_env(),
+                   timeout=timeout)
+    except OSError as exc:
+        raise ToolMissingError(f"could not start {ncu}: {exc}; {NCU_HINT}") from None
     out = (proc.stdout or "") + "\n" + (proc.stderr or "")
     if proc.returncode != 0 and "print-units" in out:  # an ncu without --print-units: the parser scales units
         proc = run(argv[:-2], capture_output=True, text=True, encoding="utf-8", errors="replace",

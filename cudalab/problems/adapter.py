@@ -365,7 +365,7 @@ def _exact(result: Any, reference: np.ndarray) -> Check:
 def _tolerance(result: np.ndarray, reference: np.ndarray, tol: Tolerance) -> Check:
     """``|r - ref| <= atol + rtol |ref|``; the max error is reported in units of that bound."""
     if result.shape != reference.shape:
-        return Check(False, float("inf"), 1.0, f" (shape {result.shape}, expected {reference.shape})")
+        return Check(False, float("inf"), 1.0, f" (shape {result.shape}, expected {reference.shape})", _RATIO)
     r = result.astype(np.float64, copy=False)
     ref = reference.astype(np.float64, copy=False)
     bound = tol.atol + tol.rtol * np.abs(ref)
@@ -373,11 +373,16 @@ def _tolerance(result: np.ndarray, reference: np.ndarray, tol: Tolerance) -> Che
         ratio = np.where(np.isnan(r), np.inf, np.abs(r - ref) / np.where(bound > 0, bound, 1e-300))
     worst = float(ratio.max()) if ratio.size else 0.0
     if worst <= 1.0:
-        return Check(True, worst, 1.0)
+        return Check(True, worst, 1.0, "", _RATIO)
     bad = ratio > 1.0
     first = np.unravel_index(int(np.argmax(bad)), bad.shape)
     return Check(False, worst, 1.0, f" ({int(np.count_nonzero(bad))} beyond atol {tol.atol:g} + rtol {tol.rtol:g}, "
-                                    f"first at {list(map(int, first))}: got {r[first]:.9g}, expected {ref[first]:.9g})")
+                                    f"first at {list(map(int, first))}: got {r[first]:.9g}, expected {ref[first]:.9g})",
+                 _RATIO)
+
+
+#: A tolerance check's figure: the worst error in units of its allowed error (1 is the limit).
+_RATIO = "max |got - expected| / (atol + rtol |expected|)"
 
 
 def _line(exc: BaseException, where: str) -> str:

@@ -114,10 +114,10 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     con.print("\n".join(lines), markup=False, highlight=False)
     rows = point.results
     instruments = instrument.of(point)
-    con.print(results_table(rows, point.metric, extra_columns, instrument.columns_of(instruments, rows),
-                            wide=WIDE.get() if wide is None else wide))
+    wide = WIDE.get() if wide is None else wide
+    con.print(results_table(rows, point.metric, extra_columns, instrument.columns_of(instruments, rows), wide=wide))
     notes = []
-    if any("telemetry_polls" in r.extra for r in rows):
+    if wide and any("telemetry_polls" in r.extra for r in rows):  # a legend only for columns shown
         notes.append("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
                      "W median (the board's instantaneous draw, updated every 100 ms; 'avg': the driver has only its "
                      "one-second average), °C max.")

@@ -43,7 +43,8 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     """
     extra_columns = list(extra_columns) if wide else []
     inst_columns = list(instrument_columns)
-    tele_columns = telemetry_columns(results) if wide else []
+    # --energy's columns were asked for: the default view keeps them (the rest of the telemetry is --wide's)
+    tele_columns = [c for c in telemetry_columns(results) if wide or c[0] in ENERGY_KEYS]
     occ = wide and any(r.extra.get("occupancy") is not None for r in results)
     rate = RATE_HEADER.get(metric)
     cols = (["point"] if points else []) + (["#"] if wide else []) + ["variant", "block", "grid", "median ms", "± IQR"]
@@ -106,6 +107,10 @@ TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
     ("sustained_w", "W busy"), ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
 )
+
+
+#: The columns ``--energy`` adds: shown in the default view too (a column the user asked for is never hidden).
+ENERGY_KEYS = ("sustained_w", "energy_mj_per_launch", "gb_per_j", "gflop_per_j")
 
 
 def telemetry_cell(key: str, extra: dict[str, Any]) -> str:

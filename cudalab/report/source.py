@@ -9,6 +9,7 @@ module imports nothing of :mod:`cudalab.ncu`.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable, Sequence
 
@@ -257,14 +258,50 @@ def render_source(rows: Sequence[Any], lines_n: int = DEFAULT_LINES, source: boo
 
 # --- saved runs: what an instrument left in a row's extra -----------------------------------------------
 
+_LINE_NUMBERS = ("samples", "insts", "thread_insts", "shared_requests", "shared_wavefronts", "global_requests",
+                 "global_sectors", "divergent", "shared_excess", "global_excess")
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _saved_line(d: Any) -> dict[str, Any] | None:
+    """One saved source line with every field of its type, or None (a hand-edited file: the line is left out)."""
+    if not isinstance(d, dict) or not isinstance(d.get("line", 0), int) or isinstance(d.get("line", 0), bool):
+        return None
+    if not all(isinstance(d.get(k, ""), str) for k in ("file", "text")):
+        return None
+    if not all(d.get(k) is None or _number(d.get(k)) for k in _LINE_NUMBERS):
+        return None
+    stalls = d.get("stalls", [])
+    if not isinstance(stalls, list) or not all(
+            isinstance(s, list) and len(s) == 2 and isinstance(s[0], str) and _number(s[1]) for s in stalls):
+        return None
+    return d
+
+
+def _saved_rule(d: Any) -> dict[str, Any] | None:
+    """One saved rule with its fields of their types, or None."""
+    if not isinstance(d, dict) or not all(isinstance(d.get(k, ""), str) for k in ("kind", "name", "description")):
+        return None
+    return d if d.get("speedup") is None or _number(d.get("speedup")) else None
+
+
+def _saved_list(value: Any, check: Callable[[Any], dict[str, Any] | None]) -> list[dict[str, Any]]:
+    return [x for x in (check(v) for v in value) if x is not None] if isinstance(value, list) else []
+
+
 def saved_rows(results: Sequence[Any]) -> list[dict[str, Any]]:
-    """Rows of a saved point that carry ncu's lines or rules, as :func:`render_source` takes them."""
+    """Rows of a saved point that carry ncu's lines or rules, as :func:`render_source` takes them (entries of
+    the wrong shape, which cudalab never writes, are left out rather than crash the report)."""
     out = []
     for r in results:
         extra = _get(r, "extra", {}) or {}
-        if extra.get("ncu_lines") or extra.get("ncu_rules"):
-            out.append({"variant": _get(r, "variant", ""), "kernel": extra.get("ncu_kernel", ""),
-                        "lines": extra.get("ncu_lines") or (), "rules": extra.get("ncu_rules") or ()})
+        lines, rules = _saved_list(extra.get("ncu_lines"), _saved_line), _saved_list(extra.get("ncu_rules"), _saved_rule)
+        if lines or rules:
+            out.append({"variant": str(_get(r, "variant", "")), "kernel": str(extra.get("ncu_kernel", "")),
+                        "lines": lines, "rules": rules})
     return out
 
 

@@ -297,7 +297,7 @@ def early_plan(argv: Sequence[str]) -> tuple[int, bool] | None:
     for i, a in enumerate(args):
         value = a.split("=", 1)[1] if a.startswith("--device=") else args[i + 1] if a == "--device" and i + 1 < len(args) else None
         if value is not None:
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit()):  # '²'.isdigit() is True; int('²') fails
                 return None  # the parser will say what is wrong with it
             device = int(value)
     return device, "--energy" in args

@@ -9,6 +9,7 @@ without a GPU), :func:`execute` runs the plans on GPU workers and :func:`record`
 from __future__ import annotations
 
 import itertools
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -97,8 +98,31 @@ def axes(spec: FamilySpec, fam: Family, n: Any = None, shape: Any = None, dtype:
                 block=tuple(split(block, "--block")), options=opts, defines=tuple(defs.items()))
 
 
+#: The most points one sweep may have: a run of more would take days, and its requests alone fill memory
+#: (``-D X=<2000 values> -D Y=<2000 values>`` is four million).
+MAX_POINTS = 10_000
+
+
+def count(ax: Axes) -> int:
+    """How many points the axes make: the product of their lengths (nothing built)."""
+    lengths = [len(ax.n), len(ax.shape), len(ax.dtype), len(ax.block), *(len(v) for _, v in ax.options),
+               *(len(v) for _, v in ax.defines)]
+    return math.prod(lengths)
+
+
 def requests(spec: FamilySpec, base: RunRequest, ax: Axes) -> list[RunRequest]:
-    """The cross product of the axes, one RunRequest per point (block varies fastest, sizes slowest)."""
+    """The cross product of the axes, one RunRequest per point (block varies fastest, sizes slowest).
+
+    Raises:
+        UsageError: more than :data:`MAX_POINTS` points (counted before any is built).
+    """
+    total = count(ax)
+    if total > MAX_POINTS:
+        sizes = [(f"--{k}" if k in ("n", "shape", "dtype", "block") else k, len(v)) for k, v in (
+            ("n", ax.n), ("shape", ax.shape), ("dtype", ax.dtype), ("block", ax.block), *(
+                (f"--{k}", v) for k, v in ax.options), *((f"-D {k}", v) for k, v in ax.defines)) if len(v) > 1]
+        raise UsageError(f"the sweep has {total:,} points ({' x '.join(f'{n} {k}' for k, n in sizes)}); "
+                         f"cudalab runs at most {MAX_POINTS:,} in one command: split it")
     opt_names = [k for k, _ in ax.options]
     def_names = [k for k, _ in ax.defines]
     out = []

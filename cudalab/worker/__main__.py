@@ -15,7 +15,7 @@ def _baseline():
 # checks the line properly in main(), this only reads the device early.
 _argv = sys.argv[1:]
 _dev = _argv[_argv.index("--device") + 1] if "--device" in _argv[:-1] else "0"
-if _dev.isdigit():
+if _dev.isascii() and _dev.isdigit():  # not '²' (isdigit, but int() refuses it)
     warm.start(int(_dev), before_context=_baseline)
 
 from cudalab.worker.serve import main  # noqa: E402  (after the GPU's start: this import takes a while)

@@ -50,7 +50,7 @@ class Verdict:
         """One line for the row ('' when ok)."""
         parts = []
         if not self.check.ok:
-            parts.append(f"max error {self.check.max_error:.3g} > {self.check.tolerance:.3g}{self.check.detail}")
+            parts.append(f"{self.check.what} {self.check.max_error:.3g} > {self.check.tolerance:.3g}{self.check.detail}")
         if self.unwritten:
             parts.append(f"{self.unwritten} elements unwritten (differ between two poisons)")
         if self.padding:
