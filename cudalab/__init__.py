@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "run": ("cudalab.api", "run"),
     "tune": ("cudalab.tuning", "tune"),
-    "load_record": ("cudalab.records.results", "load_record"),
+    "load_record": ("cudalab.api", "load_record"),
     "save_record": ("cudalab.records.results", "save_record"),
     "RunRecord": ("cudalab.records.results", "RunRecord"),
     "RunPoint": ("cudalab.records.results", "RunPoint"),

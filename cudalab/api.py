@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from cudalab import catalog
 from cudalab.errors import UsageError
+from cudalab.records import results
+from cudalab.report import notebook  # noqa: F401  (a record shows as its tables in a notebook: registers them)
 from cudalab.session.options import RunOptions
 
 if TYPE_CHECKING:
     from cudalab.records.results import RunRecord
 
-__all__ = ["run", "run_options"]
+__all__ = ["run", "run_options", "load_record"]
 
 
 def _text(value: Any) -> Any:
@@ -139,3 +141,12 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
         for p in rec.points:
             report.print_point(con, rec, p, fam.EXTRA_COLUMNS)
     return rec
+
+
+def load_record(path: Any) -> RunRecord:
+    """Read a saved run (``--json``): :func:`cudalab.records.results.load_record`, shown as its tables in a notebook.
+
+    Raises:
+        UsageError: not a cudalab run record, or unreadable.
+    """
+    return results.load_record(path)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cudalab.errors import UsageError
+from cudalab.report import notebook  # noqa: F401  (a record bound by a cell shows as its tables: registers them)
 
 __all__ = ["load_ipython_extension", "cell_kernels", "parse_line", "add_texts", "run_command", "CudalabMagics"]
 

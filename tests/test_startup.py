@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import cudalab
+from cudalab.catalog import folder
 from cudalab import catalog, report
 from cudalab.session import sweep
 from cudalab.cli import basic, cli, plain
@@ -37,7 +38,7 @@ def parses(monkeypatch):
     catalog.clear_cache()
     monkeypatch.delenv("CUDALAB_PATH", raising=False)
     monkeypatch.delenv("CUDALAB_SRC", raising=False)
-    monkeypatch.setattr(catalog, "tomllib", SimpleNamespace(loads=loads, TOMLDecodeError=tomllib.TOMLDecodeError))
+    monkeypatch.setattr(folder, "tomllib", SimpleNamespace(loads=loads, TOMLDecodeError=tomllib.TOMLDecodeError))
     yield seen
     catalog.clear_cache()
 

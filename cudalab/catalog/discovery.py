@@ -10,7 +10,7 @@ names a module (``softmax = "mypkg.softmax"``) whose folder holds family.toml an
 under ncu and compute-sanitizer, which inherit the environment, find the same families.
 
 Light on purpose (the catalog imports it): nothing here imports NumPy or a family's module; the
-module is imported by :func:`load_outside` when a command needs the family.
+module is imported by :func:`cudalab.families.outside.load_outside` when a command needs the family.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from cudalab.catalog.folder import load_family
 from cudalab.errors import CatalogError
 
 PATH_ENV = "CUDALAB_PATH"
 GROUP = "cudalab.families"
 #: ``FamilySpec.module`` of an outside family: ``path:<module file>`` or ``entry:<dotted module>``.
 PATH_PREFIX, ENTRY_PREFIX = "path:", "entry:"
-_LOADED: dict[str, Any] = {}
 
 
 def path_folders() -> list[Path]:
@@ -99,8 +99,6 @@ def check_kernels(spec: Any) -> None:
 
 def _one(folder: Path, origin: str) -> Any:
     """The spec of one outside family folder (its module given as ``path:FILE``)."""
-    from cudalab.catalog import load_family  # noqa: PLC0415  (catalog imports this module)
-
     spec = load_family(folder)
     mod = _module_file(folder, spec.module)
     if mod is None:
@@ -230,90 +228,3 @@ def _entry_points() -> list[tuple[str, Path, str, str]]:
             continue
         out.append((name, Path(found.origin).parent, module, ""))
     return out
-
-
-def load_outside(key: str) -> Any:
-    """Import an outside family's module (``path:FILE`` or ``entry:MODULE``) and return its Family.
-
-    The module defines ``PROBLEM`` (a :class:`cudalab.Problem`) or ``FAMILY`` (a Family, or a Problem).
-
-    The module is imported in this process only once a time-limited child has imported it
-    (:mod:`cudalab.catalog.userimport`): a module that calls ``os._exit`` or never finishes at import is one
-    line, and so is one that raises anything, ``SystemExit`` included.
-
-    Raises:
-        CatalogError: one line naming the file (and line) when the module raises on import, ends or
-            hangs the process importing it, or defines neither; for a Problem, also naming the field
-            of its contract that cannot run (:func:`cudalab.problems.checks.check_problem`).
-    """
-    if key in _LOADED:
-        return _LOADED[key]
-    from cudalab.catalog import userimport  # noqa: PLC0415
-
-    why = userimport.check([key]).get(key)  # os._exit or an endless loop at import: found in a child
-    if why:
-        raise CatalogError(why)
-    if key.startswith(PATH_PREFIX):
-        path = key[len(PATH_PREFIX):]
-        name = "cudalab_family_" + re.sub(r"\W", "_", Path(path).parent.name if Path(path).name == "__init__.py"
-                                          else Path(path).stem) + f"_{zlib.crc32(path.encode()):08x}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise CatalogError(f"{path}: cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        where = path
-        try:
-            spec.loader.exec_module(module)
-        except BaseException as exc:  # noqa: BLE001  (sys.exit and Ctrl-C at import too: one line, not the end)
-            sys.modules.pop(name, None)
-            raise CatalogError(userimport.import_error(exc, path)) from None
-    else:
-        modname = key[len(ENTRY_PREFIX):]
-        try:
-            module = importlib.import_module(modname)
-        except BaseException as exc:  # noqa: BLE001  (as above)
-            try:
-                found = importlib.util.find_spec(modname) if modname in sys.modules else None
-            except (ImportError, ValueError):
-                found = None
-            raise CatalogError(userimport.import_error(exc, getattr(found, "origin", None) or modname)) from None
-        where = getattr(module, "__file__", None) or modname
-    from cudalab.errors import CudalabError  # noqa: PLC0415
-    from cudalab.problems.adapter import ProblemFamily  # noqa: PLC0415
-    from cudalab.problems.checks import check_problem  # noqa: PLC0415
-
-    try:
-        fam = family_of(module, where)
-        if isinstance(fam, ProblemFamily):  # the whole contract, now: one line naming the file and the field
-            check_problem(fam, _variants(key))
-    except CudalabError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (the user's Family or Problem code, run as it loads)
-        raise CatalogError(userimport.import_error(exc, where).replace("importing it", "loading it")) from None
-    _LOADED[key] = fam
-    return fam
-
-
-def _variants(key: str) -> tuple[Any, ...]:
-    """The family.toml variants of the outside family whose module is ``key`` (none if it is not listed)."""
-    from cudalab import catalog  # noqa: PLC0415  (catalog imports this module)
-
-    return next((spec.variants for spec in catalog.load_catalog().values() if spec.module == key), ())
-
-
-def family_of(module: Any, where: str) -> Any:
-    """The Family a module defines: its ``FAMILY`` (a Family or a Problem) or its ``PROBLEM``."""
-    from cudalab.families.base import Family  # noqa: PLC0415
-    from cudalab.problems.adapter import ProblemFamily  # noqa: PLC0415
-    from cudalab.problems.contract import Problem  # noqa: PLC0415
-
-    for attr in ("FAMILY", "PROBLEM"):
-        value = getattr(module, attr, None)
-        if isinstance(value, Family):
-            return value
-        if isinstance(value, Problem):
-            return ProblemFamily(value, where)
-        if value is not None:
-            raise CatalogError(f"{where}: {attr} is a {type(value).__name__}, not a cudalab.Problem or Family")
-    raise CatalogError(f"{where}: defines no PROBLEM (a cudalab.Problem) or FAMILY (a cudalab.Family)")

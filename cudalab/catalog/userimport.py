@@ -133,7 +133,7 @@ def check(keys: Sequence[str], where: dict[str, str] | None = None) -> dict[str,
             _VERDICTS[key, fp] = ""
             continue
         env = {**os.environ, CHILD_ENV: json.dumps(sys.path)}  # the probe imports from where this process would
-        todo[key] = (fp, subprocess.Popen([sys.executable, "-m", "cudalab.catalog.userimport", key], env=env,
+        todo[key] = (fp, subprocess.Popen([sys.executable, "-m", "cudalab.families.probe", key], env=env,
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           text=True, start_new_session=True))
     limit = timeout_s()
@@ -178,29 +178,3 @@ def _signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
-
-
-def main(argv: Sequence[str]) -> None:
-    """The probe: import one outside family's module as a command would; say ok or the error line."""
-    from cudalab.catalog.discovery import load_outside  # noqa: PLC0415
-    from cudalab.errors import CatalogError  # noqa: PLC0415
-
-    try:
-        sys.path[:] = [str(p) for p in json.loads(os.environ[CHILD_ENV])]
-    except (KeyError, ValueError, TypeError):
-        pass
-    try:
-        load_outside(argv[0])
-    except CatalogError as exc:
-        msg = " ".join(str(exc).split())
-        sys.stdout.write(f"{_ERROR}{msg}\n")
-    except BaseException as exc:  # noqa: BLE001  (a bug of cudalab's, met with this module: still one line)
-        sys.stdout.write(f"{_ERROR}{' '.join(import_error(exc, argv[0]).split())}\n")
-    else:
-        sys.stdout.write(f"{_OK}\n")
-    sys.stdout.flush()
-    os._exit(0)  # the module's atexit handlers and threads are not the probe's business
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

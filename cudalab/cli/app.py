@@ -9,9 +9,8 @@ from typing import Any, Callable
 import click
 
 from cudalab import __version__, catalog
+from cudalab.cli.options import CONTEXT  # noqa: F401  (re-exported: every command's context settings)
 from cudalab.errors import CatalogError, CudalabError
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
 def family_names() -> list[str]:

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cudalab import catalog
-from cudalab.cli.app import CONTEXT
-from cudalab.cli.options import problem_options, run_options, timing_options
+from cudalab.cli.options import CONTEXT, problem_options, run_options, timing_options
 from cudalab.errors import UsageError
 
 if TYPE_CHECKING:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from cudalab.plan import RunRequest
 
 
+#: Every command's click context settings.
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
 class _PositiveSeconds(click.ParamType):
     """A positive, finite number of seconds: ``nan``, ``inf``, 0 and negatives are refused while parsing
     (``float('nan')`` passes every comparison, so a range check alone lets it through to the GPU)."""

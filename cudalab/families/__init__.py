@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 
+from cudalab.errors import CatalogError
+
 from cudalab.families.base import Family
 from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, SetupContext, Work, compare
 
@@ -21,16 +23,14 @@ NOT_FAMILIES = frozenset({"base", "model"})
 
 def load(module_name: str) -> Family:
     """Import ``cudalab.families.<module_name>`` and return its ``FAMILY`` (an outside family's
-    ``path:FILE`` / ``entry:MODULE``: its module's ``PROBLEM`` or ``FAMILY``, see :mod:`cudalab.catalog.discovery`).
+    ``path:FILE`` / ``entry:MODULE``: its module's ``PROBLEM`` or ``FAMILY``, see :mod:`cudalab.families.outside`).
 
     Raises:
         CatalogError: the module defines no ``FAMILY`` that is a :class:`Family` (a family.toml whose
             ``module`` names ``base``, say).
     """
-    from cudalab.errors import CatalogError  # noqa: PLC0415
-
     if module_name.startswith(("path:", "entry:")):  # a family from outside the package (cudalab.catalog.discovery)
-        from cudalab.catalog.discovery import load_outside  # noqa: PLC0415
+        from cudalab.families.outside import load_outside  # noqa: PLC0415  (the user's Problem contract: only when asked)
 
         return load_outside(module_name)
     if module_name in NOT_FAMILIES:

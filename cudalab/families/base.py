@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.families.model import Case, Check, FamilyOption, Problem, SetupContext, Work
 from cudalab.records.results import Result, Roofline
 

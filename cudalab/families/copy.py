@@ -7,7 +7,7 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.families import roofline
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.families import Case, Check, Problem, SetupContext, Work, matrix
 from cudalab.families.base import Family
 from cudalab.records.results import Roofline

@@ -14,7 +14,7 @@ import numpy as np
 
 from cudalab import hostwork
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
 from cudalab.families.base import Family

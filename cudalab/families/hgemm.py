@@ -30,7 +30,7 @@ import numpy as np
 
 from cudalab import hostwork
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import GpuError, SizeError, SkipRow
 from cudalab.families import Case, Check, Problem, SetupContext, Work, product
 from cudalab.families import matmul_sketch as sketch

@@ -10,7 +10,7 @@ import numpy as np
 from cudalab.launch import Dim3
 
 if TYPE_CHECKING:
-    from cudalab.catalog import VariantSpec
+    from cudalab.catalog.specs import VariantSpec
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SizeError, SkipRow, UsageError
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.model import Case, Check, Problem

@@ -39,7 +39,7 @@ import numpy as np
 
 from cudalab import hostwork
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SkipRow, UsageError
 from cudalab.families import Case, Check, Launch, Problem, SetupContext, Work, compare
 from cudalab.families.base import Family

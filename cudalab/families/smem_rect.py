@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, smem_tile
 from cudalab.families.base import Family

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import UsageError
 from cudalab.families.model import Case, Check, FamilyOption, Problem, SetupContext, Work, compare
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SkipRow, UsageError
 from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work
 from cudalab.families.base import Family

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.families import Case, Check, Problem, SetupContext, Work, matrix
 from cudalab.families.base import Family
 

@@ -21,15 +21,11 @@ def ancestors(pid: int | None = None) -> set[int]:
     return out
 
 
-def compute_pids(nvml: Any | None = None) -> set[int] | None:
+def compute_pids(nvml: Any | None) -> set[int] | None:
     """The processes computing on any GPU now, from NVML (None where it cannot say): read at a worker's start
     before its context exists (:func:`cudalab.worker.warm.start`), the baseline
-    :meth:`cudalab.instruments.telemetry.Telemetry.before_open` takes. ``nvml``: an initialised NVML module (tests pass a
-    fake); None imports ``pynvml``."""
-    if nvml is None:
-        from cudalab.instruments.telemetry import import_nvml  # noqa: PLC0415  (telemetry imports this module)
-
-        nvml, _ = import_nvml()
+    :meth:`cudalab.instruments.telemetry.Telemetry.before_open` takes. ``nvml``: an initialised NVML module
+    (:func:`cudalab.instruments.telemetry.import_nvml`; tests pass a fake), None when there is none."""
     if nvml is None:
         return None
     pids: set[int] = set()

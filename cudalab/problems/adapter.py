@@ -14,7 +14,7 @@ import numpy as np
 
 from cudalab import hostwork
 from cudalab import launch as L
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import CatalogError, CudalabError, SkipRow, UsageError
 from cudalab.families.base import Family
 from cudalab.families.model import Case, Check, Launch, SetupContext, Work, compare

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cudalab.catalog import VariantSpec
+from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import CatalogError, CudalabError
 from cudalab.catalog.expr import names_in
 from cudalab.problems.contract import Tolerance

@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cudalab.bench import Stats
 from cudalab.errors import UsageError
@@ -243,6 +243,11 @@ class RunPoint:
         )
 
 
+#: How a record shows in a notebook, by form (``html``, ``text``): the tables are the report's, so the report
+#: registers them as it is imported (:mod:`cudalab.report.notebook`); records render nothing themselves.
+DISPLAY: dict[str, Callable[["RunRecord"], str]] = {}
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A saved run: what ran where, and every point's rows.
@@ -276,17 +281,16 @@ class RunRecord:
         """Every (point, row) pair."""
         return [(p, r) for p in self.points for r in p.results]
 
-    def _repr_html_(self) -> str:
-        """A notebook shows the tables, coloured as on a terminal (:func:`cudalab.report.notebook.record_html`)."""
-        from cudalab.report.notebook import record_html  # noqa: PLC0415
-
-        return record_html(self)
+    def _repr_html_(self) -> str | None:
+        """A notebook shows the tables, coloured as on a terminal (:func:`cudalab.report.notebook.record_html`,
+        once the report has registered it in :data:`DISPLAY`; None: IPython falls back to the text form)."""
+        html = DISPLAY.get("html")
+        return html(self) if html is not None else None
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """IPython's text form: the tables, not every raw sample (:func:`cudalab.report.notebook.record_text`)."""
-        from cudalab.report.notebook import record_text  # noqa: PLC0415
-
-        p.text("RunRecord(...)" if cycle else record_text(self))
+        text = DISPLAY.get("text")
+        p.text("RunRecord(...)" if cycle or text is None else text(self))
 
     def to_rows(self) -> list[dict[str, Any]]:
         """One flat dict per (point, variant): the point's size, dtype, options, block and defines, then the

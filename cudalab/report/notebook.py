@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from cudalab.records.results import DISPLAY
+
 __all__ = ["record_html", "record_text", "WIDTH"]
 
 #: Columns the notebook's tables are laid out for (a wide notebook cell; long reasons wrap).
@@ -44,3 +46,6 @@ def record_html(record: Any, width: int = WIDTH) -> str:
                   soft_wrap=False, highlight=False, force_jupyter=False)
     _print(con, record)
     return con.export_html(inline_styles=True, code_format=_PRE)
+
+
+DISPLAY.update(html=record_html, text=record_text)  # a RunRecord in a notebook shows these

@@ -72,9 +72,9 @@ def forget_module(spec: FamilySpec) -> None:
         CatalogError: the changed module does not import (one line naming it).
     """
     if spec.module.startswith(("path:", "entry:")):
-        from cudalab.catalog import discovery  # noqa: PLC0415
+        from cudalab.families import outside  # noqa: PLC0415  (a user's family changed: only then)
 
-        discovery._LOADED.pop(spec.module, None)  # the one cache of outside families' modules
+        outside.forget(spec.module)  # the one cache of outside families' modules
         if spec.module.startswith("path:"):
             return
         name = spec.module[len("entry:"):]

@@ -7,8 +7,9 @@ from cudalab.worker import warm
 
 def _baseline():
     from cudalab.instruments.gpu_pids import compute_pids  # noqa: PLC0415  (in the start thread, after the driver)
+    from cudalab.instruments.telemetry import import_nvml  # noqa: PLC0415  (likewise)
 
-    return compute_pids()
+    return compute_pids(import_nvml()[0])
 
 
 # The GPU starts in a thread while the rest of the worker imports (cudalab.worker.warm); the argument parser

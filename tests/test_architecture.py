@@ -1,0 +1,194 @@
+"""The architecture as tests (docs/architecture.md draws it): the import contracts in pyproject.toml, no import
+circles, a small top level, one plan per point, and no pycuda nor GPU-worker engine in the user's process for
+any command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+from click.testing import CliRunner
+
+from cudalab.cli import cli
+from cudalab.records.results import load_record
+from cudalab.session import sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+RUNS = TESTS / "data" / "runs"
+
+
+# --- the import contracts ---------------------------------------------------------------------------
+
+def lint(root: Path, tmp: Path) -> subprocess.CompletedProcess:
+    """lint-imports on the cudalab package under ``root`` (found first on the path) with the repository's
+    contracts, in a fresh process (the import system finds the copy, not this checkout)."""
+    code = ("import sys; from importlinter import cli; "
+            f"sys.exit(cli.lint_imports(config_filename={str(ROOT / 'pyproject.toml')!r}, no_cache=True, no_logo=True))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_import_contracts_hold(tmp_path):
+    res = lint(ROOT, tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "5 kept, 0 broken" in res.stdout
+
+
+@pytest.mark.parametrize("module, line", [
+    ("session/sweep.py", "import pycuda.driver  # a parent that loads the CUDA driver"),
+    ("report/core.py", "from cudalab import ncu  # the tables knowing a tool"),
+    ("families/copy.py", "from cudalab.worker import gpu  # a family reaching past its context"),
+    ("plan.py", "import click  # a command-line library below the command line"),
+])
+def test_a_forbidden_import_breaks_a_contract(tmp_path, module, line):
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "cudalab", copy / "cudalab", ignore=shutil.ignore_patterns("__pycache__"))
+    path = copy / "cudalab" / module
+    path.write_text(path.read_text() + f"\n\ndef _bad():\n    {line}\n")  # inside a function: still an import
+    res = lint(copy, tmp_path)
+    assert res.returncode == 1 and "BROKEN" in res.stdout, res.stdout + res.stderr
+
+
+# --- the shape of the package -------------------------------------------------------------------------
+
+def test_no_import_circles_lazy_ones_included():
+    """Tarjan's strongly connected components of the import graph (imports inside functions count; imports
+    only a type checker reads do not run, so they do not)."""
+    g = grimp.build_graph("cudalab", exclude_type_checking_imports=True, cache_dir=None)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in g.find_modules_directly_imported_by(v):
+            if w not in g.modules or not w.startswith("cudalab"):
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for m in sorted(g.modules):
+        if m.startswith("cudalab") and m not in index:
+            visit(m)
+    assert not circles, circles
+
+
+def test_the_top_level_has_at_most_20_modules():
+    top = sorted(p.name for p in (ROOT / "cudalab").glob("*.py"))
+    assert len(top) <= 20, top
+
+
+# --- one plan per point ----------------------------------------------------------------------------
+
+def test_each_point_is_planned_once_in_the_parent_and_never_in_the_worker(fake_workers, monkeypatch, tmp_path):
+    fake_workers({})
+    monkeypatch.setenv("FAKE_WORKER_NO_PLANNING", "1")  # the fake worker cannot plan: precheck is gone there
+    calls = []
+    real = sweep.precheck
+    monkeypatch.setattr(sweep, "precheck", lambda req, strict=True: calls.append(req) or real(req, strict))
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, ["transpose", "--n", "64,96", "--block", "32x8,16x16", "--variant", "naive,block",
+                                   "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rec = load_record(out)
+    statuses = [r.status.value for _, r in rec.rows()]
+    assert len(rec.points) == 4 and statuses.count("passed") >= 4 and set(statuses) <= {"passed", "skipped"}, statuses
+    assert len(calls) == 4 and len({(r.n, r.block) for r in calls}) == 4
+
+
+# --- the user's process, command by command -------------------------------------------------------
+
+#: What each command's process sets up before it runs (fake workers, a fake NVML, a fake ncu or sanitizer).
+PRELUDE = """
+import atexit, json, os, signal, sys, threading
+out, argv, setup = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+from cudalab.session import process as W
+W.worker_argv = lambda device, fd, energy=False: [sys.executable, os.path.join({tests!r}, "fake_worker_main.py"),
+                                                  "--fd", str(fd), "--device", str(device)]
+if setup == "nvml":
+    import fake_nvml
+    sys.modules["pynvml"] = fake_nvml.FakeNVML()
+elif setup == "ncu":
+    import fake_tools
+    from cudalab import ncu
+    real = ncu.profile
+    def profile(req, *a, **kw):
+        rows = fake_tools.planned_rows(req)
+        launches = [(*r.extra["launches"][0], {{"gpu__time_duration.sum": ("ns", "1000")}}) for r in rows
+                    if r.kind == "kernel" and "launches" in r.extra]
+        return real(req, *a, **kw, ncu="/opt/ncu", run=fake_tools.FakeRun(csv=fake_tools.ncu_csv(launches)))
+    ncu.profile = profile
+elif setup == "sanitize":
+    import fake_tools
+    from cudalab.sanitize import driver
+    real = driver.sanitize
+    clean = "========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: 0 errors\\n"
+    driver.sanitize = lambda *a, **kw: real(*a, **kw, run=fake_tools.FakeRun(output=clean), sanitizer="/fake/cs")
+    import cudalab.sanitize as S
+    S.sanitize = driver.sanitize
+elif setup == "watch":
+    threading.Timer(4.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+sys.argv = ["cudalab", *argv]
+from cudalab.main import main
+main()
+"""
+
+COMMANDS = {
+    "family run": (["transpose", "--n", "64", "--variant", "naive,block"], "", (0,)),
+    "--exclusive": (["transpose", "--n", "64", "--variant", "naive", "--exclusive"], "nvml", (0,)),
+    "--lock-clocks": (["transpose", "--n", "64", "--variant", "naive", "--lock-clocks", "1500"], "nvml", (0,)),
+    "ncu FAMILY": (["ncu", "transpose", "--n", "64", "--variant", "block,bankopt", "--metrics", "time"], "ncu", (0, 1)),
+    "sanitize FAMILY": (["sanitize", "transpose", "--n", "64", "--variant", "naive", "--tool", "memcheck"], "sanitize", (0,)),
+    "watch": (["watch", "transpose", "--n", "64", "--variant", "naive", "--poll"], "watch", (0, 130)),
+    "report": (["report", str(RUNS / "nvidia-h200-transpose.json")], "", (0,)),
+    "compare": (["compare", str(RUNS / "nvidia-h200-transpose.json"),
+                 str(RUNS / "nvidia-h100-80gb-hbm3-transpose.json")], "", (0, 1)),
+    "list": (["list", "transpose"], "", (0,)),
+    "compile": (["compile", "transpose", "--variant", "naive"], "", (0,)),
+}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_no_command_loads_pycuda_or_the_worker_engine_in_the_users_process(name, tmp_path):
+    argv, setup, codes = COMMANDS[name]
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDALAB_PATH", "CUDALAB_SRC")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), env.get("PYTHONPATH", "")])
+    env["FAKE_WORKER"] = "{}"
+    env["COLUMNS"] = "160"
+    proc = subprocess.run([sys.executable, "-c", PRELUDE.format(tests=str(TESTS)), str(out), json.dumps(argv), setup],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode in codes, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    modules = json.loads(out.read_text())
+    engine = [m for m in modules if m == "pycuda" or m.startswith("pycuda.")
+              or (m.startswith("cudalab.worker.") and m != "cudalab.worker.protocol")]
+    assert not engine, engine
+    if name in ("family run", "--exclusive", "--lock-clocks"):  # the workers did run the points
+        assert "passed" in proc.stdout or "✓" in proc.stdout, proc.stdout
