@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudalab.errors import OutOfMemoryError, UsageError
-from cudalab.families import Family, Problem
+from cudalab.families import Family, Size
 
 #: The L2 flush buffer (twice the L2: 100-120 MB on Hopper) and the CUDA context's own use.
 DEVICE_OVERHEAD = 512 << 20
@@ -56,7 +56,7 @@ class MemoryPlan:
         return self.host_free is None or self.host_need <= self.host_free * (1 - HEADROOM)
 
 
-def plan(fam: Family, problem: Problem, device_free: int | None, host_free: int | None) -> MemoryPlan:
+def plan(fam: Family, problem: Size, device_free: int | None, host_free: int | None) -> MemoryPlan:
     """The plan of one run of ``fam`` at ``problem``."""
     return MemoryPlan(label=f"{problem.label} {problem.dtype}",
                       device_need=fam.device_bytes(problem) + DEVICE_OVERHEAD,

@@ -20,7 +20,7 @@ from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.build.defines import check_launch_defines
 from cudalab.errors import CudalabError, LaunchConfigError, SizeError, SkipRow, UsageError
 from cudalab.catalog.expr import evaluate
-from cudalab.families import Family, Launch, Problem, load
+from cudalab.families import Family, Launch, Size, load
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ class RunRequest:
         return cls(**d)
 
 
-def make_problem(spec: FamilySpec, fam: Family, req: RunRequest) -> Problem:
-    """Parse the request's sizes, dtype and options into the family's Problem.
+def make_problem(spec: FamilySpec, fam: Family, req: RunRequest) -> Size:
+    """Parse the request's sizes, dtype and options into the family's Size.
 
     Raises:
         UsageError: a bad size, dtype or option.
@@ -92,7 +92,7 @@ def make_problem(spec: FamilySpec, fam: Family, req: RunRequest) -> Problem:
     return fam.problem(req.n, req.shape, dtype, dict(req.options))
 
 
-def names_for(problem: Problem, block: L.Dim3, tile: L.Dim3) -> dict[str, int]:
+def names_for(problem: Size, block: L.Dim3, tile: L.Dim3) -> dict[str, int]:
     """Names usable in family.toml expressions for one launch."""
     names = {
         "block_x": block[0], "block_y": block[1], "block_z": block[2], "threads": L.threads(block),
@@ -104,7 +104,7 @@ def names_for(problem: Problem, block: L.Dim3, tile: L.Dim3) -> dict[str, int]:
 
 
 def plan_launch(
-    variant: VariantSpec, fam: Family, problem: Problem, block: str | None = None, grid: str | None = None,
+    variant: VariantSpec, fam: Family, problem: Size, block: str | None = None, grid: str | None = None,
     limits: L.DeviceLimits = L.DeviceLimits(), overrides: tuple[tuple[str, str], ...] = (),
 ) -> Launch:
     """Resolve block, tile, grid, shared memory and defines for one variant, checking every rule.
@@ -218,7 +218,7 @@ class Plan:
     request: RunRequest
     spec: FamilySpec
     family: Family
-    problem: Problem
+    problem: Size
     variants: tuple[VariantSpec, ...]
     blocked: CudalabError | None = field(default=None, compare=False)
 
@@ -257,7 +257,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON data: the request, the problem and the variants' names."""
-        return {"request": self.request.to_dict(), "problem": self.problem.to_dict(),
+        return {"request": self.request.to_dict(), "problem": dict(self.problem.to_dict(), names=list(self.problem.names)),
                 "variants": [v.name for v in self.variants]}
 
     @classmethod
@@ -275,7 +275,7 @@ class Plan:
         if missing:
             raise UsageError(f"{spec.name} has no variant {missing[0]!r}")
         # a point resumed by a fresh worker after a fault: the rows an earlier worker finished stay done
-        return cls(request=req, spec=spec, family=load(spec.module), problem=Problem.from_dict(d["problem"]),
+        return cls(request=req, spec=spec, family=load(spec.module), problem=Size.from_dict(d["problem"]),
                    variants=tuple(by_name[n] for n in d["variants"] if n not in req.done))
 
 

@@ -192,3 +192,23 @@ def test_no_command_loads_pycuda_or_the_worker_engine_in_the_users_process(name,
     assert not engine, engine
     if name in ("family run", "--exclusive", "--lock-clocks"):  # the workers did run the points
         assert "passed" in proc.stdout or "✓" in proc.stdout, proc.stdout
+
+
+# --- one Problem, one size type ------------------------------------------------------------------------
+
+def test_one_size_type_for_both_forms_and_the_old_name_warns():
+    import cudalab
+    from cudalab import families
+    from cudalab.families import Size
+    from cudalab.families import model
+
+    assert cudalab.Size is Size and cudalab.Problem is not Size  # cudalab.Problem: the simple form's problem
+    with pytest.warns(DeprecationWarning, match="cudalab.families.Size"):
+        old = families.Problem
+    with pytest.warns(DeprecationWarning):
+        assert model.Problem is Size
+    s = old(dims=(3, 5), dtype="float32", options=(("bins", 7),))  # the advanced form's old call still works
+    assert s == Size(dims=(3, 5), dtype="float32", options=(("bins", 7),)) and s.label == "3x5"
+    named = Size(("rows", "cols"), (3, 5), "float32", (("bins", 7),))  # the simple form's, positional
+    assert (named.rows, named["cols"], named.bins, named.elements) == (3, 5, 7, 15)
+    assert Size.from_dict(dict(named.to_dict(), names=list(named.names))) == named

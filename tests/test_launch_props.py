@@ -13,7 +13,7 @@ from cudalab import plan as planning
 from cudalab import launch as L
 from cudalab.catalog import VariantSpec
 from cudalab.errors import LaunchConfigError, SizeError, UsageError
-from cudalab.families import Family, Problem
+from cudalab.families import Family, Size
 
 dim = st.integers(min_value=1, max_value=40)
 dims3 = st.tuples(dim, st.integers(1, 12), st.integers(1, 4))
@@ -131,7 +131,7 @@ FlatModule = Flat()
 def test_plan_launch_grid_covers_or_refuses(rows, cols, block, per_thread, divisible):
     v = VariantSpec(name="v", source="x.cu", kernel="k", block=(block[0], block[1], 1),
                     per_thread=(per_thread[0], per_thread[1], 1), divisible=divisible)
-    problem = Problem(dims=(rows, cols), dtype="float32")
+    problem = Size(dims=(rows, cols), dtype="float32")
     tile = (block[0] * per_thread[0], block[1] * per_thread[1], 1)
     fits = cols % tile[0] == 0 and rows % tile[1] == 0
     try:
@@ -148,7 +148,7 @@ def test_plan_launch_grid_covers_or_refuses(rows, cols, block, per_thread, divis
 @given(rows=st.integers(1, 5000), cols=st.integers(1, 5000), gx=st.integers(1, 200), gy=st.integers(1, 200))
 def test_plan_launch_grid_override_is_checked(rows, cols, gx, gy):
     v = VariantSpec(name="v", source="x.cu", kernel="k", block=(32, 8, 1))
-    problem = Problem(dims=(rows, cols), dtype="float32")
+    problem = Size(dims=(rows, cols), dtype="float32")
     ok = gx * 32 >= cols and gy * 8 >= rows
     try:
         lau = planning.plan_launch(v, FlatModule, problem, None, f"{gx}x{gy}", L.DeviceLimits())

@@ -13,7 +13,7 @@ import build_share
 from cudalab import catalog
 from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
-from cudalab.families import Problem, load, product
+from cudalab.families import Size, load, product
 from cudalab.families.model import SetupContext
 from cudalab.worker.executor import RunRequest, plan_launch, precheck
 
@@ -140,17 +140,17 @@ def test_shapes():
 
 def test_work():
     mm = load("matmul")
-    w = mm.work(Problem(dims=(2, 3, 4), dtype="float32"))
+    w = mm.work(Size(dims=(2, 3, 4), dtype="float32"))
     assert w.flops == 2 * 2 * 3 * 4 and w.bytes == (6 + 12 + 8) * 4
     gv = load("gemv")
-    assert gv.work(Problem(dims=(5, 7), dtype="float32")).bytes == (35 + 7 + 5) * 4
-    assert gv.work(Problem(dims=(5, 7), dtype="float32", options=(("beta", 0.5),))).bytes == (35 + 7 + 10) * 4
+    assert gv.work(Size(dims=(5, 7), dtype="float32")).bytes == (35 + 7 + 5) * 4
+    assert gv.work(Size(dims=(5, 7), dtype="float32", options=(("beta", 0.5),))).bytes == (35 + 7 + 10) * 4
 
 
 def test_host_row_refuses_large():
     mm = load("matmul")
     spec = catalog.family("matmul")
-    big = Problem(dims=(8192, 8192, 8192), dtype="float32")
+    big = Size(dims=(8192, 8192, 8192), dtype="float32")
     with pytest.raises(SizeError, match="skipped above 4096"):
         mm.setup(SetupContext(spec.variant("host"), None, big, {}, None))
 
@@ -167,7 +167,7 @@ def test_tolerance_grows_with_sqrt_k():
 def test_fp32_product_passes(shape):
     """A float32 product (as a GPU kernel computes it) is well inside the bound."""
     mm = load("matmul")
-    prob = Problem(dims=shape, dtype="float32")
+    prob = Size(dims=shape, dtype="float32")
     inputs = mm.make_inputs(prob, np.random.default_rng(0))
     ref = mm.reference(prob, inputs)
     out = inputs["a"] @ inputs["b"]
@@ -185,13 +185,13 @@ def test_naive_fp32_loop_passes():
     for i in range(k):
         acc = (acc + np.outer(a[:, i], b[i, :]).astype(np.float32)).astype(np.float32)
     mm = load("matmul")
-    prob = Problem(dims=(4, k, 3), dtype="float32")
+    prob = Size(dims=(4, k, 3), dtype="float32")
     assert mm.check(prob, acc, a.astype(np.float64) @ b.astype(np.float64)).ok
 
 
 def test_one_wrong_element_fails():
     mm = load("matmul")
-    prob = Problem(dims=(512, 256, 512), dtype="float32")
+    prob = Size(dims=(512, 256, 512), dtype="float32")
     inputs = mm.make_inputs(prob, np.random.default_rng(2))
     ref = mm.reference(prob, inputs)
     out = ref.astype(np.float32)
@@ -203,7 +203,7 @@ def test_one_wrong_element_fails():
 
 def test_missing_k_tile_fails():
     mm = load("matmul")
-    prob = Problem(dims=(64, 96, 64), dtype="float32")
+    prob = Size(dims=(64, 96, 64), dtype="float32")
     inputs = mm.make_inputs(prob, np.random.default_rng(3))
     ref = mm.reference(prob, inputs)
     partial = inputs["a"][:, :64] @ inputs["b"][:64, :]  # the last K tile forgotten
@@ -213,7 +213,7 @@ def test_missing_k_tile_fails():
 
 def test_poison_fails():
     mm = load("matmul")
-    prob = Problem(dims=(8, 8, 8), dtype="float32")
+    prob = Size(dims=(8, 8, 8), dtype="float32")
     ref = np.ones((8, 8))
     out = np.ones((8, 8), np.float32)
     out[7, 7] = np.nan
@@ -224,13 +224,13 @@ def test_poison_fails():
 
 def test_gemm_and_gemv_references():
     gm = load("gemm")
-    prob = Problem(dims=(5, 6, 7), dtype="float32", options=(("alpha", 1.5), ("beta", 0.5)))
+    prob = Size(dims=(5, 6, 7), dtype="float32", options=(("alpha", 1.5), ("beta", 0.5)))
     inp = gm.make_inputs(prob, np.random.default_rng(4))
     want = 1.5 * inp["a"].astype(float) @ inp["b"].astype(float) + 0.5 * inp["c"]
     assert np.allclose(gm.reference(prob, inp), want)
     assert gm.check(prob, (1.5 * (inp["a"] @ inp["b"]) + 0.5 * inp["c"]).astype(np.float32), want).ok
     gv = load("gemv")
-    prob = Problem(dims=(9, 4097), dtype="float32", options=(("alpha", -2.0), ("beta", 1.0)))
+    prob = Size(dims=(9, 4097), dtype="float32", options=(("alpha", -2.0), ("beta", 1.0)))
     inp = gv.make_inputs(prob, np.random.default_rng(5))
     ref = gv.reference(prob, inp)
     assert ref.shape == (9,)
@@ -240,18 +240,18 @@ def test_gemm_and_gemv_references():
 
 def test_inputs_are_never_zero_matrices():
     for fam, dims in (("matmul", (3, 4, 5)), ("gemm", (3, 4, 5)), ("gemv", (3, 4))):
-        inputs = load(fam).make_inputs(Problem(dims=dims, dtype="float32"), np.random.default_rng(6))
+        inputs = load(fam).make_inputs(Size(dims=dims, dtype="float32"), np.random.default_rng(6))
         for arr in inputs.values():
             assert arr.dtype == np.float32 and np.count_nonzero(arr) == arr.size
 
 
 def test_show():
     mm = load("matmul")
-    prob = Problem(dims=(9, 9, 9), dtype="float32", options=(("tile", 3),))
+    prob = Size(dims=(9, 9, 9), dtype="float32", options=(("tile", 3),))
     inputs = mm.make_inputs(prob, np.random.default_rng(7))
     text = mm.show(prob, inputs, inputs["a"] @ inputs["b"])
     assert "A (9x9) =" in text and "B (9x9) =" in text and "result (9x9) =" in text
-    assert "up to 16" in mm.show(Problem(dims=(64, 64, 64), dtype="float32"), {}, None)
+    assert "up to 16" in mm.show(Size(dims=(64, 64, 64), dtype="float32"), {}, None)
 
 
 # --- nvcc --------------------------------------------------------------------------------------------

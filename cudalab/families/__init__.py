@@ -8,13 +8,14 @@ subclass of :class:`~cudalab.families.base.Family` and an instance of it named `
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from cudalab.errors import CatalogError
 
 from cudalab.families.base import Family
-from cudalab.families.model import Case, Check, FamilyOption, Launch, Problem, SetupContext, Work, compare
+from cudalab.families.model import Case, Check, FamilyOption, Launch, Size, SetupContext, Work, compare
 
-__all__ = ["Case", "Check", "Family", "FamilyOption", "Launch", "Problem", "SetupContext", "Work", "compare", "load"]
+__all__ = ["Case", "Check", "Family", "FamilyOption", "Launch", "Size", "SetupContext", "Work", "compare", "load"]
 
 
 #: Modules of this package that hold the contract, not a family: a family.toml naming one is broken.
@@ -30,7 +31,7 @@ def load(module_name: str) -> Family:
             ``module`` names ``base``, say).
     """
     if module_name.startswith(("path:", "entry:")):  # a family from outside the package (cudalab.catalog.discovery)
-        from cudalab.families.outside import load_outside  # noqa: PLC0415  (the user's Problem contract: only when asked)
+        from cudalab.families.outside import load_outside  # noqa: PLC0415  (the user's Size contract: only when asked)
 
         return load_outside(module_name)
     if module_name in NOT_FAMILIES:
@@ -40,3 +41,14 @@ def load(module_name: str) -> Family:
     if not isinstance(fam, Family):
         raise CatalogError(f"cudalab.families.{module_name} defines no FAMILY (an instance of a Family subclass)")
     return fam
+
+
+def __getattr__(name: str) -> Any:
+    """``Problem``, the advanced form's size type before it served both forms: kept one release, with a warning."""
+    if name == "Problem":
+        import warnings  # noqa: PLC0415  (only for the old name)
+
+        warnings.warn("cudalab.families.Problem is now cudalab.families.Size (one size type for both forms of the "
+                      "contract; cudalab.Problem is the simple form's problem)", DeprecationWarning, stacklevel=2)
+        return Size
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

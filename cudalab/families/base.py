@@ -19,7 +19,7 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
-from cudalab.families.model import Case, Check, FamilyOption, Problem, SetupContext, Work
+from cudalab.families.model import Case, Check, FamilyOption, Size, SetupContext, Work
 from cudalab.records.results import Result, Roofline
 
 
@@ -28,7 +28,7 @@ class Family:
 
     Class attributes (optional):
         OPTIONS: extra command-line options (``--tile``, ``--ipad``); their values are in
-            ``Problem.options`` and, when integers, usable as names in family.toml expressions.
+            ``Size.options`` and, when integers, usable as names in family.toml expressions.
         SIZE_HELP: one line for ``--n`` / ``--shape`` help.
         EXTRA_COLUMNS: (key, header) pairs read from ``Result.extra`` for the table.
         SANITIZE_SIZES: the problems ``cudalab sanitize`` runs each variant at, as request fields
@@ -51,15 +51,15 @@ class Family:
 
     # --- required -----------------------------------------------------------------------------
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict[str, Any]) -> Problem:
-        """Parse the user's size (raw ``--n`` / ``--shape`` strings or None) into a Problem.
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict[str, Any]) -> Size:
+        """Parse the user's size (raw ``--n`` / ``--shape`` strings or None) into a Size.
 
         Raises:
             UsageError: a bad size or option.
         """
         raise NotImplementedError
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """Elements the variant's grid covers along x, y, z (for the ``tiles`` rule and ``divisible``).
 
         Raises:
@@ -67,23 +67,23 @@ class Family:
         """
         raise NotImplementedError
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """Necessary bytes (each counted once) and FLOPs of one launch, for GB/s and GFLOP/s."""
         raise NotImplementedError
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Device memory one variant needs at most (checked against free memory before the run)."""
         raise NotImplementedError
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Fresh random inputs (never zeros)."""
         raise NotImplementedError
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The NumPy answer."""
         raise NotImplementedError
 
-    def check(self, problem: Problem, result: np.ndarray, reference: np.ndarray) -> Check:
+    def check(self, problem: Size, result: np.ndarray, reference: np.ndarray) -> Check:
         """Compare a variant's result with the reference (:func:`cudalab.families.model.compare`)."""
         raise NotImplementedError
 
@@ -101,42 +101,42 @@ class Family:
 
     # --- optional -----------------------------------------------------------------------------
 
-    def default_block(self, variant: VariantSpec, problem: Problem) -> L.Dim3:
+    def default_block(self, variant: VariantSpec, problem: Size) -> L.Dim3:
         """The block a variant runs with when the user gives none. Default: family.toml's ``block``."""
         return variant.block
 
-    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+    def defines(self, problem: Size, variant: VariantSpec) -> dict[str, str]:
         """Macros that depend on the problem (the element type of ``--dtype``). Default: none."""
         return {}
 
-    def roofline_bytes(self, problem: Problem) -> int:
+    def roofline_bytes(self, problem: Size) -> int:
         """Size of the copy that sets the roofline. Default: half of ``work().bytes`` (bytes are
         counted read + written, so the input is half)."""
         return self.work(problem).bytes // 2
 
-    def own_roofline(self, problem: Problem, results: Sequence[Result]) -> Roofline | None:
+    def own_roofline(self, problem: Size, results: Sequence[Result]) -> Roofline | None:
         """The roofline when this run's own rows already measured it (the copy family's memcpy_dtod
         and best copy kernel on the same bytes), so it is not measured twice. Default: None."""
         return None
 
-    def host_bytes(self, problem: Problem) -> int:
+    def host_bytes(self, problem: Size) -> int:
         """Host memory one run holds at its peak: the inputs, one downloaded result, the reference
         and whatever the check makes. Default: three times the work's bytes (inputs counted in
         them, a download, a reference)."""
         return 3 * self.work(problem).bytes
 
-    def host_seconds(self, problem: Problem) -> float:
+    def host_seconds(self, problem: Size) -> float:
         """A rough estimate of one NumPy (host row) sample, to skip host rows that would hold up the
         table (over :data:`cudalab.worker.executor.HOST_SKIP_S` unless asked for by name). Default: the work's
         bytes at 4 GB/s."""
         return self.work(problem).bytes / 4e9
 
-    def smem_expect(self, problem: Problem, variant: VariantSpec) -> dict[str, float] | None:
+    def smem_expect(self, problem: Size, variant: VariantSpec) -> dict[str, float] | None:
         """Expected shared-memory wavefronts per request ``{"ld", "st"}`` for ncu's ✓/✗.
         Default: family.toml's ``params.smem_expect``."""
         exp = variant.param("smem_expect")
         return {k: float(v) for k, v in exp.items()} if exp else None
 
-    def show(self, problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
+    def show(self, problem: Size, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
         """Text of a small problem's inputs (result None) or of one result; only when ``SHOW``."""
         return ""

@@ -8,7 +8,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.families import roofline
 from cudalab.catalog.specs import VariantSpec
-from cudalab.families import Case, Check, Problem, SetupContext, Work, matrix
+from cudalab.families import Case, Check, Size, SetupContext, Work, matrix
 from cudalab.families.base import Family
 from cudalab.records.results import Roofline
 
@@ -27,36 +27,36 @@ void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` el
 // grid: tiles of block x per_thread over (cols, rows): x along a row, y down the columns
 // (grid=sm:K: a 1-D grid-stride kernel over rows x cols elements)"""
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """``--n N`` (square) or ``--shape RxC``: :func:`cudalab.families.matrix.problem`."""
         return matrix.problem(n, shape, dtype, options)
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """Columns along x and rows along y; grid-stride kernels cover the flat matrix along x."""
         rows, cols = problem.dims
         return (rows * cols, 1, 1) if variant.grid_stride else (cols, rows, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """Each element read once and written once."""
         return matrix.work(problem)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Input and output, with room for row padding."""
         return matrix.device_bytes(problem)
 
-    def host_bytes(self, problem: Problem) -> int:
+    def host_bytes(self, problem: Size) -> int:
         """The input and 128 MiB of pinned chunks (:func:`cudalab.families.matrix.host_bytes`)."""
         return matrix.host_bytes(problem)
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A random matrix in [-1, 1)."""
         return matrix.make_inputs(problem, rng)
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The copy is the input itself."""
         return inputs["a"]
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray) -> Check:
         """Exact, chunk by chunk as the result downloads (:func:`cudalab.families.matrix.check`)."""
         return matrix.check(result, ref)
 
@@ -81,7 +81,7 @@ void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` el
             notes["registers"] = k.num_regs
         return Case(run=run, result=d_out.chunks, poison=d_out.poison, close=d_out.free, notes=notes, padded=padded)
 
-    def own_roofline(self, problem: Problem, results) -> Roofline | None:
+    def own_roofline(self, problem: Size, results) -> Roofline | None:
         """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its
         roofline (:func:`cudalab.families.roofline.from_rows`)."""
         return roofline.from_rows(results)

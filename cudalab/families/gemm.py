@@ -16,11 +16,11 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
+from cudalab.families import Case, Check, FamilyOption, Size, SetupContext, Work, product
 from cudalab.families.base import Family
 
 
-def scalars(problem: Problem) -> tuple[float, float]:
+def scalars(problem: Size) -> tuple[float, float]:
     """(α, β), defaults 1 and 0."""
     return float(problem.opt("alpha", 1.0)), float(problem.opt("beta", 0.0))
 
@@ -77,12 +77,12 @@ void KERNEL(const float *A,    // M x K, row-major
             float beta)        // --beta
 // grid: tiles of block x per_thread (or tile=) over Z, (N, M): blockIdx.x walks its columns"""
 
-    def host_bytes(self, problem: Problem) -> int:
+    def host_bytes(self, problem: Size) -> int:
         """As matmul's with its full float64 reference (gemm has no sketch check), plus C."""
         m, _, n = problem.dims
         return product.full_host_bytes(problem) + m * n * 4
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse ``--n N`` or ``--shape MxKxN`` into (M, K, N), keeping α and β.
 
         Raises:
@@ -94,23 +94,23 @@ void KERNEL(const float *A,    // M x K, row-major
                 raise UsageError(f"--{name} must be a finite number (got {value})")
         return product.mkn_problem(n, shape, dtype, options)
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """Z's columns along x, its rows along y."""
         m, _, n = problem.dims
         return (n, m, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """2·M·N·K FLOPs (the epilogue's 3·M·N is noise); A, B, Z moved once, C too when β ≠ 0."""
         m, k, n = problem.dims
         _, beta = scalars(problem)
         return Work(bytes=(m * k + k * n + m * n * (2 if beta else 1)) * 4, flops=2 * m * n * k)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """A, B, C (shared) plus one Z, with slack for cuBLAS's workspace."""
         m, k, n = problem.dims
         return (m * k + k * n + 2 * m * n) * 4 + (64 << 20)
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A, B and C uniform in [-1, 1)."""
         m, k, n = problem.dims
         return {
@@ -119,17 +119,17 @@ void KERNEL(const float *A,    // M x K, row-major
             "c": hostwork.uniform(rng, (m, n), np.float32),
         }
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """α·(A·B) + β·C in float64."""
         alpha, beta = scalars(problem)
         f64 = np.float64
         return alpha * (inputs["a"].astype(f64) @ inputs["b"].astype(f64)) + beta * inputs["c"].astype(f64)
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray) -> Check:
         """matmul's bounds for K-term sums."""
         return product.check_product(result, ref, problem.dims[1])
 
-    def show(self, problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
+    def show(self, problem: Size, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
         """Print the inputs and the result of a small problem (``--show``)."""
         return product.show(problem, inputs, result)
 

@@ -16,13 +16,13 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
+from cudalab.families import Case, Check, FamilyOption, Size, SetupContext, Work, product
 from cudalab.families.base import Family
 
 DEFAULT_N = 8192
 
 
-def scalars(problem: Problem) -> tuple[float, float]:
+def scalars(problem: Size) -> tuple[float, float]:
     """(α, β), defaults 1 and 0."""
     return float(problem.opt("alpha", 1.0)), float(problem.opt("beta", 0.0))
 
@@ -75,7 +75,7 @@ void KERNEL(const float *A,    // M x N, row-major
             float beta)        // --beta
 // grid: tiles of block x per_thread over the M rows along x (one thread a row)"""
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse ``--n N`` (N×N) or ``--shape MxN`` into (M, N).
 
         Raises:
@@ -90,25 +90,25 @@ void KERNEL(const float *A,    // M x N, row-major
             value = options.get(name)
             if value is not None and not np.isfinite(float(value)):
                 raise UsageError(f"--{name} must be a finite number (got {value})")
-        return Problem(dims=tuple(dims), dtype=dtype, options=tuple(sorted(options.items())))
+        return Size(dims=tuple(dims), dtype=dtype, options=tuple(sorted(options.items())))
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """Rows along x (one thread a row); for warp-row, 32 lanes along x and the rows along y."""
         m, _ = problem.dims
         return (32, m, 1) if variant.param("warp_per_row") else (m, 1, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """A and x read, z written (y read too when β ≠ 0); 2·M·N FLOPs."""
         m, n = problem.dims
         _, beta = scalars(problem)
         return Work(bytes=(m * n + n + m + (m if beta else 0)) * 4, flops=2 * m * n)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """A and Aᵀ (coalesced reads the transposed copy), the vectors, and slack."""
         m, n = problem.dims
         return (2 * m * n + n + 3 * m) * 4 + (16 << 20)
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A, x and y uniform in [-1, 1)."""
         m, n = problem.dims
         return {
@@ -117,13 +117,13 @@ void KERNEL(const float *A,    // M x N, row-major
             "y": hostwork.uniform(rng, m, np.float32),
         }
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """α·(A·x) + β·y in float64."""
         alpha, beta = scalars(problem)
         f64 = np.float64
         return alpha * (inputs["a"].astype(f64) @ inputs["x"].astype(f64)) + beta * inputs["y"].astype(f64)
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray) -> Check:
         """Bounds for N-term sums (matmul's)."""
         return product.check_product(result, ref, problem.dims[1])
 

@@ -32,7 +32,7 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import GpuError, SizeError, SkipRow
-from cudalab.families import Case, Check, Problem, SetupContext, Work, product
+from cudalab.families import Case, Check, Size, SetupContext, Work, product
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
 
@@ -50,8 +50,8 @@ _CUDA_TYPES = {"bfloat16": CUDA_R_16BF, "float16": CUDA_R_16F}
 
 
 @dataclass(frozen=True)
-class HalfProblem(Problem):
-    """A Problem whose dtype may be ``bfloat16``, which NumPy lacks: its arrays are ``uint16`` bit
+class HalfSize(Size):
+    """A Size whose dtype may be ``bfloat16``, which NumPy lacks: its arrays are ``uint16`` bit
     patterns, so :attr:`np_dtype` (sizes, itemsize) answers ``uint16`` for it."""
 
     @property
@@ -150,7 +150,7 @@ def cublas_module(variant: VariantSpec):
     raise SkipRow(f"{variant.name}: this CuPy has no cuBLAS gemmEx binding; reference row skipped")
 
 
-def _cublas_case(variant: VariantSpec, problem: Problem, d_a, d_b, d_c) -> Case:
+def _cublas_case(variant: VariantSpec, problem: Size, d_a, d_b, d_c) -> Case:
     """cuBLAS GemmEx with 16-bit inputs, fp32 output and CUBLAS_COMPUTE_32F, one call a launch.
 
     cuBLAS is column-major: the row-major C = A·B is computed as the column-major Cᵀ = Bᵀ·Aᵀ, every
@@ -193,7 +193,7 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
 // grid: tiles of block x per_thread (or tile=) over C, (N, M): blockIdx.x walks its columns
 // (the built-in wgmma kernel takes one more pointer: the TMA tensor maps of A and B)"""
 
-    def host_bytes(self, problem: Problem) -> int:
+    def host_bytes(self, problem: Size) -> int:
         """The 16-bit inputs, their float32 values (reference and host row), the fp32 reference and
         result, and the check's float64 temporaries; sketched: inputs, float32 values, two results
         and the sketch."""
@@ -203,16 +203,16 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
             return ab16 + ab32 + 2 * c + sketch.host_bytes(problem.dims)
         return ab16 + ab32 + 2 * c + 2 * 2 * c
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse ``--n N`` or ``--shape MxKxN`` into (M, K, N), as matmul's sizes.
 
         Raises:
             UsageError: both given, a malformed size, or a matrix too large for the kernels' int sizes.
         """
         p = product.mkn_problem(n, shape, dtype, options)
-        return HalfProblem(dims=p.dims, dtype=p.dtype, options=p.options)
+        return HalfSize(dims=p.dims, dtype=p.dtype, options=p.options)
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """C's columns along x, its rows along y (every kernel handles partial tiles).
 
         Raises:
@@ -225,21 +225,21 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
                             f"K and N must be multiples of 8 (got K={k}, N={n}); use mma, which takes any size")
         return (n, m, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """2·M·N·K FLOPs; A and B (2 bytes an element) read once, C (4 bytes) written once."""
         m, k, n = problem.dims
         return Work(bytes=(m * k + k * n) * 2 + m * n * 4, flops=2 * m * n * k)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """A and B (shared by the variants) plus one C, with slack for cuBLAS's workspace."""
         m, k, n = problem.dims
         return (m * k + k * n) * 2 + m * n * 4 + (64 << 20)
 
-    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+    def defines(self, problem: Size, variant: VariantSpec) -> dict[str, str]:
         """HG_BF16: 1 for bfloat16 inputs, 0 for float16."""
         return {"HG_BF16": "1" if problem.dtype == "bfloat16" else "0"}
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A and B uniform in [-1, 1), rounded to the run's 16-bit type."""
         m, k, n = problem.dims
         return {
@@ -247,7 +247,7 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
             "b": rounded(hostwork.uniform(rng, (k, n), np.float32), problem.dtype),
         }
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray | sketch.Sketch:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray | sketch.Sketch:
         """The fp32 NumPy product of the rounded inputs; above the sketch limit, matmul's sketch of it."""
         a = as_float32(inputs["a"], problem.dtype)
         b = as_float32(inputs["b"], problem.dtype)
@@ -255,7 +255,7 @@ void KERNEL(const unsigned short *A,  // M x K, row-major, 16-bit elements: bf16
             return sketch.reference(a, b)
         return a @ b
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray | sketch.Sketch) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray | sketch.Sketch) -> Check:
         """Relative Frobenius and element errors within K-scaled bounds (see the module docstring)."""
         k = problem.dims[1]
         if isinstance(ref, sketch.Sketch):

@@ -19,7 +19,7 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SizeError, SkipRow, UsageError
-from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, product
+from cudalab.families import Case, Check, FamilyOption, Size, SetupContext, Work, product
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.base import Family
 
@@ -27,7 +27,7 @@ MAX_TILE = 32  # tiled and tiled-any: a TILE×TILE block has at most 1024 thread
 EXAMPLE_N, EXAMPLE_TILE = 9, 3
 
 
-def example_problem(n: str | None, shape: str | None, options: dict) -> Problem:
+def example_problem(n: str | None, shape: str | None, options: dict) -> Size:
     """``--example``: the course's 9×9 exercise with tile 3 (refuses another size or tile).
 
     Raises:
@@ -38,7 +38,7 @@ def example_problem(n: str | None, shape: str | None, options: dict) -> Problem:
     if options.get("tile") not in (None, 32, EXAMPLE_TILE):
         raise UsageError(f"--example runs tile {EXAMPLE_TILE}: leave out --tile")
     opts = dict(options, tile=EXAMPLE_TILE, example=True)
-    return Problem(dims=(EXAMPLE_N,) * 3, dtype="float32", options=tuple(sorted(opts.items())))
+    return Size(dims=(EXAMPLE_N,) * 3, dtype="float32", options=tuple(sorted(opts.items())))
 
 
 def example_inputs() -> dict[str, np.ndarray]:
@@ -47,7 +47,7 @@ def example_inputs() -> dict[str, np.ndarray]:
     return {"a": a, "b": 2 * a}
 
 
-def tile_option(problem: Problem) -> int:
+def tile_option(problem: Size) -> int:
     """The --tile value (32 when the run has none)."""
     return int(problem.opt("tile", 32) or 32)
 
@@ -71,7 +71,7 @@ void KERNEL(const float *A,    // M x K, row-major
             int K)             // columns of A, rows of B
 // grid: tiles of block x per_thread (or tile=) over C, (N, M): blockIdx.x walks its columns"""
 
-    def host_bytes(self, problem: Problem) -> int:
+    def host_bytes(self, problem: Size) -> int:
         """A and B, their float64 copies while the float64 reference is computed, the reference, the
         result, and the check's float64 temporaries (result, difference); sketched: A and B, the two
         poisoned results and the sketch."""
@@ -81,7 +81,7 @@ void KERNEL(const float *A,    // M x K, row-major
             return ab + 2 * c + sketch.host_bytes(problem.dims)
         return product.full_host_bytes(problem)
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse ``--n N`` (N×N times N×N) or ``--shape MxKxN`` into dims (M, K, N); ``--example``: the 9×9 exercise.
 
         Raises:
@@ -95,14 +95,14 @@ void KERNEL(const float *A,    // M x K, row-major
             raise UsageError(f"--tile must be between 1 and {MAX_TILE} (a TILE x TILE block); got {tile}")
         return p
 
-    def default_block(self, variant: VariantSpec, problem: Problem) -> L.Dim3:
+    def default_block(self, variant: VariantSpec, problem: Size) -> L.Dim3:
         """tiled and tiled-any run TILE×TILE threads (``--tile``); the others their family.toml block."""
         if variant.param("block_from_tile"):
             t = tile_option(problem)
             return (t, t, 1)
         return variant.block
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """C's columns along x, its rows along y.
 
         Raises:
@@ -120,17 +120,17 @@ void KERNEL(const float *A,    // M x K, row-major
                 )
         return (n, m, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """2·M·N·K FLOPs; A, B and C each moved once."""
         m, k, n = problem.dims
         return Work(bytes=(m * k + k * n + m * n) * 4, flops=2 * m * n * k)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """A and B (shared by the variants) plus one C, with slack for cuBLAS's workspace."""
         m, k, n = problem.dims
         return (m * k + k * n + m * n) * 4 + (64 << 20)
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A and B uniform in [-1, 1): no structure a wrong index could hide behind (``--example``: its own)."""
         if problem.opt("example"):
             return example_inputs()
@@ -140,20 +140,20 @@ void KERNEL(const float *A,    // M x K, row-major
             "b": hostwork.uniform(rng, (k, n), np.float32),
         }
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray | sketch.Sketch:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray | sketch.Sketch:
         """The float64 product of the float32 inputs (exact inputs, so only the kernel's rounding shows);
         above :data:`~cudalab.families.matmul_sketch.FULL_LIMIT` multiply-adds, its sketch."""
         if sketch.sketched(problem.dims):
             return sketch.reference(inputs["a"], inputs["b"])
         return inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray | sketch.Sketch) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray | sketch.Sketch) -> Check:
         """Relative Frobenius and element errors within bounds that grow with sqrt(K) (or the sketch's tests)."""
         if isinstance(ref, sketch.Sketch):
             return sketch.check(np.asarray(result), ref, *product.tolerances(problem.dims[1]))
         return product.check_product(result, ref, problem.dims[1])
 
-    def show(self, problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
+    def show(self, problem: Size, inputs: dict[str, np.ndarray], result: np.ndarray | None) -> str:
         """Print the inputs and the result of a small problem (``--show``); the 9×9 exercise adds NumPy's answer."""
         numpy = self.reference(problem, inputs) if result is None and problem.opt("example") and inputs else None
         return product.show(problem, inputs, result, numpy)

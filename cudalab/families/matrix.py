@@ -10,14 +10,14 @@ import numpy as np
 from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.errors import UsageError
-from cudalab.families.model import Case, Check, Problem, Work
+from cudalab.families.model import Case, Check, Size, Work
 
 DEFAULT_N = 16384
 SIZE_HELP = "square matrix side (--n 16k) or --shape ROWSxCOLS; default 16384 (1 GiB of float32)"
 EXTRA_COLUMNS = (("pitch", "pitch"), ("registers", "regs"))
 
 
-def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
     """Parse ``--n N`` (square) or ``--shape RxC`` into (rows, cols)."""
     if n and shape:
         raise UsageError("give --n or --shape, not both")
@@ -26,29 +26,29 @@ def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Prob
         raise UsageError(f"matrix {dims[0]}x{dims[1]}: each side must be below 2^31 (the kernels take int rows and cols)")
     if dims[0] * dims[1] >= 2**31 * 4:
         raise UsageError(f"matrix {dims[0]}x{dims[1]} has more elements than the kernels index (2^33)")
-    return Problem(dims=tuple(dims), dtype=dtype, options=tuple(sorted(options.items())))
+    return Size(dims=tuple(dims), dtype=dtype, options=tuple(sorted(options.items())))
 
 
-def work(problem: Problem) -> Work:
+def work(problem: Size) -> Work:
     """Each element read once and written once."""
     rows, cols = problem.dims
     return Work(bytes=2 * rows * cols * problem.np_dtype.itemsize)
 
 
-def device_bytes(problem: Problem) -> int:
+def device_bytes(problem: Size) -> int:
     """Input and output, with room for row padding."""
     rows, cols = problem.dims
     return 2 * rows * (cols + 128) * problem.np_dtype.itemsize
 
 
-def host_bytes(problem: Problem) -> int:
+def host_bytes(problem: Size) -> int:
     """The input, and 128 MiB of pinned chunks: results are verified as they download, the
     reference is the input itself (copy) or a view of it (transpose)."""
     rows, cols = problem.dims
     return rows * cols * problem.np_dtype.itemsize + (128 << 20)
 
 
-def make_inputs(problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def make_inputs(problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """A random matrix in [-1, 1): distinct values, so a misplaced element shows."""
     return {"a": hostwork.uniform(rng, problem.dims, problem.np_dtype)}
 

@@ -24,12 +24,44 @@ class FamilyOption:
 
 
 @dataclass(frozen=True)
-class Problem:
-    """The size of one run: dims in the family's own order, dtype name and option values."""
+class Size:
+    """The size of one run, for both forms of the contract: dims in the family's own order, the dtype's name
+    and the option values; with ``names`` (a :class:`cudalab.Problem`'s dims), read by them too:
+    ``size.rows``, ``size["cols"]``, ``size.bins`` (an option).
 
-    dims: tuple[int, ...]
-    dtype: str
+    Attributes:
+        names: the size names, in the problem's order (empty for a family that names none).
+        dims: their values.
+        dtype: the run's element type (``--dtype``).
+        options: the values of the family's options.
+    """
+
+    names: tuple[str, ...] = ()
+    dims: tuple[int, ...] = ()
+    dtype: str = "float32"
     options: tuple[tuple[str, Any], ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"size has no {name!r} (sizes: {', '.join(self.names) or 'unnamed'}; options: "
+                                 f"{', '.join(k for k, _ in self.options) or 'none'})") from None
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.names:
+            return self.dims[self.names.index(name)]
+        opts = dict(self.options)
+        if name in opts:
+            return opts[name]
+        raise KeyError(name)
+
+    @property
+    def elements(self) -> int:
+        """The product of the dims."""
+        return int(np.prod(self.dims, dtype=np.int64))
 
     def opt(self, name: str, default: Any = None) -> Any:
         """Value of a family option."""
@@ -51,9 +83,9 @@ class Problem:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Problem":
-        """Read :meth:`to_dict`'s output (the options keep their order)."""
-        return cls(dims=tuple(int(x) for x in d["dims"]), dtype=str(d["dtype"]),
-                   options=tuple((str(k), v) for k, v in dict(d.get("options") or {}).items()))
+        """Read :meth:`to_dict`'s output (the options keep their order; ``names`` where the dict has them)."""
+        return cls(names=tuple(str(x) for x in d.get("names", ())), dims=tuple(int(x) for x in d["dims"]),
+                   dtype=str(d["dtype"]), options=tuple((str(k), v) for k, v in dict(d.get("options") or {}).items()))
 
 
 @dataclass(frozen=True)
@@ -262,3 +294,14 @@ def cupy_version() -> str:
     except ImportError:
         return ""
     return str(cupy.__version__)
+
+
+def __getattr__(name: str) -> Any:
+    """``Problem``, this type's name before it served both contract forms: kept one release, with a warning."""
+    if name == "Problem":
+        import warnings  # noqa: PLC0415  (only for the old name)
+
+        warnings.warn("cudalab.families.Problem is now cudalab.families.Size (one size type for both forms of the "
+                      "contract; cudalab.Problem is the simple form's problem)", DeprecationWarning, stacklevel=2)
+        return Size
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

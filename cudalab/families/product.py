@@ -30,7 +30,7 @@ from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SizeError, SkipRow, UsageError
 from cudalab.families import matmul_sketch as sketch
-from cudalab.families.model import Case, Check, Problem
+from cudalab.families.model import Case, Check, Size
 from cudalab.families.model import where as first_at
 
 DEFAULT_N = 4096
@@ -44,7 +44,7 @@ SHOW_LIMIT = 16
 
 # --- sizes ---------------------------------------------------------------------------------------
 
-def mkn_problem(n: str | None, shape: str | None, dtype: str, options: dict, default: int = DEFAULT_N) -> Problem:
+def mkn_problem(n: str | None, shape: str | None, dtype: str, options: dict, default: int = DEFAULT_N) -> Size:
     """Parse ``--n N`` (N×N times N×N) or ``--shape MxKxN`` into dims (M, K, N).
 
     Raises:
@@ -60,10 +60,10 @@ def mkn_problem(n: str | None, shape: str | None, dtype: str, options: dict, def
     m, k, nn = dims
     if max(m * k, k * nn, m * nn) >= 2**31:
         raise UsageError(f"{m}x{k}x{nn}: a matrix of 2^31 elements or more is beyond the kernels' int sizes")
-    return Problem(dims=tuple(dims), dtype=dtype, options=tuple(sorted(options.items())))
+    return Size(dims=tuple(dims), dtype=dtype, options=tuple(sorted(options.items())))
 
 
-def full_host_bytes(problem: Problem) -> int:
+def full_host_bytes(problem: Size) -> int:
     """Host memory of a run checked against the full float64 product: A and B, their float64 copies,
     the reference, the result and the check's float64 temporaries (result, difference)."""
     m, k, n = problem.dims
@@ -113,12 +113,12 @@ def check_product(result: np.ndarray, ref: np.ndarray, k: int) -> Check:
     return Check(True, fro, fro_tol)
 
 
-def check_note(problem: Problem) -> dict[str, str]:
+def check_note(problem: Size) -> dict[str, str]:
     """The note a sketch-checked row carries (JSON ``extra.check``)."""
     return {"check": "sketch: sampled rows and columns, Freivalds projections"} if sketch.sketched(problem.dims) else {}
 
 
-def show(problem: Problem, inputs: dict[str, np.ndarray], result: np.ndarray | None,
+def show(problem: Size, inputs: dict[str, np.ndarray], result: np.ndarray | None,
          numpy: np.ndarray | None = None) -> str:
     """The text of ``--show``: each input and the result (or, given, NumPy's answer ``numpy``) of a
     small problem; one line saying why not for a large one."""
@@ -154,7 +154,7 @@ def host_case(fn: Callable[[], np.ndarray]) -> Case:
     return Case(run=run, result=lambda: box["out"], timer="host")
 
 
-def refuse_large_host(problem: Problem, variant: VariantSpec) -> None:
+def refuse_large_host(problem: Size, variant: VariantSpec) -> None:
     """Skip the host row above :data:`HOST_LIMIT` multiply-adds, saying so.
 
     Raises:

@@ -41,7 +41,7 @@ from cudalab import hostwork
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SkipRow, UsageError
-from cudalab.families import Case, Check, Launch, Problem, SetupContext, Work, compare
+from cudalab.families import Case, Check, Launch, Size, SetupContext, Work, compare
 from cudalab.families.base import Family
 from cudalab.families.model import cupy_version
 
@@ -60,11 +60,11 @@ def int_limit(n: int) -> int:
     return max(1, min(100, (2**31 - 1) // max(1, n)))
 
 
-def _is_int(problem: Problem) -> bool:
+def _is_int(problem: Size) -> bool:
     return problem.np_dtype.kind in "iu"
 
 
-def tolerance(problem: Problem) -> float:
+def tolerance(problem: Size) -> float:
     """Largest relative error allowed for the final scalar (0 for integers; see the module doc)."""
     if _is_int(problem):
         return 0.0
@@ -74,14 +74,14 @@ def tolerance(problem: Problem) -> float:
     return depth * unit_roundoff
 
 
-def exact_limit(problem: Problem, per_block: int) -> int:
+def exact_limit(problem: Size, per_block: int) -> int:
     """Largest value of the exactly summable inputs: every sum of ``per_block`` of them is an exact
     float (at most 2^24 in float32, 2^53 in float64), capped at 100."""
     mantissa = np.finfo(problem.np_dtype).nmant + 1
     return max(1, min(100, 2**mantissa // max(1, per_block)))
 
 
-def exact_inputs(problem: Problem, rng: np.random.Generator, limit: int) -> np.ndarray:
+def exact_inputs(problem: Size, rng: np.random.Generator, limit: int) -> np.ndarray:
     """Integers 1..limit in the problem's float dtype: all positive, so a dropped element always
     lowers the sum, and varied, so reading a wrong element usually changes it."""
     return hostwork.integers(rng, problem.dims[0], 1, limit + 1, np.int32, out_dtype=problem.np_dtype)
@@ -102,7 +102,7 @@ def check_exact(partials: np.ndarray, total: int, limit: int) -> Check:
     return Check(err == 0.0, err, 0.0, what + (f": off by {err:g}" if err else ""))
 
 
-def finish(problem: Problem, partials: np.ndarray) -> np.ndarray:
+def finish(problem: Size, partials: np.ndarray) -> np.ndarray:
     """Add the per-block partial sums on the host: float64 (int64) accumulation, cast to the dtype.
 
     NaN partials (the poison, left by a block that never wrote) stay NaN and fail the check.
@@ -134,7 +134,7 @@ def pairwise_sum(a: np.ndarray) -> np.generic:
 
 # --- cases ---------------------------------------------------------------------------------------
 
-def _host_case(problem: Problem, x: np.ndarray) -> Case:
+def _host_case(problem: Size, x: np.ndarray) -> Case:
     """The ``cpu`` row: pairwise_sum on a scratch copy refreshed (untimed) before every run."""
     buf = np.empty_like(x)
     box: dict[str, np.generic] = {}
@@ -152,7 +152,7 @@ def _host_case(problem: Problem, x: np.ndarray) -> Case:
     )
 
 
-def _library_case(d_x, problem: Problem) -> Case:
+def _library_case(d_x, problem: Size) -> Case:
     """The ``cub`` reference row: CuPy's sum over a view of the pristine device input.
 
     Raises:
@@ -177,7 +177,7 @@ def _library_case(d_x, problem: Problem) -> Case:
     )
 
 
-def _exact_check(ctx, problem: Problem, k, launch: Launch, d_part, d_work):
+def _exact_check(ctx, problem: Size, k, launch: Launch, d_part, d_work):
     """A check that launches the kernel on exactly summable inputs (:func:`check_exact`).
 
     Elements per block: a block covers at most ceil(n / blocks) elements, plus one block's width
@@ -223,7 +223,7 @@ void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or i
             unsigned int n)    // number of elements
 // grid: 1-D, tiles of block x per_thread over n (per_thread=8: each block sums 8 x blockDim.x elements)"""
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse ``--n`` into a one-element dims tuple.
 
         Raises:
@@ -234,32 +234,32 @@ void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or i
         size = L.parse_size(n, "--n") if n else DEFAULT_N
         if size > MAX_N:
             raise UsageError(f"--n {size:,} is too large: the reduce kernels index with 32-bit ints (at most 2^31)")
-        return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(options.items())))
+        return Size(dims=(size,), dtype=dtype, options=tuple(sorted(options.items())))
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """The flat array along x."""
         return (problem.dims[0], 1, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """Each element read once (the in-place writes are the algorithm's cost, not necessary bytes)."""
         return Work(bytes=problem.dims[0] * problem.np_dtype.itemsize)
 
-    def roofline_bytes(self, problem: Problem) -> int:
+    def roofline_bytes(self, problem: Size) -> int:
         """The copy that sets the roofline moves the same input: n elements (read once, as counted here)."""
         return problem.dims[0] * problem.np_dtype.itemsize
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Pristine input, the in-place work copy, one partial per block (blocks of at least 32), and
         for floats the exactly summable input."""
         n, size = problem.dims[0], problem.np_dtype.itemsize
         exact = 0 if _is_int(problem) else n * size
         return 2 * n * size + exact + (n // 32 + 1) * size + (1 << 20)
 
-    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+    def defines(self, problem: Size, variant: VariantSpec) -> dict[str, str]:
         """The element type for reduce.cu."""
         return {"ELEM_T": C_TYPES[problem.dtype]}
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Random, never-zero, positive data: floats in [0.5, 1.5), integers 1..:func:`int_limit`.
 
         Floats are positive so that sum |x| is the sum and the relative bound in :func:`tolerance`
@@ -270,14 +270,14 @@ void KERNEL(ELEM_T *data,      // n input elements; ELEM_T is float, double or i
             return {"x": hostwork.integers(rng, n, 1, int_limit(n) + 1, np.int32)}
         return {"x": hostwork.uniform(rng, n, problem.np_dtype, 0.5, 1.5)}  # drawn in its dtype, in parallel
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """NumPy's sum as a one-element array: float64 for floats, int64 wrapped to int32 for ints."""
         x = inputs["x"]
         if _is_int(problem):
             return np.array([np.sum(x, dtype=np.int64)]).astype(np.int32)
         return np.array([np.sum(x, dtype=np.float64)])
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray) -> Check:
         """Integers exactly (modulo 2^32), floats within :func:`tolerance` of the float64 sum."""
         if _is_int(problem):
             return compare(np.asarray(result).astype(np.int32), ref, tolerance=0.0, relative=False)

@@ -30,7 +30,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SkipRow, UsageError
-from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work
+from cudalab.families import Case, Check, FamilyOption, Size, SetupContext, Work
 from cudalab.families.base import Family
 
 KEY_CHOICES = ("present", "absent")
@@ -51,7 +51,7 @@ SCAN_BLOCK = 1024
 
 # --- sizes and work ------------------------------------------------------------------------------
 
-def sizes(problem: Problem) -> tuple[int, int]:
+def sizes(problem: Size) -> tuple[int, int]:
     """(array length, number of queries)."""
     n = problem.dims[0]
     return n, int(problem.opt("queries", 0) or n)
@@ -110,7 +110,7 @@ def host_binary(inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 # --- cases ---------------------------------------------------------------------------------------
 
-def _host_case(op: str, problem: Problem, inputs: dict) -> Case:
+def _host_case(op: str, problem: Size, inputs: dict) -> Case:
     fn = {"linear": host_linear, "all": host_all, "binary": host_binary}[op]
     box: dict[str, np.ndarray] = {}
     notes: dict[str, Any] = {}
@@ -137,12 +137,12 @@ def _noted(notes: dict, found: Found) -> Found:
     return found
 
 
-def _items(op: str, problem: Problem) -> int:
+def _items(op: str, problem: Size) -> int:
     n, q = sizes(problem)
     return q if op == "binary" else n
 
 
-def _scalar(problem: Problem, value: Any):
+def _scalar(problem: Size, value: Any):
     """The key as the kernel's elem_t argument."""
     return np.int32(value) if problem.dtype == "int32" else np.float32(value)
 
@@ -159,7 +159,7 @@ class Search(Family):
     #: compute-sanitizer sizes: a multiple of all's chunk (256 x 8) and one that is not.
     SANITIZE_SIZES = ({"n": "4096"}, {"n": "3001"})
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse ``--n`` and the options into dims (n,); ``queries`` (0: n) is resolved in the options.
 
         Raises:
@@ -179,27 +179,27 @@ class Search(Family):
             raise UsageError(f"--queries {queries:,} is out of range (1 to 2^30 - 1)")
         opts["key"] = key
         opts["queries"] = queries
-        return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
+        return Size(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """binary: one thread per query; linear and all: the array."""
         n, queries = sizes(problem)
         return (queries if op_of(variant) == "binary" else n, 1, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """The array read once (linear, all); rates come from each case's items."""
         return Work(bytes=problem.dims[0] * problem.np_dtype.itemsize)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Array, sorted array, queries, all's index output, binary's output, block counts."""
         n, q = sizes(problem)
         return 2 * n * problem.np_dtype.itemsize + q * problem.np_dtype.itemsize + 4 * (n + q) + 8 * (n // 256 + 1) + (1 << 20)
 
-    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+    def defines(self, problem: Size, variant: VariantSpec) -> dict[str, str]:
         """The element type for search.cu."""
         return {"ELEM_T": C_TYPES[problem.dtype]}
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """The array, its sorted copy, the key and the queries (see the module docstring).
 
         Values are even numbers 0 .. 2(m-1) with m = max(1, n // 4) distinct values (capped so they stay
@@ -215,11 +215,11 @@ class Search(Family):
         queries = rng.integers(-1, 2 * m + 1, size=q, dtype=np.int64).astype(problem.np_dtype)
         return {"x": x, "sorted": np.sort(x), "key": np.array([key], dtype=problem.np_dtype), "queries": queries}
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> Answers:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> Answers:
         """The lazy answers of every operation."""
         return Answers(inputs)
 
-    def check(self, problem: Problem, result: Found, ref: Answers) -> Check:
+    def check(self, problem: Size, result: Found, ref: Answers) -> Check:
         """Exact: the same indices (and, for ``all``, the same count) as NumPy.
 
         ``max_error`` is the number of wrong entries (a wrong count counts as its difference).

@@ -19,7 +19,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work, smem_tile
+from cudalab.families import Case, Check, FamilyOption, Size, SetupContext, Work, smem_tile
 from cudalab.families.base import Family
 from cudalab.families.smem_tile import Pattern
 
@@ -62,12 +62,12 @@ PATTERNS: dict[str, Pattern] = {
 }
 
 
-def ipad(problem: Problem) -> int:
+def ipad(problem: Size) -> int:
     """The --ipad value."""
     return int(problem.opt("ipad", DEFAULT_IPAD))
 
 
-def expected_out(problem: Problem, variant: VariantSpec) -> np.ndarray:
+def expected_out(problem: Size, variant: VariantSpec) -> np.ndarray:
     """What the variant's kernel writes to out, shape (blocks, 16, 32)."""
     return smem_tile.expected_out(problem, variant, PATTERNS, ipad(problem))
 
@@ -88,38 +88,38 @@ void KERNEL(int *out)          // blocks x 16 x 32 ints: block b writes out[b * 
 // block 32x16 (BDIMX, BDIMY); grid: --blocks blocks along x. Checked as a permutation: every index of the
 // block once (the order is the pattern's business; the built-in rows check their exact order)"""
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse the number of blocks and check --ipad."""
         pad = int(options.get("ipad", DEFAULT_IPAD))
         if not 0 <= pad <= 32:
             raise UsageError(f"--ipad must be between 0 and 32 words (got {pad})")
         return smem_tile.problem(n, shape, dtype, dict(options, ipad=pad), BDIMX, BDIMY)
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """One tile of BDIMX x BDIMY per block, blocks side by side along x (grid = blocks x 1)."""
         return smem_tile.extent(problem)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """The bytes of out written (the tile traffic itself stays on chip)."""
         return smem_tile.work(problem)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Only out lives on the device."""
         return smem_tile.device_bytes(problem)
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """None: the kernels write thread indices, they read nothing."""
         return {}
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """Every block's global thread indices in order: what a correct kernel's out un-permutes to."""
         return smem_tile.reference(problem)
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray) -> Check:
         """Integers: exact."""
         return smem_tile.check(result, ref)
 
-    def smem_expect(self, problem: Problem, variant: VariantSpec) -> dict[str, float] | None:
+    def smem_expect(self, problem: Size, variant: VariantSpec) -> dict[str, float] | None:
         """Expected wavefronts per request for this --ipad, from the kernels' index math."""
         if variant.kind != "kernel" or variant.kernel not in PATTERNS:
             return None

@@ -22,7 +22,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families.model import Case, Check, FamilyOption, Problem, SetupContext, Work, compare
+from cudalab.families.model import Case, Check, FamilyOption, Size, SetupContext, Work, compare
 
 WARP, BANKS = 32, 32
 
@@ -88,7 +88,7 @@ def model_wavefronts(patterns: dict[str, Pattern], kernel: str, bx: int, by: int
     return {"ld": wavefronts_per_request(ld), "st": wavefronts_per_request(st)}
 
 
-def expected_out(problem: Problem, variant: VariantSpec, patterns: dict[str, Pattern], ipad: int) -> np.ndarray:
+def expected_out(problem: Size, variant: VariantSpec, patterns: dict[str, Pattern], ipad: int) -> np.ndarray:
     """What the variant's kernel writes to ``out``, shape (blocks, BDIMY, BDIMX)."""
     blocks, by, bx = problem.dims
     perm = read_permutation(patterns, variant.kernel, bx, by, ipad)
@@ -98,7 +98,7 @@ def expected_out(problem: Problem, variant: VariantSpec, patterns: dict[str, Pat
 
 # --- sizes, work, reference and check -------------------------------------------------------------
 
-def problem(n: str | None, shape: str | None, dtype: str, options: dict, bx: int, by: int) -> Problem:
+def problem(n: str | None, shape: str | None, dtype: str, options: dict, bx: int, by: int) -> Size:
     """Parse ``--blocks K`` (or ``--n K``) into dims (blocks, bdimy, bdimx)."""
     if shape:
         raise UsageError("this family takes no --shape: the tile is fixed; use --blocks K to launch K blocks")
@@ -113,26 +113,26 @@ def problem(n: str | None, shape: str | None, dtype: str, options: dict, bx: int
     if blocks * bx * by >= 2**31:
         raise UsageError(f"--blocks {blocks} is too many: the kernels write int32 indices (at most {2**31 // (bx * by) - 1} blocks)")
     opts = dict(options, blocks=blocks)
-    return Problem(dims=(blocks, by, bx), dtype=dtype, options=tuple(sorted(opts.items())))
+    return Size(dims=(blocks, by, bx), dtype=dtype, options=tuple(sorted(opts.items())))
 
 
-def extent(problem: Problem) -> L.Dim3:
+def extent(problem: Size) -> L.Dim3:
     """One tile of BDIMX x BDIMY per block, blocks side by side along x (grid = blocks x 1)."""
     blocks, by, bx = problem.dims
     return (blocks * bx, by, 1)
 
 
-def work(problem: Problem) -> Work:
+def work(problem: Size) -> Work:
     """The bytes of out written (the tile traffic itself stays on chip)."""
     return Work(bytes=int(np.prod(problem.dims)) * problem.np_dtype.itemsize)
 
 
-def device_bytes(problem: Problem) -> int:
+def device_bytes(problem: Size) -> int:
     """Only out lives on the device."""
     return int(np.prod(problem.dims)) * problem.np_dtype.itemsize
 
 
-def reference(problem: Problem) -> np.ndarray:
+def reference(problem: Size) -> np.ndarray:
     """Every block's global thread indices in order: what a correct kernel's out un-permutes to."""
     return np.arange(int(np.prod(problem.dims)), dtype=np.int32).reshape(problem.dims)
 

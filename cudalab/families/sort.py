@@ -33,7 +33,7 @@ import numpy as np
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SkipRow, UsageError
-from cudalab.families import Case, Check, FamilyOption, Problem, SetupContext, Work
+from cudalab.families import Case, Check, FamilyOption, Size, SetupContext, Work
 from cudalab.families.base import Family
 from cudalab.families.model import cupy_version
 from cudalab.families.sort_onesweep import onesweep_case
@@ -103,7 +103,7 @@ def key_poison(x: np.ndarray) -> int:
 
 # --- cases ---------------------------------------------------------------------------------------
 
-def _host_case(problem: Problem, x: np.ndarray) -> Case:
+def _host_case(problem: Size, x: np.ndarray) -> Case:
     box: dict[str, np.ndarray] = {}
 
     def run() -> None:
@@ -112,7 +112,7 @@ def _host_case(problem: Problem, x: np.ndarray) -> Case:
     return Case(run=run, result=lambda: Sorted(box["out"]), timer="host", items=x.size)
 
 
-def _library_case(d_x, problem: Problem) -> Case:
+def _library_case(d_x, problem: Size) -> Case:
     """The ``cupy`` reference row: cupy.sort (a copy sorted by CUB's radix sort).
 
     Raises:
@@ -238,7 +238,7 @@ class Sort(Family):
     #: one that is not.
     SANITIZE_SIZES = ({"n": "24576"}, {"n": "5000"})
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """Parse ``--n`` and ``--input``.
 
         Raises:
@@ -254,18 +254,18 @@ class Sort(Family):
         if kind not in INPUTS:
             raise UsageError(f"--input {kind!r} must be one of {', '.join(INPUTS)}")
         opts["input"] = kind
-        return Problem(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
+        return Size(dims=(size,), dtype=dtype, options=tuple(sorted(opts.items())))
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """bitonic: the array padded to a power of two; merge-rank and radix: the array."""
         n = problem.dims[0]
         return (pow2_at_least(n) if variant.param("pad_pow2") else n, 1, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """Each key read and written once (the rate column counts keys, not bytes)."""
         return Work(bytes=2 * problem.dims[0] * problem.np_dtype.itemsize)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Input, two key and two index buffers (merge-rank), or the padded buffer (bitonic, < 2n), + CuPy's copy.
 
         radix's two key buffers and its counts (16 four-byte counts per tile of >= 32 keys: <= 2n bytes),
@@ -275,11 +275,11 @@ class Sort(Family):
         n, size = problem.dims[0], problem.np_dtype.itemsize
         return n * size + 2 * n * (size + 4) + 2 * n * size + (64 << 20)
 
-    def defines(self, problem: Problem, variant: VariantSpec) -> dict[str, str]:
+    def defines(self, problem: Size, variant: VariantSpec) -> dict[str, str]:
         """The element type for sort.cu and sort_onesweep.cu."""
         return {"ELEM_T": C_TYPES[problem.dtype]}
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Keys as ``--input`` says (see the module docstring)."""
         n = problem.dims[0]
         kind = problem.opt("input", "random")
@@ -295,12 +295,12 @@ class Sort(Family):
             x = np.ascontiguousarray(np.sort(x)[::-1])
         return {"x": x}
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> Expected:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> Expected:
         """NumPy's sorted keys (the stable order comes later, only if a stable variant runs)."""
         x = inputs["x"]
         return Expected(x, np.sort(x))
 
-    def check(self, problem: Problem, result: Sorted, ref: Expected) -> Check:
+    def check(self, problem: Size, result: Sorted, ref: Expected) -> Check:
         """Keys exactly equal to NumPy's; where the variant returns indices, equal to the stable argsort.
 
         ``max_error`` is the number of wrong positions.

@@ -9,7 +9,7 @@ import numpy as np
 
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
-from cudalab.families import Case, Check, Problem, SetupContext, Work, matrix
+from cudalab.families import Case, Check, Size, SetupContext, Work, matrix
 from cudalab.families.base import Family
 
 
@@ -27,40 +27,40 @@ void KERNEL(float *out,        // cols x rows output: out[c * pitch_out + r] = i
             int pitch_out)     // elements between the starts of two rows of out (>= rows)
 // grid: tiles of block x per_thread (or tile=) over the input, (cols, rows): blockIdx.x walks its columns"""
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Problem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict) -> Size:
         """``--n N`` (square) or ``--shape RxC``: :func:`cudalab.families.matrix.problem`."""
         return matrix.problem(n, shape, dtype, options)
 
-    def extent(self, problem: Problem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """Blocks walk the input: its columns along x, its rows along y."""
         rows, cols = problem.dims
         return (cols, rows, 1)
 
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: Size) -> Work:
         """Each element read once and written once."""
         return matrix.work(problem)
 
-    def device_bytes(self, problem: Problem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Input and output, with room for row padding."""
         return matrix.device_bytes(problem)
 
-    def host_bytes(self, problem: Problem) -> int:
+    def host_bytes(self, problem: Size) -> int:
         """The input and 128 MiB of pinned chunks (:func:`cudalab.families.matrix.host_bytes`)."""
         return matrix.host_bytes(problem)
 
-    def host_seconds(self, problem: Problem) -> float:
+    def host_seconds(self, problem: Size) -> float:
         """NumPy's strided transpose moves about 0.35 GB/s (5.5-6.7 s at 16384² on an H100 host)."""
         return self.work(problem).bytes / 0.35e9
 
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A random matrix in [-1, 1)."""
         return matrix.make_inputs(problem, rng)
 
-    def reference(self, problem: Problem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """NumPy's transpose as a view: the check compares against it in blocks, never materialising it."""
         return inputs["a"].T
 
-    def check(self, problem: Problem, result: np.ndarray, ref: np.ndarray) -> Check:
+    def check(self, problem: Size, result: np.ndarray, ref: np.ndarray) -> Check:
         """Exact, chunk by chunk as the result downloads (:func:`cudalab.families.matrix.check`)."""
         return matrix.check(result, ref)
 

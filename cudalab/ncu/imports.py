@@ -20,7 +20,7 @@ from cudalab.plan import RunRequest, make_problem, plan_launch
 from cudalab import launch as L
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CudalabError, ForeignProfileError, KernelNotProfiledError
-from cudalab.families import Family, Problem
+from cudalab.families import Family, Size
 from cudalab.ncu.match import Key
 from cudalab.ncu.metrics import infer_metric_set, resolve_metrics
 from cudalab.ncu.parse import KernelLaunch, ParsedCsv, parse_csv
@@ -187,7 +187,7 @@ def _size_guesses(spec: FamilySpec, fam: Family, req: RunRequest,
     default = _plan(spec, fam, req, [v for v in spec.variants if v.kind == "kernel"]) or {}
     tiles: dict[str, L.Dim3] = {}
     try:
-        problem: Problem = make_problem(spec, fam, req)
+        problem: Size = make_problem(spec, fam, req)
         for v in spec.variants:
             if v.kind == "kernel" and v.name in default:
                 tiles.setdefault(v.kernel, plan_launch(v, fam, problem).tile)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import UsageError
-from cudalab.families import Family, Problem
+from cudalab.families import Family, Size
 from cudalab.instruments import Column, Instrument
 
 DURATION = "gpu__time_duration.sum"
@@ -237,13 +237,13 @@ METRIC_SETS: dict[str, MetricSet] = {
 _METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
 
 
-def has_smem_expectations(spec: FamilySpec, fam: Family, problem: Problem | None = None) -> bool:
+def has_smem_expectations(spec: FamilySpec, fam: Family, problem: Size | None = None) -> bool:
     """Whether a family declares expected wavefronts per request (then ``smem`` is its default set)."""
     return any(expectations(fam, problem, v) for v in spec.variants if v.kind == "kernel")
 
 
 def resolve_metrics(text: str | None, spec: FamilySpec | None = None, fam: Family | None = None,
-                    problem: Problem | None = None) -> MetricSet:
+                    problem: Size | None = None) -> MetricSet:
     """Turn ``--metrics`` into a MetricSet: a set name, or a comma list of raw metric names.
 
     Default: ``smem`` for families that declare smem expectations, ``memory`` otherwise. A custom
@@ -287,7 +287,7 @@ def matches(measured: float | None, expected: float | None) -> bool | None:
     return expected * (1 - BELOW) <= measured <= expected + ABOVE
 
 
-def expectations(fam: Family | None, problem: Problem | None, variant: VariantSpec) -> dict[str, float]:
+def expectations(fam: Family | None, problem: Size | None, variant: VariantSpec) -> dict[str, float]:
     """Expected wavefronts per request ``{"ld": .., "st": ..}`` from the family's ``smem_expect`` hook
     (family.toml's ``params.smem_expect`` unless the family computes it, e.g. from ``--ipad``)."""
     if fam is not None and problem is not None:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from cudalab.session import toolchild as child
 from cudalab.catalog import VariantSpec
-from cudalab.families import Family, Problem
+from cudalab.families import Family, Size
 from cudalab.ncu.match import COMBINED_NOTE, combine, match_launches
 from cudalab.ncu.metrics import SMEM_LD_REQ, SMEM_LD_WF, SMEM_ST_REQ, SMEM_ST_WF, MetricSet, expectations, matches
 from cudalab.ncu.parse import KernelLaunch, Rule
@@ -78,7 +78,7 @@ class NcuReport:
     #: Whether the data held ncu's source page (per-line figures) and its rules (a --set full profile).
     has_source: bool = False
     has_rules: bool = False
-    #: The problem as a run record holds it (:meth:`cudalab.families.Problem.to_dict`).
+    #: The problem as a run record holds it (:meth:`cudalab.families.Size.to_dict`).
     problem_data: tuple[tuple[str, Any], ...] = ()
 
     def failed_expectations(self) -> list[str]:
@@ -92,7 +92,7 @@ class NcuReport:
 
 
 def build_rows(selected: Sequence[VariantSpec], child_rows: Sequence[Result], launches: Sequence[KernelLaunch],
-               fam: Family | None, problem: Problem | None, doubled_ok: bool = False) -> tuple[tuple[NcuRow, ...], list[str]]:
+               fam: Family | None, problem: Size | None, doubled_ok: bool = False) -> tuple[tuple[NcuRow, ...], list[str]]:
     """One row per selected variant: the child's verdict, its matched ncu launches, expectations.
 
     Args:

@@ -8,6 +8,7 @@ Errors in the user's code are :class:`~cudalab.errors.CatalogError` naming the m
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -18,7 +19,6 @@ from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import CatalogError, CudalabError, SkipRow, UsageError
 from cudalab.families.base import Family
 from cudalab.families.model import Case, Check, Launch, SetupContext, Work, compare
-from cudalab.families.model import Problem as RunProblem
 from cudalab.problems.contract import Problem, Size, Tolerance, ctype
 
 #: Sizes past this are beyond the ``int`` a kernel takes them as.
@@ -131,13 +131,13 @@ class ProblemFamily(Family):
         except Exception as exc:
             raise CatalogError(f"{self.where}{_line(exc, self.where)}: {what} raised {type(exc).__name__}: {exc}") from None
 
-    def size(self, problem: RunProblem) -> Size:
-        """The user's view of a run's size."""
-        return Size(self.spec.dims, problem.dims, problem.dtype, problem.options)
+    def size(self, problem: Size) -> Size:
+        """The user's view of a run's size: read by the problem's own names (a size planned here has them)."""
+        return problem if problem.names == tuple(self.spec.dims) else replace(problem, names=tuple(self.spec.dims))
 
     # --- the Family hooks -------------------------------------------------------------------------
 
-    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict[str, Any]) -> RunProblem:
+    def problem(self, n: str | None, shape: str | None, dtype: str, options: dict[str, Any]) -> Size:
         """``--n`` sets every dim, ``--shape AxB`` each; the default otherwise."""
         k = len(self.spec.dims)
         if n and shape:
@@ -155,7 +155,7 @@ class ProblemFamily(Family):
             raise UsageError(f"size {'x'.join(map(str, dims))}: each size must fit the kernels' int (below 2^31)")
         opts = {o.name: o.default for o in self.OPTIONS}
         opts.update({key: v for key, v in options.items() if v is not None})
-        prob = RunProblem(dims=tuple(dims), dtype=dtype, options=tuple(sorted(opts.items())))
+        prob = Size(names=tuple(self.spec.dims), dims=tuple(dims), dtype=dtype, options=tuple(sorted(opts.items())))
         if self.spec.validate is not None:
             try:
                 self.spec.validate(self.size(prob))
@@ -166,7 +166,7 @@ class ProblemFamily(Family):
                                    f"{exc}") from None
         return prob
 
-    def extent(self, problem: RunProblem, variant: VariantSpec) -> L.Dim3:
+    def extent(self, problem: Size, variant: VariantSpec) -> L.Dim3:
         """The problem's ``extent`` (default: every element along x), padded to three dims."""
         s = self.size(problem)
         if self.spec.extent is None:
@@ -176,7 +176,7 @@ class ProblemFamily(Family):
             raise CatalogError(f"{self.where}: extent gave {ext}: 1 to 3 ints")
         return tuple(list(ext) + [1] * (3 - len(ext)))  # type: ignore[return-value]
 
-    def work(self, problem: RunProblem) -> Work:
+    def work(self, problem: Size) -> Work:
         """The problem's ``work``; a negative or non-integer figure is an error naming the file."""
         w = self._call("work", self.spec.work, self.size(problem))
         if isinstance(w, tuple):
@@ -194,22 +194,22 @@ class ProblemFamily(Family):
         shape = _shape(self._call(f"output {out.name!r} shape", out.shape, s), f"output {out.name!r}", self.where)
         return shape, np.dtype(out.dtype or s.dtype)
 
-    def device_bytes(self, problem: RunProblem) -> int:
+    def device_bytes(self, problem: Size) -> int:
         """Inputs and outputs (the work's bytes) twice over, with slack."""
         return 2 * self.work(problem).bytes + (16 << 20)
 
-    def defines(self, problem: RunProblem, variant: VariantSpec) -> dict[str, str]:
+    def defines(self, problem: Size, variant: VariantSpec) -> dict[str, str]:
         """``ELEM_T``: the C type of ``--dtype``."""
         return {"ELEM_T": ctype(problem.dtype)} if len(self.spec.dtypes) > 1 else {}
 
-    def make_inputs(self, problem: RunProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def make_inputs(self, problem: Size, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """The problem's ``inputs``."""
         got = self._call("inputs", self.spec.inputs, self.size(problem), rng)
         if not isinstance(got, dict) or not all(isinstance(v, np.ndarray) for v in got.values()):
             raise CatalogError(f"{self.where}: inputs must return a dict of NumPy arrays, got {type(got).__name__}")
         return got
 
-    def reference(self, problem: RunProblem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def reference(self, problem: Size, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The problem's ``reference``, checked against the output's shape and dtype."""
         s = self.size(problem)
         ref = np.asarray(self._call("reference", self.spec.reference, s, inputs))
@@ -223,7 +223,7 @@ class ProblemFamily(Family):
                                + (" (or float64)" if dtype.kind == "f" else ""))
         return ref
 
-    def check(self, problem: RunProblem, result: Any, reference: np.ndarray) -> Check:
+    def check(self, problem: Size, result: Any, reference: np.ndarray) -> Check:
         """Exact (bit for bit, as it downloads), a tolerance, or the problem's own check."""
         rule = self.spec.check
         if rule == "exact":

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from cudalab.families.model import Check, FamilyOption, Work
+from cudalab.families.model import Check, FamilyOption, Size, Work
 
 __all__ = ["Check", "Kernel", "Library", "Option", "Output", "Problem", "Scalar", "Scratch", "Size",
            "Tolerance", "Work", "ctype"]
@@ -47,51 +47,6 @@ def ctype(dtype: str | np.dtype) -> str:
     except TypeError:  # not a dtype: the contract check names the field (cudalab.problems.checks)
         return str(dtype)
     return _CTYPES.get(name, name)
-
-
-@dataclass(frozen=True)
-class Size:
-    """One run's size, read by the problem's own names: ``size.rows``, ``size["cols"]``, ``size.bins``
-    (an option), ``size.dtype`` (the element type's name) and ``size.np_dtype``.
-
-    Attributes:
-        names: the size names, in the problem's order.
-        dims: their values.
-        dtype: the run's element type (``--dtype``).
-        options: the values of the problem's options.
-    """
-
-    names: tuple[str, ...]
-    dims: tuple[int, ...]
-    dtype: str = "float32"
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(f"size has no {name!r} (sizes: {', '.join(self.names)}; options: "
-                                 f"{', '.join(k for k, _ in self.options) or 'none'})") from None
-
-    def __getitem__(self, name: str) -> Any:
-        if name in self.names:
-            return self.dims[self.names.index(name)]
-        opts = dict(self.options)
-        if name in opts:
-            return opts[name]
-        raise KeyError(name)
-
-    @property
-    def np_dtype(self) -> np.dtype:
-        """The element type as a NumPy dtype."""
-        return np.dtype(self.dtype)
-
-    @property
-    def elements(self) -> int:
-        """The product of the dims."""
-        return int(np.prod(self.dims, dtype=np.int64))
 
 
 ShapeRule = Callable[..., "tuple[int, ...] | int"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cudalab.catalog import FamilySpec, VariantSpec
-from cudalab.families import Family, Problem
+from cudalab.families import Family, Size
 from cudalab.plan import Plan, RunRequest
 from cudalab.records.results import Result, Roofline
 
@@ -58,7 +58,7 @@ class Point:
         return self.plan.family
 
     @property
-    def problem(self) -> Problem:
+    def problem(self) -> Size:
         """The point's sizes, dtype and options."""
         return self.plan.problem
 
