@@ -40,6 +40,8 @@ class Protocol:
         max_batch: never more launches in one batch (the driver's launch queue holds about 1,000).
         energy_s: ``--energy``: after its samples, run each GPU row's launches back to back for at
             least this long and read its power from NVML's energy counter (0: off).
+        drop_throttled: leave samples taken while the GPU was throttled (NVML: SM clock under 75% of
+            nominal, or a power/thermal reason) out of the statistics, unless every sample was.
     """
 
     warmup: int = 2
@@ -53,6 +55,7 @@ class Protocol:
     batch_ms: float = 0.2
     max_batch: int = 1000
     energy_s: float = 0.0
+    drop_throttled: bool = False
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,13 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
         names = ", ".join(r.variant for r in results if r.extra.get("other_process"))
         lines.append(f"WARNING: another process (pid {', '.join(map(str, others))}) was computing on this GPU "
                      f"while {names} ran: those timings are not trustworthy (rows marked !)")
+    hot = [r for r in results if r.extra.get("throttled") and r.stats]
+    if hot:
+        dropped = any(r.extra.get("throttled_dropped") for r in hot)
+        lines.append("throttled = samples taken while NVML saw the GPU held back (SM clock under 75% of nominal, or a "
+                     "power/thermal clock event): " + ", ".join(f"{r.variant} {r.extra['throttled']}" for r in hot)
+                     + ("; left out of the statistics (--drop-throttled)" if dropped
+                        else "; kept in the statistics (--drop-throttled leaves them out)"))
     late = [f"{r.variant} ({r.extra['host_gaps']} of {r.stats.n})" for r in results if r.extra.get("host_gaps") and r.stats]
     if late:
         lines.append(f"note: samples the GPU started before the host had queued the launch, even behind the longest "
@@ -105,7 +112,7 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     if point.device is not None and record.device.get("devices"):
         lines[0] += f"  [GPU {point.device}]"
     if not header:  # a live run printed the GPU and protocol as it started: what the run itself found
-        keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING")
+        keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING", "throttled = ")
         if (record.device.get("telemetry") or {}).get("sm_mhz"):
             keep += ("GPU ",)  # it now names the clocks measured during the samples
         lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(keep)]

@@ -44,7 +44,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     extra_columns = list(extra_columns) if wide else []
     inst_columns = list(instrument_columns)
     # --energy's columns were asked for: the default view keeps them (the rest of the telemetry is --wide's)
-    tele_columns = [c for c in telemetry_columns(results) if wide or c[0] in ENERGY_KEYS]
+    tele_columns = [c for c in telemetry_columns(results) if wide or c[0] in ENERGY_KEYS + ("throttled",)]
     occ = wide and any(r.extra.get("occupancy") is not None for r in results)
     rate = RATE_HEADER.get(metric)
     cols = (["point"] if points else []) + (["#"] if wide else []) + ["variant", "block", "grid", "median ms", "± IQR"]
@@ -106,6 +106,7 @@ def occupancy_cell(extra: dict[str, Any]) -> str:
 TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
     ("sustained_w", "W busy"), ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
+    ("throttled", "throttled"),
 )
 
 
@@ -122,6 +123,8 @@ def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
         low = extra.get(f"{key}_min")
         # The minimum only when it is well below the median: a clock that dipped during the samples.
         return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
+    if key == "throttled":
+        return f"{v} dropped" if extra.get("throttled_dropped") else str(v)
     if key == "energy_mj_per_launch":
         return f"{v:.3g}"
     if key == "power_w" and extra.get("power_avg_1s"):
@@ -132,8 +135,10 @@ def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
 
 
 def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
-    """The telemetry columns some row has a value for (none without NVML)."""
-    return [(k, h) for k, h in TELEMETRY_COLUMNS if any(r.extra.get(k) not in (None, "") for r in results)]
+    """The telemetry columns some row has a value for (none without NVML; ``throttled`` once a row counts one)."""
+    # throttled: shown once a sample was (a column of zeros says nothing the header does not)
+    return [(k, h) for k, h in TELEMETRY_COLUMNS
+            if any(r.extra.get(k) not in ((None, "", 0) if k == "throttled" else (None, "")) for r in results)]
 
 
 RATE_HEADER = {"bandwidth": "GB/s", "flops": "GFLOP/s", "rate": "G items/s"}

@@ -40,7 +40,7 @@ def requests_from(spec: FamilySpec, fam: Family, opts: RunOptions) -> list[RunRe
     if opts.budget <= 0 or opts.min_samples < 1:
         raise UsageError("--budget must be positive and --min-samples at least 1")
     protocol = Protocol(budget_s=opts.budget, min_samples=opts.min_samples, flush_l2=not opts.hot,
-                        energy_s=1.0 if opts.energy else 0.0)
+                        energy_s=1.0 if opts.energy else 0.0, drop_throttled=opts.drop_throttled)
     base = sweep.base_request(
         spec, fam, variants=opts.variants, grid=opts.grid, add=user.parse_adds(opts.add), protocol=protocol,
         seed=opts.seed, roofline=opts.roofline, device=opts.device, keep_outputs=opts.keep_outputs,

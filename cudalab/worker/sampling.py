@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab.bench import Protocol, Stats, batch_size, measure_until
+from cudalab.bench import Protocol, Stats, batch_size, measure_until, summarize
 from cudalab.bench import measure as _measure
 from cudalab.worker import heartbeat
 
@@ -65,6 +65,8 @@ class Timing:
             queued the launches (each retry spins twice as long); warm-ups and probes not counted.
         host_gaps: timed samples kept though still overtaken after RETIME_MAX retries (or after an
             earlier sample had been): host latency may lie inside them.
+        spans: per timed sample (in ``stats.samples`` order), the host clock's (start, end) around it:
+            the GPU ran it inside that span (telemetry's polls say whether it ran throttled).
     """
 
     stats: Stats
@@ -75,6 +77,7 @@ class Timing:
     spin: bool = False
     retimed: int = 0
     host_gaps: int = 0
+    spans: tuple[tuple[float, float], ...] = ()
 
     def extra(self) -> dict:
         """``Result.extra`` entries: why sampling stopped, redone samples, and the batch facts."""
@@ -148,9 +151,17 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         for _ in range(proto.warmup if warmup else 0):
             sampler()
         state.update(retimed=0, gaps=0)
-        m = measure_until(sampler, proto, clock, warmup=False, on_sample=heartbeat.beat)
+        spans: list[tuple[float, float]] = []
+
+        def spanned() -> float:
+            t0 = clock()
+            ms = sampler()
+            spans.append((t0, clock()))
+            return ms
+
+        m = measure_until(spanned, proto, clock, warmup=False, on_sample=heartbeat.beat)
         return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]), retimed=state["retimed"],
-                      host_gaps=state["gaps"], **kw)
+                      host_gaps=state["gaps"], spans=tuple(spans), **kw)
 
     def single() -> float:
         return sample(1, SPIN_SINGLE_MAX_MS)
@@ -171,6 +182,21 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
     # One batch refines N: back to back, a launch costs less than the probe's lone launch did.
     n = max(n, batch_size(batch(n), proto)) if proto.max_batch > n else n
     return timed(lambda: batch(n), warmup=False, batch=n, single_ms=float(np.median(probes)))
+
+
+def throttle_marks(window: Any, timing: Timing, drop: bool) -> tuple[Stats, dict]:
+    """The row's statistics and its ``throttled`` count (samples taken while NVML saw the GPU throttled);
+    with ``drop`` (``--drop-throttled``) the statistics without them, unless every sample was."""
+    flags = window.throttled(list(timing.spans)) if timing.spans else []
+    if len(flags) != timing.stats.n:  # samples without spans (one host sample): nothing to judge
+        return timing.stats, {}
+    marks: dict = {"throttled": sum(flags)}
+    if not drop or not marks["throttled"]:
+        return timing.stats, marks
+    kept = [x for x, bad in zip(timing.stats.samples, flags) if not bad]
+    if not kept:
+        return timing.stats, dict(marks, throttled_note="every sample was throttled: none dropped")
+    return summarize(kept), dict(marks, throttled_dropped=marks["throttled"])
 
 
 #: A batch of ``--energy`` launches lasts about this long: the counter is read while it runs.
