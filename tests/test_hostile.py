@@ -103,6 +103,8 @@ for value in ("-1", "x", "1.5", "18446744073709551616"):
     case(f"transpose --seed={value}", "Invalid value for '--seed'")
 case("transpose --min-samples 0", "Invalid value for '--min-samples'")
 case("transpose --lock-clocks 0", "Invalid value for '--lock-clocks'")
+case("transpose --launch graphs", "Invalid value for '--launch'")
+case("transpose --launch=", "Invalid value for '--launch'")
 case("transpose --drop-throttled=yes", "Option '--drop-throttled' does not take a value")
 case("transpose --device -1", "Invalid value for '--device'")
 for digits in ("\u00b2", "\u0663", "\uff11", "1\u00b2"):  # not ASCII digits: '²'.isdigit(), int('٣') == 3

@@ -54,6 +54,15 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
                   if protocol.flush_l2 else "hot L2")
             lines.append(f"rows marked ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N back-to-back "
                          f"launches per event pair (time per launch = batch / N); {l2}")
+    graphs = [r for r in results if r.extra.get("timed_by") == "graph"]
+    if graphs and protocol is not None:
+        how = ("an L2 flush node before each launch, the flush timed alone the same way and taken out"
+               if protocol.flush_l2 else "hot L2")
+        lines.append(f"timed by graph ×N: the N launches of a sample captured once in a CUDA graph and replayed; {how}; "
+                     "−µs = the launch overhead removed (one launch between two events, less the time per launch)")
+    fell = [f"{r.variant} ({r.extra['timed_by_note']})" for r in results if r.extra.get("timed_by_note")]
+    if fell:
+        lines.append("timed by * : " + "; ".join(fell))
     others = sorted({int(p) for r in results for p in (r.extra.get("other_process") or ())})
     if others:
         names = ", ".join(r.variant for r in results if r.extra.get("other_process"))
@@ -112,7 +121,7 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     if point.device is not None and record.device.get("devices"):
         lines[0] += f"  [GPU {point.device}]"
     if not header:  # a live run printed the GPU and protocol as it started: what the run itself found
-        keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING", "throttled = ")
+        keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING", "throttled = ", "timed by")
         if (record.device.get("telemetry") or {}).get("sm_mhz"):
             keep += ("GPU ",)  # it now names the clocks measured during the samples
         lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(keep)]
