@@ -49,7 +49,7 @@ def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any
                 budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True,
                 energy: bool = False, exclusive: bool = False, lock_clocks: int | None = None, force: bool = False,
                 device: int = 0, devices: Sequence[int] | str | None = None, timeout: float | None = None,
-                **options: Any) -> RunOptions:
+                drop_throttled: bool = False, launch: str = "auto", **options: Any) -> RunOptions:
     """:func:`run`'s arguments as the typed request every front end builds
     (:class:`~cudalab.session.options.RunOptions`).
 
@@ -67,7 +67,7 @@ def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any
         block=_text(block), grid=grid, add=(add,) if isinstance(add, str) else tuple(add),
         defines=tuple(_define(k, v) for k, v in (defines or {}).items()), seed=seed, budget=budget,
         min_samples=min_samples, hot=hot, roofline=roofline, energy=energy, exclusive=exclusive,
-        lock_clocks=lock_clocks, force=force, device=device,
+        drop_throttled=drop_throttled, launch=launch, lock_clocks=lock_clocks, force=force, device=device,
         devices=devices if devices is None or isinstance(devices, str) else ",".join(str(int(d)) for d in devices),
         timeout=timeout, options=tuple((o.name, given.get(o.name.replace("-", "_"))) for o in fam.OPTIONS))
 
@@ -78,7 +78,7 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
         budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True,
         energy: bool = False, exclusive: bool = False, lock_clocks: int | None = None, force: bool = False,
         device: int = 0, devices: Sequence[int] | str | None = None, timeout: float | None = None,
-        progress: bool = False, show: bool = False, **options: Any) -> RunRecord:
+        drop_throttled: bool = False, launch: str = "auto", progress: bool = False, show: bool = False, **options: Any) -> RunRecord:
     """Run variants of one family on the GPU and return the record.
 
     Every axis may be a list (or a comma text, as on the command line); the cross product runs,
@@ -103,6 +103,8 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
         device: GPU index.
         devices: spread the points over these GPUs (``"all"`` or a list), one worker each.
         timeout: seconds a kernel may run before its worker is killed and its row is ``timeout``.
+        drop_throttled: ``--drop-throttled``: samples NVML saw throttled left out of the statistics.
+        launch: ``--launch``: how a kernel under 20 µs is timed (``auto``, ``batch``, ``graph``, ``events``).
         progress: show progress on stderr (a bar on a terminal, lines otherwise).
         show: print the tables as the command line does.
         **options: the family's own options (``tile=16``, ``alpha=1.5``; lists sweep).
@@ -121,7 +123,7 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
     args = dict(n=n, shape=shape, dtype=dtype, block=block, grid=grid, add=add, defines=defines, seed=seed,
                 budget=budget, min_samples=min_samples, hot=hot, roofline=roofline, energy=energy,
                 exclusive=exclusive, lock_clocks=lock_clocks, force=force, device=device, devices=devices,
-                timeout=timeout)
+                timeout=timeout, drop_throttled=drop_throttled, launch=launch)
     if not isinstance(family, str):  # a problem object: a family folder while it runs (workers find it)
         from cudalab.problems.inline import materialized  # noqa: PLC0415
 

@@ -40,6 +40,12 @@ class Protocol:
         max_batch: never more launches in one batch (the driver's launch queue holds about 1,000).
         energy_s: ``--energy``: after its samples, run each GPU row's launches back to back for at
             least this long and read its power from NVML's energy counter (0: off).
+        launch: how a short kernel (under ``batch_below_ms``) is timed: ``auto`` (today: ``batch``), ``batch``
+            (N launches enqueued between two events), ``graph`` (the N launches captured once in a CUDA graph
+            and replayed; cold: a flush node before each, the flush timed alone and taken out) or ``events``
+            (one launch per event pair, never batched).
+        drop_throttled: leave samples taken while the GPU was throttled (NVML: SM clock under 75% of
+            nominal, or a power/thermal reason) out of the statistics, unless every sample was.
     """
 
     warmup: int = 2
@@ -53,6 +59,15 @@ class Protocol:
     batch_ms: float = 0.2
     max_batch: int = 1000
     energy_s: float = 0.0
+    drop_throttled: bool = False
+    launch: str = "auto"
+
+
+#: ``--launch`` values (:attr:`Protocol.launch`).
+LAUNCH_METHODS = ("auto", "batch", "graph", "events")
+#: What ``--launch auto`` picks for a short kernel: the batch of events until a committed truth record
+#: (``docs/benchmarks/<gpu>-truth.md``, ``cudalab truth``) shows the graph closer to ncu on the GPUs measured.
+AUTO_LAUNCH = "batch"
 
 
 @dataclass(frozen=True)

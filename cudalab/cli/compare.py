@@ -13,11 +13,12 @@ from cudalab.cli.options import wide_option
 
 @cli.command("compare", context_settings=CONTEXT)
 @click.argument("paths", nargs=-1, required=True, metavar="A.json B.json [C.json...]")
-@click.option("--min-effect", default="2%", show_default=True,
-              help="Smallest change that counts as faster or slower (percent).")
-@click.option("--fail-on", default=None, metavar="slower:PCT",
+@click.option("--min-effect", default=None,
+              help="Smallest change that counts as faster or slower (percent) [default: A's GPU's calibrated noise "
+                   "floor (cudalab calibrate), else 2%].")
+@click.option("--fail-on", default=None, metavar="slower[:PCT]",
               help="CI gate: exit 1 when a row is slower than A by more than PCT with confidence "
-                   "(never on faster or unsure), e.g. --fail-on slower:5%.")
+                   "(never on faster or unsure), e.g. --fail-on slower:5%; plain 'slower': A's GPU's calibrated floor.")
 @click.option("--allow-missing", is_flag=True,
               help="With --fail-on: a row of A that B does not have does not fail the gate.")
 @click.option("--markdown", is_flag=True, help="Print GitHub markdown (for $GITHUB_STEP_SUMMARY) instead of tables.")
@@ -46,21 +47,36 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
     from cudalab.errors import UsageError
     from cudalab.records.results import load_record
 
+    from cudalab.records import noise
+
     if len(paths) < 2:
         raise UsageError("compare needs at least two run files (A.json B.json)")
-    effect = G.parse_percent(min_effect, "--min-effect")
-    threshold = G.parse_fail_on(fail_on) if fail_on else None
-    if allow_missing and threshold is None:
+    if min_effect is not None:
+        G.parse_percent(min_effect, "--min-effect")
+    if fail_on:
+        G.parse_fail_on(fail_on, 0.0)  # the form is checked before any file is read
+    if allow_missing and not fail_on:
         raise UsageError("--allow-missing only changes the --fail-on gate; give --fail-on too")
     if plot_path:
         plot.check(plot_path, paths)  # before any work; never over a run it reads
     records = [load_record(p) for p in paths]
+    floor = noise.load(records[0].gpu)
+    effect = G.parse_percent(min_effect, "--min-effect") if min_effect is not None else (
+        floor.min_effect if floor else noise.DEFAULT_EFFECT)
+    threshold = G.parse_fail_on(fail_on, floor.min_effect if floor else None) if fail_on else None
+    said = ""
+    if floor is not None and (min_effect is None or (fail_on and ":" not in fail_on)):
+        said = f"noise floor of this GPU: {floor.line()}"
+    elif floor is None and min_effect is None:
+        said = f"effect threshold {noise.DEFAULT_EFFECT:.0%} (this GPU was never calibrated: cudalab calibrate)"
     names = [Path(p).name for p in paths]
     if len(set(names)) < len(names):  # same file names in different folders: show the paths
         names = list(paths)
     comparisons = [C.compare(records[0], rec, names[0], name, effect) for rec, name in zip(records[1:], names[1:])]
     failures = G.gate(comparisons, threshold, allow_missing) if threshold is not None else []  # before any output
     gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")] + failures
+    if said:  # after everything that can refuse: a refusal stays one line
+        click.echo(said, err=markdown)
     con = report.console()
     for c in comparisons:
         if markdown:

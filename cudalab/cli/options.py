@@ -146,6 +146,15 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--energy"], is_flag=True,
                      help="Measure each GPU row's energy: its launches back to back for a second while NVML's "
                           "energy counter runs (about a second more per row; needs NVML)."),
+        click.Option(["--launch"], type=click.Choice(["auto", "batch", "graph", "events"]), default="auto",
+                     show_default=True,
+                     help="How a kernel under 20 µs is timed: batch = N launches between two events; graph = the N "
+                          "launches captured once in a CUDA graph and replayed (cold: an L2 flush node before each, "
+                          "the flush timed alone and taken out); events = one launch per event pair; auto = batch "
+                          "(README, columns: which is closer to ncu)."),
+        click.Option(["--drop-throttled"], is_flag=True,
+                     help="Leave samples taken while the GPU was throttled (NVML: SM clock under 75% of nominal, "
+                          "or a power/thermal reason) out of the statistics; the row counts them either way."),
         click.Option(["--lock-clocks"], type=click.IntRange(min=1), default=None, metavar="MHZ",
                      help="Lock the SM clock at MHZ during the run and restore it after (needs NVML and "
                           "permission to set clocks; never on a shared GPU)."),
@@ -174,7 +183,8 @@ def run_options(fam: Family, kw: dict[str, Any]) -> RunOptions:
         dtype=kw.get("dtype"), block=kw.get("block"), grid=kw.get("grid"), add=tuple(kw.get("add") or ()),
         defines=tuple(kw.get("defines") or ()), seed=kw.get("seed"), budget=kw.get("budget", 0.5),
         min_samples=kw.get("min_samples", 10), hot=bool(kw.get("hot")), roofline=not kw.get("no_roofline", False),
-        energy=bool(kw.get("energy")), exclusive=bool(kw.get("exclusive")), lock_clocks=kw.get("lock_clocks"),
+        energy=bool(kw.get("energy")), drop_throttled=bool(kw.get("drop_throttled")),
+        launch=kw.get("launch") or "auto", exclusive=bool(kw.get("exclusive")), lock_clocks=kw.get("lock_clocks"),
         force=bool(kw.get("force")), device=kw.get("device") or 0, devices=kw.get("devices"),
         timeout=kw.get("timeout"), keep_outputs=bool(kw.get("show") or kw.get("example")),
         options=tuple((n, kw.get(n.replace("-", "_"))) for n in names))

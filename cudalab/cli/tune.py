@@ -52,7 +52,9 @@ def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
 @click.option("--name", default=None, help="The campaign's name (default: FAMILY-VARIANT).")
 @click.option("--storage", default=None, help="An SQLAlchemy URL (default: sqlite:///NAME.tune.db here).")
 @click.option("--race", "race_k", type=int, default=5, show_default=True, help="Race the best K (0: no race).")
-@click.option("--tolerance", default=0.01, show_default=True, help="A tie: within this fraction (0.01: 1%).")
+@click.option("--tolerance", type=float, default=None,
+              help="A tie: within this fraction (0.01: 1%) [default: the GPU's calibrated noise floor "
+                   "(cudalab calibrate), else 0.01].")
 @click.option("--budget", default=0.1, show_default=True, help="Timing seconds a trial.")
 @click.option("--device", type=int, default=0, show_default=True, help="GPU index.")
 @click.option("--timeout", type=float, default=None, help="The watchdog's limit for one kernel, seconds.")
@@ -207,6 +209,7 @@ def _show(res: Any) -> None:
               if v is not None and v.low is not None else "")
         ties = f"; tied within the tolerance: {', '.join(race.ties)}" if race.ties else ""
         click.echo(f"winner after {race.rounds} racing rounds: {race.winner}{vs}{ties}")
+        click.echo(f"racing tolerance {race.tolerance:.2%}" + (f": {race.calibrated}" if race.calibrated else ""))
     if res.command:
         click.echo(f"rerun: {res.command}")
     if res.incomplete:

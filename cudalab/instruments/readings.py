@@ -18,6 +18,13 @@ REASONS: tuple[tuple[int, str], ...] = (
 #: Reasons that say nothing about the samples: idle is the gap between samples, app-clocks is a
 #: clock setting (``--lock-clocks`` shows it too).
 BENIGN = frozenset({"idle", "app-clocks"})
+#: The reasons that slow a sample down for the board's sake (power cap, thermal, slowdown, power brake):
+#: a poll with one of them set marks the samples around it throttled.
+SLOWING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+#: An SM clock under this fraction of its nominal marks the samples around it throttled (a poll that
+#: says the GPU is idle is not held against them: the clock drops between samples, not inside one).
+SLOW_CLOCK = 0.75
+IDLE = 0x1
 
 
 def decode_reasons(mask: int) -> tuple[str, ...]:
@@ -39,6 +46,15 @@ class Poll:
     temp_c: int | None = None
     reasons: int = 0
     instant: bool = True    # power_w is the instantaneous draw (False: NVML's one-second average)
+    t: float = 0.0          # when it was read (time.perf_counter, the clock the samples' spans use)
+
+    def throttled(self, nominal_mhz: int | None) -> bool:
+        """Whether the GPU was held back at this poll: a power or thermal reason set, or (not idle) an
+        SM clock under :data:`SLOW_CLOCK` of ``nominal_mhz`` (None: only the reasons count)."""
+        if self.reasons & SLOWING:
+            return True
+        slow = nominal_mhz and self.sm_mhz is not None and self.sm_mhz < SLOW_CLOCK * nominal_mhz
+        return bool(slow) and not self.reasons & IDLE
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,23 @@ def summarize(polls: list[Poll], seconds: float, other: Iterable[int] = ()) -> R
         other_pids=tuple(sorted(set(other))),
         power_avg=any(not p.instant for p in polls if p.power_w is not None),
     )
+
+
+def throttled_samples(polls: list[Poll], spans: Iterable[tuple[float, float]], nominal_mhz: int | None) -> list[bool]:
+    """Per sample, whether it was taken while the GPU was throttled (:meth:`Poll.throttled`).
+
+    A sample's span is the host time from before its enqueue to after its end event was waited for: the
+    GPU ran it inside that span. It is judged by the polls inside its span and the last poll before it
+    (a sample shorter than the polling interval has none inside: the state it started in is the latest
+    known). Polls are in time order.
+    """
+    times = [p.t for p in polls]
+    out = []
+    for a, b in spans:
+        lo = int(np.searchsorted(times, a, side="right"))  # polls[lo - 1] is the last one at or before a
+        hi = int(np.searchsorted(times, b, side="right"))
+        out.append(any(p.throttled(nominal_mhz) for p in polls[max(lo - 1, 0):hi]))
+    return out
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from cudalab.errors import CudalabError
 from cudalab.instruments.gpu_pids import ancestors, compute_pids  # noqa: F401  (compute_pids: the worker's baseline)
-from cudalab.instruments.readings import BENIGN, REASONS, Poll, Reading, Sustained, decode_reasons, summarize  # noqa: F401
+from cudalab.instruments.readings import BENIGN, REASONS, Poll, Reading, Sustained, decode_reasons, summarize, throttled_samples  # noqa: F401
 
 INTERVAL_S = 0.005
 #: NVML's field id of the instantaneous power draw (``pynvml.NVML_FI_DEV_POWER_INSTANT``, driver 530+).
@@ -75,6 +75,8 @@ class Telemetry:
         names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
         self._reasons = [fn for fn in (getattr(nvml, n, None) for n in names) if fn is not None]
         self._instant = hasattr(nvml, "nvmlDeviceGetFieldValues")  # until the driver says otherwise
+        self._nominal: int | None = None
+        self._nominal_asked = False
 
     # --- processes -------------------------------------------------------------------------------
     def processes(self) -> set[int]:
@@ -162,6 +164,7 @@ class Telemetry:
             except Exception:
                 return None
 
+        t = time.perf_counter()
         sm = get("nvmlDeviceGetClockInfo", getattr(n, "NVML_CLOCK_SM", 1))
         mem = get("nvmlDeviceGetClockInfo", getattr(n, "NVML_CLOCK_MEM", 2))
         mw, instant = self._instant_mw(), True
@@ -176,7 +179,25 @@ class Telemetry:
             except Exception:  # not in this driver: try the other name once, then give up
                 self._reasons.pop(0)
         return Poll(sm_mhz=sm, mem_mhz=mem, power_w=None if mw is None else mw / 1000.0, temp_c=temp,
-                    reasons=reasons, instant=instant)
+                    reasons=reasons, instant=instant, t=t)
+
+    def nominal_mhz(self) -> int | None:
+        """The SM clock the samples should run at: the locked clock (``--lock-clocks``), else the default
+        application clock, else the maximum (None: NVML says none). Asked once, then kept."""
+        if self.locked_mhz is not None:
+            return self.locked_mhz
+        if not self._nominal_asked:
+            self._nominal_asked = True
+            sm = getattr(self.nvml, "NVML_CLOCK_SM", 1)
+            for fn in ("nvmlDeviceGetDefaultApplicationsClock", "nvmlDeviceGetMaxClockInfo"):
+                try:
+                    mhz = int(getattr(self.nvml, fn)(self.handle, sm))
+                except Exception:
+                    continue
+                if mhz > 0:
+                    self._nominal = mhz
+                    break
+        return self._nominal
 
     def _instant_mw(self) -> int | None:
         """The instantaneous power draw in milliwatts, or None (and never asked again) where the
@@ -269,6 +290,7 @@ class Window:
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self.reading: Reading | None = None
+        self.kept: list[Poll] = []   # the window's polls as stop() took them
 
     def start(self) -> "Window":
         """Look for other processes, start polling."""
@@ -303,8 +325,14 @@ class Window:
         self.other |= self.tele.others()
         seconds = t1 - self._t0
         self.tele.polls.extend(polls)
+        self.kept = polls
         self.reading = summarize(polls, seconds, self.other)
         return self.reading
+
+    def throttled(self, spans: list[tuple[float, float]]) -> list[bool]:
+        """Per sample span (host ``perf_counter`` seconds), whether it ran throttled
+        (:func:`cudalab.instruments.readings.throttled_samples`); call after :meth:`stop`."""
+        return throttled_samples(sorted(self.kept, key=lambda p: p.t), spans, self.tele.nominal_mhz())
 
     def __enter__(self) -> "Window":
         return self.start()

@@ -164,7 +164,7 @@ def judge(a: Sequence[float], b: Sequence[float], min_effect: float = 0.02, alph
     lo, hi = bootstrap_ratio(a, b)
     base = dict(ratio=ratio, p=p, low=lo, high=hi)
     change = ratio - 1.0
-    if p < alpha and abs(change) >= min_effect and (lo > 1.0 or hi < 1.0):
+    if decisive(ratio, p, lo, hi, min_effect, alpha):
         return Verdict(SLOWER if change > 0 else FASTER, **base)
     if 1.0 - min_effect < lo and hi < 1.0 + min_effect:
         return Verdict(SAME, **base, note="" if p >= alpha else f"differs by {change:+.1%}, under the {_pct(min_effect)} effect")
@@ -177,6 +177,15 @@ def judge(a: Sequence[float], b: Sequence[float], min_effect: float = 0.02, alph
         why = f"interval {lo:.3f}–{hi:.3f} crosses ±{_pct(min_effect)}"
     more = max(SUGGEST_SAMPLES, 2 * max(len(a), len(b)))
     return Verdict(UNSURE, **base, note=f"{why}: rerun with --min-samples {more} (idle GPU)")
+
+
+def decisive(ratio: float | None, p: float | None, low: float | None, high: float | None, min_effect: float,
+             alpha: float = ALPHA) -> bool:
+    """Whether a verdict's figures call the change faster or slower at ``min_effect``: significant, at least that
+    large, and its interval clear of 1 (:func:`judge`'s rule; calibration asks it at many thresholds)."""
+    if ratio is None or p is None or low is None or high is None:
+        return False
+    return p < alpha and abs(ratio - 1.0) >= min_effect and (low > 1.0 or high < 1.0)
 
 
 def _pct(x: float) -> str:

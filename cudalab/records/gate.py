@@ -26,15 +26,20 @@ def parse_percent(text: str, what: str) -> float:
     return float(m.group(1)) / 100.0
 
 
-def parse_fail_on(text: str) -> float:
-    """``slower:5%`` -> 0.05 (the gate fails on rows slower by more than this, with confidence).
+def parse_fail_on(text: str, calibrated: float | None = None) -> float:
+    """``slower:5%`` -> 0.05 (the gate fails on rows slower by more than this, with confidence); plain ``slower``
+    -> ``calibrated``, the GPU's noise floor (:mod:`cudalab.records.noise`).
 
     Raises:
-        UsageError: anything else (only ``slower`` can fail a gate).
+        UsageError: anything else (only ``slower`` can fail a gate), or ``slower`` on a GPU never calibrated.
     """
     kind, sep, amount = text.partition(":")
+    if kind.strip() == "slower" and not sep:
+        if calibrated is None:
+            raise UsageError(f"--fail-on slower needs a percentage (slower:5%) or a calibrated GPU (cudalab calibrate)")
+        return calibrated
     if kind.strip() != "slower" or not sep:
-        raise UsageError(f"--fail-on {text!r} must be slower:PERCENT, e.g. slower:5%")
+        raise UsageError(f"--fail-on {text!r} must be slower:PERCENT, e.g. slower:5% (or slower: the calibrated floor)")
     return parse_percent(amount, "--fail-on")
 
 

@@ -374,6 +374,13 @@ def _protocol(saved: Any) -> dict[str, Any]:
         if f.name not in saved:
             continue
         v, want = saved[f.name], type(f.default)
+        if want is str:  # --launch: one of the methods
+            from cudalab.bench import LAUNCH_METHODS  # noqa: PLC0415
+
+            if v not in LAUNCH_METHODS:
+                raise UsageError(f"not a cudalab run record ('protocol.{f.name}' must be one of "
+                                 f"{', '.join(LAUNCH_METHODS)}; got {_shown(v)})")
+            continue
         ok = (isinstance(v, bool) if want is bool else not isinstance(v, bool) and (
             isinstance(v, int) if want is int else isinstance(v, (int, float)) and math.isfinite(v)))
         if not ok or (want is not bool and v < 0):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cudalab.records.compare import _pct
 from cudalab.report.grid import Column, Grid
 from cudalab.report.runtable import _fmt, _ms
 
@@ -23,9 +24,9 @@ def comparison_lines(c: Any) -> list[str]:
         lines.append(f"same GPU ({c.base_gpu or '?'}): compared by median time; B/A = B ms / A ms, > 1 is slower")
     ratio = "eff A/B" if c.by_roofline else "B/A"
     words = "more/less efficient" if c.by_roofline else "faster/slower"
-    lines.append(f"verdict from the raw samples: Mann–Whitney U p < 0.05, |{ratio} − 1| ≥ {c.min_effect:.0%} "
+    lines.append(f"verdict from the raw samples: Mann–Whitney U p < 0.05, |{ratio} − 1| ≥ {_pct(c.min_effect)} "
                  f"(--min-effect) and the 95% bootstrap interval of {ratio} excluding 1 → {words}; interval inside "
-                 f"±{c.min_effect:.0%} → same; otherwise unsure (the note says what would settle it)")
+                 f"±{_pct(c.min_effect)} → same; otherwise unsure (the note says what would settle it)")
     return lines
 
 

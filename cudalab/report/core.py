@@ -54,11 +54,27 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
                   if protocol.flush_l2 else "hot L2")
             lines.append(f"rows marked ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N back-to-back "
                          f"launches per event pair (time per launch = batch / N); {l2}")
+    graphs = [r for r in results if r.extra.get("timed_by") == "graph"]
+    if graphs and protocol is not None:
+        how = ("an L2 flush node before each launch, the flush timed alone the same way and taken out"
+               if protocol.flush_l2 else "hot L2")
+        lines.append(f"timed by graph ×N: the N launches of a sample captured once in a CUDA graph and replayed; {how}; "
+                     "−µs = the launch overhead removed (one launch between two events, less the time per launch)")
+    fell = [f"{r.variant} ({r.extra['timed_by_note']})" for r in results if r.extra.get("timed_by_note")]
+    if fell:
+        lines.append("timed by * : " + "; ".join(fell))
     others = sorted({int(p) for r in results for p in (r.extra.get("other_process") or ())})
     if others:
         names = ", ".join(r.variant for r in results if r.extra.get("other_process"))
         lines.append(f"WARNING: another process (pid {', '.join(map(str, others))}) was computing on this GPU "
                      f"while {names} ran: those timings are not trustworthy (rows marked !)")
+    hot = [r for r in results if r.extra.get("throttled") and r.stats]
+    if hot:
+        dropped = any(r.extra.get("throttled_dropped") for r in hot)
+        lines.append("throttled = samples taken while NVML saw the GPU held back (SM clock under 75% of nominal, or a "
+                     "power/thermal clock event): " + ", ".join(f"{r.variant} {r.extra['throttled']}" for r in hot)
+                     + ("; left out of the statistics (--drop-throttled)" if dropped
+                        else "; kept in the statistics (--drop-throttled leaves them out)"))
     late = [f"{r.variant} ({r.extra['host_gaps']} of {r.stats.n})" for r in results if r.extra.get("host_gaps") and r.stats]
     if late:
         lines.append(f"note: samples the GPU started before the host had queued the launch, even behind the longest "
@@ -105,7 +121,7 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     if point.device is not None and record.device.get("devices"):
         lines[0] += f"  [GPU {point.device}]"
     if not header:  # a live run printed the GPU and protocol as it started: what the run itself found
-        keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING")
+        keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING", "throttled = ", "timed by")
         if (record.device.get("telemetry") or {}).get("sm_mhz"):
             keep += ("GPU ",)  # it now names the clocks measured during the samples
         lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(keep)]

@@ -44,15 +44,18 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     extra_columns = list(extra_columns) if wide else []
     inst_columns = list(instrument_columns)
     # --energy's columns were asked for: the default view keeps them (the rest of the telemetry is --wide's)
-    tele_columns = [c for c in telemetry_columns(results) if wide or c[0] in ENERGY_KEYS]
+    tele_columns = [c for c in telemetry_columns(results) if wide or c[0] in ENERGY_KEYS + ("throttled",)]
     occ = wide and any(r.extra.get("occupancy") is not None for r in results)
+    # which method timed each row, once any row was not one launch per event pair
+    method = any(timed_by(r.extra) != "events" for r in results if r.stats)
     rate = RATE_HEADER.get(metric)
     cols = (["point"] if points else []) + (["#"] if wide else []) + ["variant", "block", "grid", "median ms", "± IQR"]
     cols += ["n"] if wide else []
     if rate:
         cols += [rate, "% roofline" if metric == "bandwidth" else "% of ref"]
     cols += ["speedup"] + (["step"] if wide else [])
-    cols += [h for _, h in extra_columns] + (["occupancy"] if occ else []) + [c.header for c in inst_columns]
+    cols += [h for _, h in extra_columns] + (["occupancy"] if occ else []) + (["timed by"] if method else [])
+    cols += [c.header for c in inst_columns]
     cols += [h for _, h in tele_columns] + ["check", "status"]
     t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
     first = prev = None
@@ -81,6 +84,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
             v = r.extra.get(key)
             row.append(_fmt(v, 4 if key.endswith("_ms") else 2) if isinstance(v, float) else "–" if v is None else str(v))
         row += [occupancy_cell(r.extra)] if occ else []
+        row += [method_cell(r.extra) if r.stats else "–"] if method else []
         row += [c.cell(r.extra) for c in inst_columns]
         row += [telemetry_cell(key, r.extra) for key, _ in tele_columns]
         if r.max_error is None:
@@ -92,6 +96,23 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         row.append((str(r.status) if not r.reason else f"{r.status}: {r.reason}", _STATUS_STYLE.get(r.status, "")))
         t.add_row(*row)
     return t
+
+
+def timed_by(extra: dict[str, Any]) -> str:
+    """What timed a row: ``events``, ``batch`` or ``graph`` (rows saved before it was kept: batch when batched)."""
+    return str(extra.get("timed_by") or ("batch" if extra.get("batch") else "events"))
+
+
+def method_cell(extra: dict[str, Any]) -> str:
+    """``graph ×95 −2.1 µs``: the method, launches per sample, and the launch overhead the batch removed
+    (the one-launch probes' median less the time per launch)."""
+    how = timed_by(extra)
+    n = extra.get("batch")
+    text = how + (f" ×{n}" if n and how != "events" else "")
+    over = extra.get("launch_overhead_us")
+    if isinstance(over, (int, float)) and n:
+        text += f" −{over:.2f} µs" if over >= 0 else f" +{-over:.2f} µs"
+    return text + (" *" if extra.get("timed_by_note") else "")
 
 
 def occupancy_cell(extra: dict[str, Any]) -> str:
@@ -106,6 +127,7 @@ def occupancy_cell(extra: dict[str, Any]) -> str:
 TELEMETRY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sm_mhz", "SM MHz"), ("mem_mhz", "mem MHz"), ("power_w", "W"), ("temp_c", "°C"),
     ("sustained_w", "W busy"), ("energy_mj_per_launch", "mJ/launch"), ("gb_per_j", "GB/J"), ("gflop_per_j", "GFLOP/J"), ("throttle", "throttle"),
+    ("throttled", "throttled"),
 )
 
 
@@ -122,6 +144,8 @@ def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
         low = extra.get(f"{key}_min")
         # The minimum only when it is well below the median: a clock that dipped during the samples.
         return f"{v} (min {low})" if low is not None and low < 0.97 * v else str(v)
+    if key == "throttled":
+        return f"{v} dropped" if extra.get("throttled_dropped") else str(v)
     if key == "energy_mj_per_launch":
         return f"{v:.3g}"
     if key == "power_w" and extra.get("power_avg_1s"):
@@ -132,8 +156,10 @@ def telemetry_cell(key: str, extra: dict[str, Any]) -> str:
 
 
 def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
-    """The telemetry columns some row has a value for (none without NVML)."""
-    return [(k, h) for k, h in TELEMETRY_COLUMNS if any(r.extra.get(k) not in (None, "") for r in results)]
+    """The telemetry columns some row has a value for (none without NVML; ``throttled`` once a row counts one)."""
+    # throttled: shown once a sample was (a column of zeros says nothing the header does not)
+    return [(k, h) for k, h in TELEMETRY_COLUMNS
+            if any(r.extra.get(k) not in ((None, "", 0) if k == "throttled" else (None, "")) for r in results)]
 
 
 RATE_HEADER = {"bandwidth": "GB/s", "flops": "GFLOP/s", "rate": "G items/s"}

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from cudalab.session import sweep
 from cudalab.catalog import user
-from cudalab.bench import Protocol
+from cudalab.bench import LAUNCH_METHODS, Protocol
 from cudalab.catalog import FamilySpec
 from cudalab.build.defines import parse_defines
 from cudalab.errors import UsageError
@@ -39,8 +39,11 @@ def requests_from(spec: FamilySpec, fam: Family, opts: RunOptions) -> list[RunRe
         raise UsageError("give --all or --variant, not both")
     if opts.budget <= 0 or opts.min_samples < 1:
         raise UsageError("--budget must be positive and --min-samples at least 1")
+    if opts.launch not in LAUNCH_METHODS:
+        raise UsageError(f"--launch {opts.launch!r}: one of {', '.join(LAUNCH_METHODS)}")
     protocol = Protocol(budget_s=opts.budget, min_samples=opts.min_samples, flush_l2=not opts.hot,
-                        energy_s=1.0 if opts.energy else 0.0)
+                        energy_s=1.0 if opts.energy else 0.0, drop_throttled=opts.drop_throttled,
+                        launch=opts.launch)
     base = sweep.base_request(
         spec, fam, variants=opts.variants, grid=opts.grid, add=user.parse_adds(opts.add), protocol=protocol,
         seed=opts.seed, roofline=opts.roofline, device=opts.device, keep_outputs=opts.keep_outputs,

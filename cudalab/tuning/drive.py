@@ -20,6 +20,7 @@ from cudalab.bench import Protocol
 from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.families import load
 from cudalab.launch import fmt_dims
+from cudalab.records import noise
 from cudalab.records.results import PASSED, SKIPPED
 from cudalab.tuning import campaign as C
 from cudalab.tuning import race as R
@@ -70,7 +71,7 @@ def plan(opts: TuneOptions) -> Plan:
     bad = [o for o in opts.objectives if o not in ("time", "energy")]
     if bad or not opts.objectives or len(set(opts.objectives)) != len(opts.objectives):
         raise UsageError(f"--objective {','.join(opts.objectives)!r}: give time, energy or time,energy")
-    if not 0 < opts.tolerance < 0.5:
+    if opts.tolerance is not None and not 0 < opts.tolerance < 0.5:
         raise UsageError(f"--tolerance must be between 0 and 0.5 (got {opts.tolerance})")
     spec = catalog.family(opts.family)
     fam = load(spec.module)
@@ -340,8 +341,17 @@ def _race(camp: _Campaign, emit: Callable[[str, dict[str, Any]], None]) -> R.Rac
     if len(top) + len(extra) < 2:
         return None
     emit("race", {"contenders": [c.key for c in top]})
-    return R.race(lambda reqs: camp.runs.run(reqs), top, p.variant.name, p.opts.tolerance, p.opts.max_rounds,
-                  extra=extra, on_round=lambda r, res: emit("round", {"round": r, "result": res}))
+    tolerance, said = p.opts.tolerance, ""
+    if tolerance is None:  # the GPU's calibrated floor where there is one (cudalab calibrate)
+        floor = noise.load(str((camp.runs.info() or {}).get("name", "")))
+        tolerance, said = (floor.min_effect, floor.line()) if floor else (RACE_TOLERANCE, "")
+    got = R.race(lambda reqs: camp.runs.run(reqs), top, p.variant.name, tolerance, p.opts.max_rounds,
+                 extra=extra, on_round=lambda r, res: emit("round", {"round": r, "result": res}))
+    return replace(got, calibrated=said)
+
+
+#: Racing's tie tolerance on a GPU never calibrated.
+RACE_TOLERANCE = 0.01
 
 
 def _race_protocol(p: Plan) -> Protocol:

@@ -22,7 +22,8 @@ class TuneOptions:
         strategy: ``--strategy`` (None: tpe, nsga2 for two objectives); trials, time_s: the budget; seed.
         objectives: ``time``, ``energy`` or both.
         name, storage: the campaign's name and SQLAlchemy URL (None: ``NAME.tune.db`` here).
-        race, tolerance, max_rounds: racing's K, tie tolerance and most rounds (race 0: none).
+        race, tolerance, max_rounds: racing's K, tie tolerance and most rounds (race 0: none); tolerance None:
+            the GPU's calibrated noise floor (``cudalab calibrate``), else 1%.
         budget, race_budget, min_samples, hot: the timing protocol of a trial and of a racing round.
         device, timeout: the GPU and the watchdog's limit.
         build_ahead: build threads ahead of the GPU (None: the machine's cores less one; 0: none).
@@ -46,7 +47,7 @@ class TuneOptions:
     name: str | None = None
     storage: str | None = None
     race: int = 5
-    tolerance: float = 0.01
+    tolerance: float | None = None
     max_rounds: int = 8
     budget: float = 0.1
     race_budget: float = 0.3

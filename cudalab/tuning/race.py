@@ -52,6 +52,8 @@ class RaceResult:
     dropped: dict[str, str] = field(default_factory=dict)
     runs: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
+    tolerance: float = 0.01
+    calibrated: str = ""    # the noise floor's line when the tolerance is the GPU's calibrated floor
 
     @property
     def ties(self) -> list[str]:
@@ -112,7 +114,7 @@ def _standing(samples: dict[str, list[float]], racing: set[str], tolerance: floa
               dropped: dict[str, str], runs: dict[str, Any], interrupted: bool) -> RaceResult:
     alive = [k for k in racing if samples[k]]
     if not alive:
-        return RaceResult("", {}, samples, rounds, dict(dropped), dict(runs), interrupted)
+        return RaceResult("", {}, samples, rounds, dict(dropped), dict(runs), interrupted, tolerance)
     winner = min(alive, key=lambda k: (float(np.median(samples[k])), k))
     verdicts = {k: compare.judge(samples[winner], samples[k], min_effect=tolerance) for k in alive if k != winner}
-    return RaceResult(winner, verdicts, samples, rounds, dict(dropped), dict(runs), interrupted)
+    return RaceResult(winner, verdicts, samples, rounds, dict(dropped), dict(runs), interrupted, tolerance)

@@ -26,7 +26,7 @@ from cudalab.plan import variant_arch as plan_arch
 from cudalab.bench import Protocol
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 from cudalab.worker import heartbeat
-from cudalab.worker.sampling import Timing, measure, sustained_energy, time_case
+from cudalab.worker.sampling import Timing, measure, sustained_energy, throttle_marks, time_case
 from cudalab.worker.verify import verified_launches
 
 __all__ = ["Context", "FamilyRun", "measure_roofline", "source_matrix"]
@@ -304,6 +304,8 @@ class FamilyRun:
             extra["unwritten"] = verdict.unwritten
         if reading is not None:
             extra.update(reading.extra())
+            stats, marks = throttle_marks(window, timing, proto.drop_throttled)
+            extra.update(marks)
         if proto.energy_s > 0 and self.telemetry is not None and not host:
             extra.update(sustained_energy(dev, case, stats.median, self.telemetry, proto.energy_s,
                                           work.bytes if self.spec.metric == "bandwidth" else 0,

@@ -117,7 +117,10 @@ class Kernel:
         if self._dev.launch_log is not None:  # child runs under a tool: how its launches are matched
             self._dev.launch_log.append((self.name, fmt_dims(grid), fmt_dims(block)))
         try:
-            self._fn.prepared_call(tuple(grid), tuple(block), *vals, shared_size=shared)
+            if self._dev.stream is not None:  # a graph is being captured (Device.capture)
+                self._fn.prepared_async_call(tuple(grid), tuple(block), self._dev.stream, *vals, shared_size=shared)
+            else:
+                self._fn.prepared_call(tuple(grid), tuple(block), *vals, shared_size=shared)
         except self._dev.drv.Error as exc:
             raise GpuError(f"launch of {self.name} failed: {exc}") from None
 
@@ -175,6 +178,8 @@ class Device:
         self._scratch = None
         self._flush_fn: Any = None
         self._spin_fn: Any = None
+        self.stream: Any = None           # the capture stream while Device.capture runs, else None (legacy stream)
+        self._capture_stream: Any = None
         self._internal: list[Any] = []
         self._modules: dict[tuple, Any] = {}
         self._staging = None
@@ -243,9 +248,9 @@ class Device:
             self._flush_fn = self._build_internal(FLUSH_SRC, "cudalab_flush_read")
         if self._flush_fn:
             self._flush_fn(self._scratch, np.uint64(nbytes // 16), np.uintp(int(self._scratch) + nbytes),
-                           block=(256, 1, 1), grid=(4 * self.info.sm_count, 1))
+                           block=(256, 1, 1), grid=(4 * self.info.sm_count, 1), stream=self.stream)
         else:
-            self.drv.memset_d32_async(self._scratch, 0x5A5A5A5A, nbytes // 4)
+            self.drv.memset_d32_async(self._scratch, 0x5A5A5A5A, nbytes // 4, self.stream)
 
     def _build_internal(self, source: str, name: str) -> Any:
         """One of cudalab's own small kernels (flush, spin), or False where nvcc cannot build it here
@@ -298,6 +303,25 @@ class Device:
             except self.drv.LogicError:
                 raise CompileError(f"{source} has no kernel named {name!r} (is it extern \"C\"?)") from None
         return out
+
+    def capture(self, enqueue: Callable[[], None]) -> Any:
+        """Capture the kernels ``enqueue`` launches (and L2 flushes) into a CUDA graph
+        (:func:`cudalab.worker.graphs.capture`); its ``launch()`` replays them on the default stream.
+
+        Raises:
+            GpuError: something in ``enqueue`` cannot be captured (a library call, a copy, a synchronisation).
+        """
+        from cudalab.worker import graphs  # noqa: PLC0415
+
+        if self._scratch is None:
+            self.flush_l2()  # the flush's buffer is allocated outside the capture (no allocation inside one)
+        if self._capture_stream is None:
+            self._capture_stream = self.drv.Stream()
+        self.stream = self._capture_stream
+        try:
+            return graphs.capture(int(self.stream.handle), enqueue)
+        finally:
+            self.stream = None
 
     def spin(self, ms: float) -> bool:
         """Enqueue a one-thread kernel that keeps the default stream busy for ``ms`` milliseconds.

@@ -31,9 +31,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab.bench import Protocol, Stats, batch_size, measure_until
+from cudalab.bench import AUTO_LAUNCH, Protocol, Stats, batch_size, measure_until, summarize
+from cudalab.errors import GpuError
 from cudalab.bench import measure as _measure
 from cudalab.worker import heartbeat
+from cudalab.worker.graphs import graph_samples
 
 #: Probe samples (one launch each) that decide whether a kernel is short.
 PROBES = 5
@@ -65,6 +67,12 @@ class Timing:
             queued the launches (each retry spins twice as long); warm-ups and probes not counted.
         host_gaps: timed samples kept though still overtaken after RETIME_MAX retries (or after an
             earlier sample had been): host latency may lie inside them.
+        method: what timed the samples: ``events`` (one launch per event pair), ``batch`` (N launches
+            enqueued between two events) or ``graph`` (N launches replayed as a CUDA graph).
+        flush_ms: a cold graph's flush per launch, timed alone and taken out of each sample.
+        note: why the method asked for was not used (a case a graph cannot capture).
+        spans: per timed sample (in ``stats.samples`` order), the host clock's (start, end) around it:
+            the GPU ran it inside that span (telemetry's polls say whether it ran throttled).
     """
 
     stats: Stats
@@ -75,13 +83,24 @@ class Timing:
     spin: bool = False
     retimed: int = 0
     host_gaps: int = 0
+    spans: tuple[tuple[float, float], ...] = ()
+    method: str = "events"
+    flush_ms: float = 0.0
+    note: str = ""
 
     def extra(self) -> dict:
-        """``Result.extra`` entries: why sampling stopped, redone samples, and the batch facts."""
-        out: dict = {"stop": self.stop}
+        """``Result.extra`` entries: why sampling stopped, redone samples, the method, and the batch facts
+        (``launch_overhead_us``: the one-launch probes' median less the time per launch of the batch)."""
+        out: dict = {"stop": self.stop, "timed_by": self.method}
         out.update({k: v for k, v in (("retimed", self.retimed), ("host_gaps", self.host_gaps)) if v})
         if self.batch > 1:
             out.update(batch=self.batch, single_launch_ms=self.single_ms, batch_spin=self.spin)
+        if self.single_ms is not None and self.method != "events":
+            out["launch_overhead_us"] = (self.single_ms - self.stats.median) * 1e3
+        if self.method == "graph" and self.flush_ms:
+            out["graph_flush_ms"] = self.flush_ms
+        if self.note:
+            out["timed_by_note"] = self.note
         return out
 
 
@@ -148,21 +167,39 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         for _ in range(proto.warmup if warmup else 0):
             sampler()
         state.update(retimed=0, gaps=0)
-        m = measure_until(sampler, proto, clock, warmup=False, on_sample=heartbeat.beat)
+        spans: list[tuple[float, float]] = []
+
+        def spanned() -> float:
+            t0 = clock()
+            ms = sampler()
+            spans.append((t0, clock()))
+            return ms
+
+        m = measure_until(spanned, proto, clock, warmup=False, on_sample=heartbeat.beat)
         return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]), retimed=state["retimed"],
-                      host_gaps=state["gaps"], **kw)
+                      host_gaps=state["gaps"], spans=tuple(spans), **kw)
 
     def single() -> float:
         return sample(1, SPIN_SINGLE_MAX_MS)
 
-    if not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0:
-        return timed(single, warmup=True)
+    method = AUTO_LAUNCH if proto.launch == "auto" else proto.launch
+    graphs = method == "graph" and case.can_repeat and hasattr(dev, "capture")
+    note = "" if graphs or method != "graph" else "timed by events: this row cannot be replayed as a graph"
+    if not graphs and (method == "events" or not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0):
+        return replace(timed(single, warmup=True), note=note)
     for _ in range(proto.warmup):
         single()
     probes = [single() for _ in range(PROBES)]
     n = batch_size(float(np.median(probes)), proto)
+    if graphs:
+        try:
+            g = graph_samples(dev, case, proto, n, heartbeat.beat, clock)
+            return Timing(g.stats, g.stop, batch=n, single_ms=float(np.median(probes)), launches=count[0],
+                          spans=g.spans, method="graph", flush_ms=g.flush_ms)
+        except GpuError as exc:  # a library call or a copy the capture refused: events time it, the row says why
+            note = f"timed by events: the graph capture failed ({exc})"
     if n == 1:
-        return timed(single, warmup=False)
+        return replace(timed(single, warmup=False), note=note)
     state["enqueue_ms"] = SPIN_GUESS_MS * n
 
     def batch(k: int) -> float:
@@ -170,7 +207,23 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
 
     # One batch refines N: back to back, a launch costs less than the probe's lone launch did.
     n = max(n, batch_size(batch(n), proto)) if proto.max_batch > n else n
-    return timed(lambda: batch(n), warmup=False, batch=n, single_ms=float(np.median(probes)))
+    return timed(lambda: batch(n), warmup=False, batch=n, single_ms=float(np.median(probes)), method="batch",
+                 note=note)
+
+
+def throttle_marks(window: Any, timing: Timing, drop: bool) -> tuple[Stats, dict]:
+    """The row's statistics and its ``throttled`` count (samples taken while NVML saw the GPU throttled);
+    with ``drop`` (``--drop-throttled``) the statistics without them, unless every sample was."""
+    flags = window.throttled(list(timing.spans)) if timing.spans else []
+    if len(flags) != timing.stats.n:  # samples without spans (one host sample): nothing to judge
+        return timing.stats, {}
+    marks: dict = {"throttled": sum(flags)}
+    if not drop or not marks["throttled"]:
+        return timing.stats, marks
+    kept = [x for x, bad in zip(timing.stats.samples, flags) if not bad]
+    if not kept:
+        return timing.stats, dict(marks, throttled_note="every sample was throttled: none dropped")
+    return summarize(kept), dict(marks, throttled_dropped=marks["throttled"])
 
 
 #: A batch of ``--energy`` launches lasts about this long: the counter is read while it runs.

@@ -1,0 +1,74 @@
+"""``cudalab calibrate``: this GPU's noise floor from A/A pairs of fresh processes (``compare`` and tune use it)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from cudalab.cli.app import CONTEXT, cli
+from cudalab.cli.options import DEVICE_INDEX, POSITIVE_SECONDS
+
+
+@cli.command("calibrate", context_settings=CONTEXT)
+@click.option("--pairs", type=click.IntRange(1, 10_000), default=100, show_default=True,
+              help="A/A pairs (pairs + 2 fresh processes: about 1-2 s each).")
+@click.option("--n", default="2k", show_default=True, help="The copy's size (as cudalab copy --n).")
+@click.option("--budget", type=POSITIVE_SECONDS, default=0.2, show_default=True, help="Seconds of sampling per row.")
+@click.option("--min-samples", type=click.IntRange(8, 100_000), default=20, show_default=True,
+              help="Fewest timed samples per row (compare gives no verdict under 8).")
+@click.option("--hot", is_flag=True, help="Do not flush L2 before each sample.")
+@click.option("--device", type=DEVICE_INDEX, default=0, show_default=True, help="GPU index.")
+@click.option("--json", "json_path", default=None, metavar="FILE", help="Also write the floor to FILE.")
+@click.option("--dry-run", is_flag=True, help="Say what would run and where the floor is kept; run nothing.")
+def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool, device: int,
+                  json_path: str | None, dry_run: bool) -> None:
+    """Measure this GPU's noise floor: how small a change compare can call faster or slower without false alarms.
+
+    Runs the same kernels (copy vec4 and a calibration copy) in PAIRS + 1 fresh processes and judges each
+    consecutive pair (nothing changed: any faster/slower verdict is a false one) at a ladder of effect
+    thresholds; the floor is the smallest with at most 1% false verdicts. A copy slowed on purpose by ~2%
+    (a delay loop through -D CALIB_DELAY) says how often a real change that size is caught there. The floor is
+    kept per GPU name in the cache folder; compare's default --min-effect, --fail-on slower and tune's
+    racing use it (and say so).
+
+    \b
+    Examples:
+      cudalab calibrate --pairs 100
+      cudalab calibrate --pairs 20 --budget 0.1 --json floor.json
+    """
+    from cudalab import catalog  # noqa: PLC0415
+    from cudalab.families import load  # noqa: PLC0415
+    from cudalab.files import atomic_write  # noqa: PLC0415
+    from cudalab.records import noise  # noqa: PLC0415
+    from cudalab.session import calibrate as C  # noqa: PLC0415
+    from cudalab.session.options import RunOptions  # noqa: PLC0415
+
+    spec = catalog.family("copy")
+    fam = load(spec.module)
+    opts = RunOptions(variants=C.BUILTIN, n=n, budget=budget, min_samples=min_samples, hot=hot, roofline=False,
+                      device=device)
+    from cudalab.session import sweep  # noqa: PLC0415
+    from cudalab.session.run import requests_from  # noqa: PLC0415
+
+    sweep.plan_points(requests_from(spec, fam, opts))  # a bad --n is refused here, before any process starts
+    if json_path:
+        from cudalab.files import check_output_path  # noqa: PLC0415
+
+        check_output_path(json_path, "--json")
+    if dry_run:
+        click.echo(f"would run {pairs + 2} processes of copy --variant {C.BUILTIN} --n {n} with the calibration "
+                   f"kernels; the floor goes to {noise.folder()}/<gpu>.json")
+        return
+    done = C.calibrate(pairs, C.gpu_run(spec, fam, opts),
+                       on_run=lambda i, total: click.echo(f"calibrate: run {i}/{total}", err=True))
+    f = done.floor
+    path = noise.save(f)
+    click.echo(f.line())
+    click.echo(f"false verdicts by threshold: " + ", ".join(f"{k}: {v:.1%}" for k, v in f.false_by_threshold.items()))
+    click.echo(f"planted slowdown caught by threshold: " + ", ".join(f"{k}: {v:.0%}" for k, v in f.detect_by_threshold.items()))
+    click.echo(f"delay {done.delay_cycles} SM cycles; floor kept in {path}")
+    if json_path:
+        from dataclasses import asdict  # noqa: PLC0415
+
+        atomic_write(json_path, json.dumps(asdict(f), indent=2) + "\n", "--json")

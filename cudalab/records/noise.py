@@ -1,0 +1,135 @@
+"""A GPU's noise floor: how small a change ``compare`` can call on it without crying wolf (``cudalab calibrate``).
+
+``cudalab calibrate`` runs the same kernels in pairs of fresh processes (A/A: nothing changed) and judges each
+pair's rows by :func:`cudalab.records.compare.judge` at a ladder of effect thresholds; the floor is the smallest
+threshold at which at most :data:`MAX_FALSE` of those verdicts say faster or slower. A kernel slowed on purpose
+(a delay loop, about :data:`TARGET_SLOWDOWN`) says how often a real change that size is caught at that threshold.
+The floor is kept per GPU name in the cache folder; ``compare``'s default effect, ``--fail-on slower`` and tune's
+racing use it when present and say so. Pure: no GPU, no session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from cudalab.records.compare import decisive, judge
+
+#: The thresholds tried, smallest first (fractions).
+LADDER = (0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025, 0.03, 0.04, 0.05)
+#: The most A/A verdicts that may say faster or slower at the chosen threshold.
+MAX_FALSE = 0.01
+#: The slowdown planted in the calibration kernel.
+TARGET_SLOWDOWN = 0.02
+#: ``compare``'s effect threshold on a GPU never calibrated.
+DEFAULT_EFFECT = 0.02
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """One GPU's calibration.
+
+    Attributes:
+        gpu: the GPU's name (the key it is stored under).
+        min_effect: the smallest threshold with at most MAX_FALSE false verdicts (fraction).
+        false_rate: faster/slower verdicts among the A/A judgements at ``min_effect``.
+        detect_rate: pairs in which the planted slowdown was judged slower at ``min_effect``.
+        planted: the planted slowdown as measured (median over the runs of slowed / plain, less 1).
+        pairs: A/A pairs run; judgements: A/A rows judged (pairs x rows).
+        false_by_threshold: each threshold of the ladder -> its false rate.
+        made: when (seconds since the epoch).
+    """
+
+    gpu: str
+    min_effect: float
+    false_rate: float
+    detect_rate: float
+    planted: float
+    pairs: int
+    judgements: int
+    false_by_threshold: dict[str, float] = field(default_factory=dict)
+    detect_by_threshold: dict[str, float] = field(default_factory=dict)
+    made: float = 0.0
+
+    def line(self) -> str:
+        """``effect threshold 1.25% (calibrated on NVIDIA H100: 0.5% false verdicts, 2.0% slowdown caught in 92%)``."""
+        return (f"effect threshold {_pct(self.min_effect)} (calibrated on {self.gpu} over {self.pairs} A/A pairs: "
+                f"{self.false_rate:.1%} false verdicts; a {self.planted:.1%} slowdown caught in {self.detect_rate:.0%})")
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.2f}".rstrip("0").rstrip(".") + "%"
+
+
+def folder() -> Path:
+    """Where floors are kept: ``noise/`` beside the build cache (:func:`cudalab.build.cache_dir`)."""
+    from cudalab.build import cache_dir  # noqa: PLC0415
+
+    return cache_dir().parent / "noise"
+
+
+def path_for(gpu: str) -> Path:
+    """The floor file of a GPU name (``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3.json``)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "gpu"
+    return folder() / f"{slug}.json"
+
+
+def load(gpu: str | None) -> NoiseFloor | None:
+    """The stored floor of ``gpu`` (None: none stored, or a file that does not read as one)."""
+    if not gpu:
+        return None
+    try:
+        d = json.loads(path_for(gpu).read_text())
+        floor = NoiseFloor(**{k: d[k] for k in NoiseFloor.__dataclass_fields__ if k in d})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    ok = isinstance(floor.min_effect, (int, float)) and 0 < floor.min_effect < 1 and floor.gpu == gpu
+    return floor if ok else None
+
+
+def save(floor: NoiseFloor) -> Path:
+    """Write the floor (atomically: a failed write leaves the old one)."""
+    from cudalab.files import atomic_write  # noqa: PLC0415
+
+    p = path_for(floor.gpu)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(p, json.dumps(asdict(floor), indent=2) + "\n")
+    return p
+
+
+def effect_for(gpu: str | None) -> tuple[float, NoiseFloor | None]:
+    """The effect threshold to use on ``gpu``: its floor's, else :data:`DEFAULT_EFFECT` (and the floor)."""
+    floor = load(gpu)
+    return (floor.min_effect if floor else DEFAULT_EFFECT), floor
+
+
+def _key(t: float) -> str:
+    return f"{t:g}"
+
+
+def floor_of(gpu: str, aa: Sequence[tuple[Sequence[float], Sequence[float]]],
+             planted: Sequence[tuple[Sequence[float], Sequence[float]]], planted_fraction: float, pairs: int,
+             ladder: Sequence[float] = LADDER, clock: Any = time.time) -> NoiseFloor:
+    """The floor from the A/A sample pairs and the planted ones (plain A, slowed B).
+
+    Raises:
+        ValueError: no A/A pair to judge.
+    """
+    if not aa:
+        raise ValueError("no A/A pair to judge")
+    same = [judge(a, b) for a, b in aa]    # the figures once; the rule asked at every threshold
+    slow = [judge(a, b) for a, b in planted]
+    false = {}
+    caught = {}
+    for t in ladder:
+        false[_key(t)] = sum(decisive(v.ratio, v.p, v.low, v.high, t) for v in same) / len(aa)
+        caught[_key(t)] = (sum(decisive(v.ratio, v.p, v.low, v.high, t) and (v.ratio or 0) > 1 for v in slow)
+                           / len(planted) if planted else 0.0)
+    chosen = next((t for t in ladder if false[_key(t)] <= MAX_FALSE), ladder[-1])
+    return NoiseFloor(gpu=gpu, min_effect=chosen, false_rate=false[_key(chosen)], detect_rate=caught[_key(chosen)],
+                      planted=planted_fraction, pairs=pairs, judgements=len(aa), false_by_threshold=false,
+                      detect_by_threshold=caught, made=clock())

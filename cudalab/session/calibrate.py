@@ -1,0 +1,165 @@
+"""``cudalab calibrate``: A/A pairs of fresh processes on this GPU, a kernel slowed on purpose, the noise floor kept.
+
+Each run is one fresh worker process timing the same rows: the copy family's ``vec4`` and cudalab's own
+calibration kernel (:data:`CALIB_SRC`, added as ``--add``) twice, plain (``calib``) and slowed by a delay loop
+through ``-D CALIB_DELAY`` (``calib_slow``). The delay is sized from a first run so it adds about
+:data:`cudalab.records.noise.TARGET_SLOWDOWN` to ``calib``; the slowdown actually planted is measured (the median
+over the runs of slowed / plain) and reported. ``pairs`` A/A pairs take ``pairs + 1`` runs (run i against run
+i + 1): the plain rows of the two are judged against each other (nothing changed), and ``calib`` of run i
+against ``calib_slow`` of run i + 1 (the planted change).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from cudalab.errors import CudalabError, UsageError
+from cudalab.records import noise
+from cudalab.records.results import PASSED, Result
+
+#: A grid-stride copy (the copy family's signature), then every block's first thread waits CALIB_DELAY SM
+#: cycles: with one wave of blocks the kernel lasts that much longer, whatever the copy took.
+CALIB_SRC = r"""// cudalab calibrate: a copy slowed on purpose by -D CALIB_DELAY=<SM cycles>
+#ifndef CALIB_DELAY
+#define CALIB_DELAY 0
+#endif
+extern "C" __global__ void calib_copy(float *out, const float *in, int rows, int cols, int pitch)
+{
+    long long n = (long long)rows * cols;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / cols, c = i % cols;
+        out[r * pitch + c] = in[r * pitch + c];
+    }
+#if CALIB_DELAY > 0
+    if (threadIdx.x == 0) {
+        long long t0 = clock64();
+        while (clock64() - t0 < (long long)CALIB_DELAY) { }
+    }
+#endif
+}
+"""
+PLAIN, SLOW = "calib", "calib_slow"
+#: The built-in row judged beside the calibration kernel.
+BUILTIN = "vec4"
+
+
+def kernel_file() -> Path:
+    """The calibration kernel's source, written beside the build cache (rewritten only when it differs)."""
+    from cudalab.build import cache_dir  # noqa: PLC0415
+    from cudalab.files import atomic_write  # noqa: PLC0415
+
+    p = cache_dir().parent / "calibrate" / "calib_copy.cu"
+    if not p.is_file() or p.read_text() != CALIB_SRC:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(p, CALIB_SRC)
+    return p
+
+
+def adds(path: Path, delay_cycles: int) -> tuple[str, ...]:
+    """The ``--add`` texts of one run: the plain calibration kernel, and the slowed one when ``delay_cycles``."""
+    base = f"{path}:calib_copy@block=256,grid=sm:2"
+    out = (f"{base},name={PLAIN}",)
+    return out + ((f"{base},name={SLOW},-DCALIB_DELAY={int(delay_cycles)}",) if delay_cycles > 0 else ())
+
+
+def delay_for(plain_ms: float, sm_mhz: float, fraction: float = noise.TARGET_SLOWDOWN) -> int:
+    """SM cycles of delay that add ``fraction`` to a kernel of ``plain_ms`` at ``sm_mhz``."""
+    return max(1, int(math.ceil(fraction * plain_ms * 1e-3 * sm_mhz * 1e6)))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One fresh process's rows (variant -> Result) and the GPU it ran on."""
+
+    rows: dict[str, Result]
+    gpu: str
+    sm_mhz: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What :func:`calibrate` found: the floor and the runs it came from."""
+
+    floor: noise.NoiseFloor
+    runs: tuple[Run, ...]
+    delay_cycles: int
+
+
+def _samples(run: Run, name: str) -> tuple[float, ...] | None:
+    r = run.rows.get(name)
+    return r.stats.samples if r is not None and r.status == PASSED and r.stats is not None else None
+
+
+def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int, int], None] = lambda i, n: None,
+              rows: Sequence[str] = (BUILTIN, PLAIN)) -> Calibration:
+    """Run ``pairs`` A/A pairs (``pairs + 1`` fresh runs after a probe) and make the GPU's floor.
+
+    Args:
+        pairs: A/A pairs wanted (at least 1).
+        run_once: runs the rows in a fresh process with the slowed kernel delayed by that many cycles (0: none).
+        on_run: progress (runs done, runs in all).
+        rows: the rows judged A/A.
+
+    Raises:
+        UsageError: ``pairs`` under 1.
+        CudalabError: the calibration kernel did not pass, or the runs were on different GPUs.
+    """
+    if pairs < 1:
+        raise UsageError(f"--pairs must be at least 1 (got {pairs})")
+    probe = run_once(0)
+    plain = probe.rows.get(PLAIN)
+    if plain is None or plain.status != PASSED or plain.stats is None:
+        raise CudalabError(f"the calibration kernel did not pass: {plain.reason if plain else 'no row'}")
+    delay = delay_for(plain.stats.median, probe.sm_mhz)
+    total = pairs + 2
+    on_run(1, total)
+    runs = []
+    for i in range(pairs + 1):
+        runs.append(run_once(delay))
+        on_run(i + 2, total)
+    gpus = {r.gpu for r in runs} | {probe.gpu}
+    if len(gpus) > 1:
+        raise CudalabError(f"the calibration ran on more than one GPU ({', '.join(sorted(gpus))}): use --device")
+    aa, planted, ratios = [], [], []
+    for a, b in zip(runs, runs[1:]):
+        for name in rows:
+            sa, sb = _samples(a, name), _samples(b, name)
+            if sa and sb:
+                aa.append((sa, sb))
+        sa, sb = _samples(a, PLAIN), _samples(b, SLOW)
+        if sa and sb:
+            planted.append((sa, sb))
+    for r in runs:
+        sa, sb = _samples(r, PLAIN), _samples(r, SLOW)
+        if sa and sb:
+            ratios.append(float(np.median(sb)) / float(np.median(sa)))
+    if not aa:
+        raise CudalabError("no A/A pair had two passed rows to judge")
+    frac = float(np.median(ratios)) - 1.0 if ratios else 0.0
+    return Calibration(noise.floor_of(probe.gpu, aa, planted, frac, pairs), tuple(runs), delay)
+
+
+def gpu_run(spec: Any, fam: Any, opts: Any) -> Callable[[int], Run]:
+    """``run_once`` for :func:`calibrate` on the GPU: each call one :func:`cudalab.session.run.run_points`
+    (its own worker process) of ``opts`` with the calibration kernels added."""
+    from cudalab.session.run import run_points  # noqa: PLC0415
+
+    path = kernel_file()
+
+    def once(delay: int) -> Run:
+        ran = run_points(spec, fam, replace(opts, add=adds(path, delay)))
+        ex = ran.executed
+        refused = ex.refusal()
+        if refused is not None:
+            raise refused
+        rows = {r.variant: r for p in ex.runs for r in p.results}
+        info = ex.info or {}
+        tele = info.get("telemetry") or {}
+        return Run(rows, str(info.get("name") or "GPU"), float(tele.get("sm_mhz") or info.get("sm_clock_mhz") or 1500))
+
+    return once

@@ -1,0 +1,107 @@
+"""``cudalab calibrate`` (issue 46, item 3) on fake runs: the floor from A/A pairs and a planted slowdown, kept per
+GPU, and compare's default effect and ``--fail-on slower`` taking it from there."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cudalab.bench import summarize
+from cudalab.cli import cli
+from cudalab.errors import UsageError
+from cudalab.records import noise
+from cudalab.records.results import PASSED, Result
+from cudalab.session import calibrate as C
+
+GPU = "Fake H100"
+RUNS = Path(__file__).parent / "data" / "runs"
+
+
+def _row(name, ms, rng, spread=0.003):
+    return Result(name, "kernel", PASSED, stats=summarize(list(ms * (1 + spread * rng.standard_normal(40)))))
+
+
+def fake_runs(slow=0.02, seed=0):
+    rng = np.random.default_rng(seed)
+    delays = []
+
+    def once(delay):
+        delays.append(delay)
+        rows = {C.BUILTIN: _row(C.BUILTIN, 0.010, rng), C.PLAIN: _row(C.PLAIN, 0.012, rng)}
+        if delay:
+            rows[C.SLOW] = _row(C.SLOW, 0.012 * (1 + slow), rng)
+        return C.Run(rows, GPU, 1980.0)
+
+    return once, delays
+
+
+def test_calibrate_finds_a_floor_with_few_false_verdicts_and_catches_the_planted_slowdown():
+    once, delays = fake_runs()
+    got = C.calibrate(20, once)
+    f = got.floor
+    assert delays[0] == 0 and set(delays[1:]) == {C.delay_for(0.012, 1980.0)} and len(delays) == 22
+    assert f.gpu == GPU and f.pairs == 20 and f.judgements == 40
+    assert f.false_rate <= noise.MAX_FALSE and f.min_effect < 0.02
+    assert f.planted == pytest.approx(0.02, abs=0.003) and f.detect_rate >= 0.8
+    # the chosen threshold is the smallest of the ladder with few enough false verdicts
+    smaller = [t for t in noise.LADDER if t < f.min_effect]
+    assert all(f.false_by_threshold[f"{t:g}"] > noise.MAX_FALSE for t in smaller)
+
+
+def test_a_noisy_gpu_gets_a_higher_floor():
+    rng = np.random.default_rng(1)
+
+    def once(delay):
+        # each process lands at its own level (a different clock): A/A pairs differ by ~3%
+        level = 1 + 0.03 * rng.standard_normal()
+        rows = {C.PLAIN: _row(C.PLAIN, 0.012 * level, rng), C.SLOW: _row(C.SLOW, 0.01224 * level, rng)}
+        return C.Run(rows, GPU, 1980.0)
+
+    f = C.calibrate(20, once, rows=(C.PLAIN,)).floor
+    assert f.min_effect >= 0.03
+
+
+def test_delay_and_adds():
+    assert C.delay_for(0.010, 2000.0, 0.02) == 400     # 2% of 10 µs at 2 GHz
+    texts = C.adds(Path("/k.cu"), 400)
+    assert texts[0].endswith("name=calib") and texts[1].endswith("name=calib_slow,-DCALIB_DELAY=400")
+    assert len(C.adds(Path("/k.cu"), 0)) == 1
+    with pytest.raises(UsageError):
+        C.calibrate(0, fake_runs()[0])
+
+
+def test_the_floor_is_kept_per_gpu_and_a_bad_file_is_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path))
+    f = C.calibrate(10, fake_runs()[0]).floor
+    p = noise.save(f)
+    assert p.parent == tmp_path / "noise" and p.name == "fake-h100.json"
+    assert noise.load(GPU) == f and noise.load("Other GPU") is None
+    assert noise.effect_for(GPU) == (f.min_effect, f) and noise.effect_for("x")[0] == noise.DEFAULT_EFFECT
+    p.write_text("{not json")
+    assert noise.load(GPU) is None
+
+
+def test_compare_uses_the_floor_of_a_s_gpu_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path))
+    a = RUNS / next(p.name for p in RUNS.glob("*.json"))
+    gpu = json.loads(a.read_text())["gpu"] if "gpu" in json.loads(a.read_text()) else None
+    from cudalab.records.results import load_record
+
+    gpu = load_record(a).gpu
+    res = CliRunner().invoke(cli, ["compare", str(a), str(a)])
+    assert res.exit_code == 0 and "never calibrated" in res.output and "≥ 2%" in res.output
+    res = CliRunner().invoke(cli, ["compare", str(a), str(a), "--fail-on", "slower"])
+    assert res.exit_code == 2 and "needs a percentage" in res.output
+    noise.save(noise.NoiseFloor(gpu, 0.0125, 0.005, 0.9, 0.02, 100, 200))
+    res = CliRunner().invoke(cli, ["compare", str(a), str(a)])
+    assert res.exit_code == 0, res.output
+    assert "noise floor of this GPU: effect threshold 1.25%" in res.output and "≥ 1.2% (--min-effect)" in res.output
+    res = CliRunner().invoke(cli, ["compare", str(a), str(a), "--fail-on", "slower"])
+    assert res.exit_code == 0 and "gate --fail-on slower: passed" in res.output
+    res = CliRunner().invoke(cli, ["compare", str(a), str(a), "--min-effect", "3%"])
+    assert "noise floor" not in res.output and "≥ 3%" in res.output
