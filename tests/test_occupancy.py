@@ -76,7 +76,7 @@ class _Kernel:
 
 def test_a_row_gets_its_kernels_occupancy():
     from cudalab.records.results import PASSED, Result
-    from cudalab.worker.executor import with_occupancy
+    from cudalab.inspect.occupancy import with_occupancy
 
     row = Result("regblock", "kernel", PASSED)
     other = _Kernel("helper", 16, 0, ((32, 1, 1), 0))

@@ -19,10 +19,12 @@ and a smaller shared-memory block limit that still does not bind.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from cudalab.errors import LaunchConfigError
+from cudalab import launch as L
+from cudalab.errors import CudalabError, LaunchConfigError
+from cudalab.records.results import Result
 
 
 @dataclass(frozen=True)
@@ -182,3 +184,24 @@ def default_arch() -> str:
         except (OSError, subprocess.TimeoutExpired):
             pass
     return "sm_90"
+
+
+def with_occupancy(row: Result, kernels: list[Any], name: str, arch: str) -> Result:
+    """``row`` with the theoretical occupancy of its kernel's last launch in ``extra`` (``occupancy`` in %,
+    ``occupancy_limiter``, ``occupancy_blocks``): the variant's own kernel (``name``) where the family
+    compiled it, else the first it compiled; the row unchanged where none was launched."""
+    k = next((k for k in kernels if getattr(k, "name", "") == name), kernels[0] if kernels else None)
+    launched = getattr(k, "last_launch", None)
+    if launched is None:
+        return row
+    block, shared = launched
+    try:
+        occ = occupancy(arch, L.threads(block), int(k.num_regs), int(k.static_shared) + int(shared))
+    except (CudalabError, TypeError, ValueError):
+        return row
+    if occ is None:
+        return row
+    extra = {"occupancy": round(occ.pct, 2), "occupancy_limiter": occ.limiter, "occupancy_blocks": occ.blocks}
+    if k.name != name:
+        extra["occupancy_kernel"] = k.name
+    return replace(row, extra={**row.extra, **extra})

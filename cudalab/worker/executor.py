@@ -20,6 +20,7 @@ from cudalab.catalog import VariantSpec, user
 from cudalab.errors import CudalabError, LaunchConfigError, SkipRow
 from cudalab.families import Case, Launch
 from cudalab.families.model import Check, SetupContext
+from cudalab.inspect.occupancy import with_occupancy
 from cudalab.families.roofline import DRIVER_ROW, FAMILY, faster, kernel_variant, with_roofline
 from cudalab.plan import Plan, RunRequest, plan_launch, precheck
 from cudalab.plan import variant_arch as plan_arch
@@ -380,29 +381,6 @@ def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.nd
     if dtod.status != PASSED or not dtod.gbs:
         raise CudalabError(f"the roofline copy failed: {dtod.reason}")
     return faster(dtod.gbs, best.name, kern.gbs if kern.status == PASSED else None)
-
-
-def with_occupancy(row: Result, kernels: list[Any], name: str, arch: str) -> Result:
-    """``row`` with the theoretical occupancy of its kernel's last launch in ``extra`` (``occupancy`` in %,
-    ``occupancy_limiter``, ``occupancy_blocks``): the variant's own kernel (``name``) where the family
-    compiled it, else the first it compiled; the row unchanged where none was launched."""
-    from cudalab.inspect.occupancy import occupancy  # noqa: PLC0415
-
-    k = next((k for k in kernels if getattr(k, "name", "") == name), kernels[0] if kernels else None)
-    launched = getattr(k, "last_launch", None)
-    if launched is None:
-        return row
-    block, shared = launched
-    try:
-        occ = occupancy(arch, L.threads(block), int(k.num_regs), int(k.static_shared) + int(shared))
-    except (CudalabError, TypeError, ValueError):
-        return row
-    if occ is None:
-        return row
-    extra = {"occupancy": round(occ.pct, 2), "occupancy_limiter": occ.limiter, "occupancy_blocks": occ.blocks}
-    if k.name != name:
-        extra["occupancy_kernel"] = k.name
-    return replace(row, extra={**row.extra, **extra})
 
 
 def _arch(device: Any) -> str:
