@@ -110,7 +110,9 @@ def test_user_kernel_through_the_child_protocol(device):
     assert [(r.variant, r.status) for r in rows] == [("+my_transpose", runner.PASSED)]
     assert [x[0] for x in child.launches(rows[0])] == ["my_transpose"]
     # and in a real child process, as a tool would start it (no tool prefix here)
-    run = child.run_child(req, [], timeout=300)
+    plan = planning.precheck(req)
+    assert planning.Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan  # the plan as the child reads it
+    run = child.run_child(plan, [], timeout=300)
     assert run.returncode == 0, run.output
     assert [(r.variant, r.status) for r in run.result.rows] == [("+my_transpose", runner.PASSED)]
     assert child.launches(run.result.rows[0])[0][0] == "my_transpose"
