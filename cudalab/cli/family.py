@@ -17,6 +17,7 @@ from cudalab import catalog
 from cudalab.cli.app import CONTEXT
 from cudalab.cli.options import problem_options, run_options, timing_options
 from cudalab.errors import UsageError
+from cudalab.textcells import clean
 
 if TYPE_CHECKING:
     from cudalab.plan import Plan, RunRequest
@@ -41,8 +42,8 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
     if fam.SHOW:
         params.append(click.Option(["--show"], is_flag=True, help="Print the inputs and each variant's result (small problems)."))
     return click.Command(spec.name, callback=callback, params=params, context_settings=CONTEXT,
-                         help=f"{spec.description}.\n\nVariants: {', '.join(spec.names())}.",
-                         short_help=spec.description)
+                         help=f"{clean(spec.description)}.\n\nVariants: {', '.join(spec.names())}.",
+                         short_help=clean(spec.description))
 
 
 def worker_options() -> list[click.Option]:

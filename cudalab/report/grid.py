@@ -19,7 +19,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from cudalab.textcells import GAP, MIN_WRAP, cell_len, line, pad, shrink, wrapped
+from cudalab.textcells import GAP, MIN_WRAP, cell_len, clean, line, pad, shrink, wrapped
 
 
 @dataclass(frozen=True)
@@ -44,20 +44,23 @@ class Grid:
 
     def __init__(self, columns: Sequence[Column], title: str | None = None):
         self.columns = list(columns)
-        self.title = title
+        self.title = None if title is None else clean(title)
         self.rows: list[list[tuple[str, str]]] = []
         self._sections: set[int] = set()
 
     def add_row(self, *cells: Any) -> None:
-        """Add a row: each cell a str, a rich ``Text`` (its plain text and style are kept) or (text, style)."""
+        """Add a row: each cell a str, a rich ``Text`` (its plain text and style are kept) or (text, style).
+
+        A cell's text is cleaned here (:func:`cudalab.textcells.clean`), so the columns are measured on
+        what the terminal will show."""
         row = []
         for c in cells:
             if isinstance(c, Text):
-                row.append((c.plain, str(c.style or "")))
+                row.append((clean(c.plain), str(c.style or "")))
             elif isinstance(c, tuple):
-                row.append((str(c[0]), str(c[1] or "")))
+                row.append((clean(str(c[0])), str(c[1] or "")))
             else:
-                row.append((str(c), ""))
+                row.append((clean(str(c)), ""))
         self.rows.append(row)
 
     def add_section(self) -> None:
