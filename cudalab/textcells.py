@@ -97,6 +97,19 @@ def line(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
+def cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells, ending in '…' where it was cut."""
+    if cell_len(text) <= width:
+        return text
+    out, used = [], 0
+    for c in text:
+        used += cell_len(c)
+        if used > width - 1:
+            break
+        out.append(c)
+    return "".join(out) + "…"
+
+
 def wrapped(text: str, width: int) -> list[str]:
     """A wrapping column's cell as lines at spaces (a word longer than the column stays whole)."""
     if cell_len(text) <= width:
