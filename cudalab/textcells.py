@@ -1,16 +1,58 @@
 """Terminal cells of a plain table, without rich or NumPy: measuring, padding, joining and narrowing
 columns. :class:`cudalab.report.grid.Grid` (run and comparison tables, printed through rich) and
 :mod:`cudalab.cli.plain` (``cudalab list``, which must answer before rich could even import) lay out
-their tables with these, so the two look alike at every width."""
+their tables with these, so the two look alike at every width.
+
+:func:`clean` is the one door for text cudalab did not write (a family.toml's description, a saved run's
+name or hostname, a kernel name ncu reports, a kernel's printf): whatever it holds, it reaches the terminal
+as visible characters, never as a command to the terminal."""
 
 from __future__ import annotations
 
 import textwrap
 import unicodedata
 
+#: Characters that reorder text on screen (bidirectional overrides and isolates): a name holding one
+#: can read as another ("Trojan source").
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: In one cell, whitespace controls are a space (a description written over two TOML lines reads on).
+_SPACES = str.maketrans({c: " " for c in "\t\n\r\v\f"})
+
 GAP = "  "
 #: The narrowest a wrapping column gets before a table hides columns or wraps below it.
 MIN_WRAP = 18
+
+
+def clean(text: str, lines: bool = False) -> str:
+    """Neutralise terminal control in ``text`` that cudalab did not write.
+
+    Escape sequences (ESC, CSI ``\\x9b``), every other C0/C1 control and DEL, bidirectional overrides
+    and lone surrogates are shown as their escapes (``\\x1b``, ``\\u202e``): a saved run whose name
+    holds ``\\x1b]0;...`` cannot retitle the terminal, clear it or hide a line, and the reader sees what
+    was there.
+
+    Args:
+        text: the text (anything else is made a str first).
+        lines: keep newlines and tabs (a kernel's printf block); otherwise, for a one-line cell,
+            whitespace controls (tab, newline, CR, VT, FF) become a space.
+    """
+    text = str(text)
+    if text.isprintable():  # the common case: nothing to do (isprintable is False for every control)
+        return text
+    if lines:
+        text = text.replace("\r\n", "\n")
+    else:
+        text = text.translate(_SPACES)
+    out = []
+    for c in text:
+        o = ord(c)
+        if lines and c in "\n\t":
+            out.append(c)
+        elif o < 0x20 or 0x7f <= o < 0xa0 or c in _BIDI or 0xd800 <= o < 0xe000:
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def cell_len(text: str) -> int:
@@ -53,6 +95,19 @@ def line(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
     if out:
         out[-1] = (out[-1][0].rstrip(), out[-1][1])
     return out
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells, ending in '…' where it was cut."""
+    if cell_len(text) <= width:
+        return text
+    out, used = [], 0
+    for c in text:
+        used += cell_len(c)
+        if used > width - 1:
+            break
+        out.append(c)
+    return "".join(out) + "…"
 
 
 def wrapped(text: str, width: int) -> list[str]:

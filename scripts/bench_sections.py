@@ -208,7 +208,7 @@ def _label(key: tuple) -> str:
     if file == "~" or file.startswith("<"):
         return fn if file == "~" else f"{file}:{fn}"
     parts = Path(file).parts
-    for anchor in ("cudalab", "site-packages", "dist-packages"):
+    for anchor in ("site-packages", "dist-packages", "cudalab"):  # a clone in a folder named cudalab has both
         if anchor in parts:
             i = len(parts) - 1 - parts[::-1].index(anchor)
             parts = parts[i + (anchor != "cudalab"):]
@@ -218,16 +218,31 @@ def _label(key: tuple) -> str:
     return f"{'/'.join(parts)}:{line}({fn})"
 
 
-def summarize_profile(path: Path, top: int = PROFILE_TOP) -> dict:
+def _inside(file: str, package: Path) -> bool:
+    """Whether ``file`` is one of ``package``'s (not merely on a path with a folder named cudalab in it: a
+    clone into ~/cudalab holds its virtual environment's NumPy under /cudalab/ too)."""
+    if file == "~" or file.startswith("<"):
+        return False
+    return Path(os.path.abspath(file)).is_relative_to(package)
+
+
+def summarize_profile(path: Path, top: int = PROFILE_TOP, package: Path | None = None) -> dict:
     """One process's cProfile file: its profiled total, the functions with the most own time, and cudalab's
-    functions with the most cumulative time (the entry points that cover it all come first)."""
+    functions with the most cumulative time (the entry points that cover it all come first).
+
+    Args:
+        package: the package folder whose functions are cudalab's (default: the imported cudalab's).
+    """
     import pstats
 
+    import cudalab
+
+    package = Path(os.path.abspath(package or Path(cudalab.__file__).parent))
     st = pstats.Stats(str(path))
     total = st.total_tt
     items = [(_label(k), k, v) for k, v in st.stats.items()]
     own = sorted(items, key=lambda x: -x[2][2])[:top]
-    ours = [x for x in items if "/cudalab/" in x[1][0].replace("\\", "/")]
+    ours = [x for x in items if _inside(x[1][0], package)]
     ours = sorted(ours, key=lambda x: -x[2][3])[:top + 4]
     return {"total_s": total, "own": [{"name": n, "s": v[2], "calls": v[1]} for n, _, v in own],
             "cudalab": [{"name": n, "s": v[3]} for n, _, v in ours]}

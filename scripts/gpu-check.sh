@@ -3,7 +3,7 @@
 # and the benchmarks, keep logs and JSON under $OUT, print a short table last.
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
-#                                          examples newuser badgpu
+#                                          examples newuser badgpu printf
 #                                          (default: info tests ncu sanitizer bench)
 #
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
@@ -52,6 +52,10 @@ for stage in $stages; do
                     for v in "transpose --variant block,bankopt" "matmul --variant tiled,regblock --no-listing"; do
                         python3 -m cudalab sass $v >/dev/null   # warm the disassembly cache
                         echo "=== cudalab sass $v"; ( time COLUMNS=160 python3 -m cudalab sass $v ) 2>&1; done ) ;;
+        # issue 47 item 15: a kernel's 2,560 printf lines a launch: five under its row, every line in the JSON
+        printf) timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_printf.py
+                COLUMNS=160 python3 -m cudalab transpose --n 1024 --variant naive --min-samples 1 --budget 0.001 \
+                    --add docs/examples/my_printf.cu:my_printf@block=32x8,tile=32x32 --json "$OUT/printf.json" ;;
         # the memory plan's largest transpose: runs with its roofline, or is refused before GPU work
         largest) timeout -s KILL "$limit" python3 scripts/largest_transpose.py --json "$OUT/largest.json" ;;
         # the three examples: run, ncu (each set of $EXAMPLE_METRICS), ncu --source, compute-sanitizer

@@ -7,7 +7,9 @@ edit on a GPU would.
   otherwise;
 - a text with the word ``bug`` writes the input untransposed (the row is ``incorrect``);
 - a text with the word ``typo`` does not compile: nvcc's log names the file and line;
-- a text with ``asm("trap;")`` crashes (the worker loses its context: a ``failed`` row).
+- a text with ``asm("trap;")`` crashes (the worker loses its context: a ``failed`` row);
+- a text with ``printf`` prints ``PRINTF_LINES N`` lines (default 3) a launch through C stdio, as the
+  driver prints a kernel's printf (buffered, on the worker's fd 1), then does what the rest says.
 
 :func:`install` patches cudalab (in this process) so its workers are threads running the real worker
 loop on this fake. Run as a script (``python tests/fake_watch.py watch transpose ...``), it is the
@@ -82,6 +84,21 @@ def copy(out, src, *rest):
     out.data[...] = src.data
 
 
+def printing(fn: Any, lines: int) -> Any:
+    """``fn`` after printing ``lines`` lines through C stdio's stdout (buffered when fd 1 is a file or pipe)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+
+    def kernel(*args):
+        for i in range(lines - 1):
+            libc.printf(b"thread %d says hi\n", ctypes.c_int(i))
+        libc.printf(b"last line\n")
+        return fn(*args)
+
+    return kernel
+
+
 def trap(*args):
     raise GpuError("the GPU reported an error: an illegal instruction was encountered (a __trap())")
 
@@ -107,6 +124,9 @@ class WatchGpu(FakeDevice):
         for name in names:
             if mine:
                 fn = trap if 'asm("trap;")' in text else untransposed if "bug" in text else transpose
+                if "printf" in text:
+                    m = re.search(r"PRINTF_LINES\s+(\d+)", text)
+                    fn = printing(fn, int(m.group(1)) if m else 3)
                 out[name] = FakeKernel(self, fn, 0.4 if "__shared__" in text else 1.0)
             else:
                 out[name] = FakeKernel(self, transpose if name.startswith("transpose") else copy, 1.0)

@@ -454,26 +454,38 @@ def test_importtime_is_summed_by_top_level_package(sec):
 
 
 def test_a_profile_names_own_time_and_cudalabs_functions(sec, tmp_path):
-    """A real cProfile file of a process that sleeps inside a function of a file under cudalab/."""
+    """A real cProfile file of a process that sleeps inside a function of a file under cudalab/, in a clone
+    made into a folder named cudalab: its virtual environment's NumPy (also under /cudalab/) is not cudalab's."""
     import cProfile
-
-    pkg = tmp_path / "cudalab"
-    pkg.mkdir()
-    (pkg / "fakework.py").write_text("import time\n\ndef draw():\n    time.sleep(0.05)\n\ndef run():\n    draw()\n"
-                                     "    return sum(range(1000))\n")
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("fakework", pkg / "fakework.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    clone = tmp_path / "cudalab"
+    pkg = clone / "cudalab"
+    lib = clone / ".venv" / "lib" / "python3.12" / "site-packages" / "numpy"
+    for folder in (pkg, lib):
+        folder.mkdir(parents=True)
+    (lib / "core.py").write_text("def add():\n    return sum(range(1000))\n")
+    (pkg / "fakework.py").write_text("import time\n\ndef draw():\n    time.sleep(0.05)\n\ndef run(add):\n    draw()\n"
+                                     "    return add()\n")
+
+    def load(name, path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    mod, numpy_core = load("fakework", pkg / "fakework.py"), load("fakecore", lib / "core.py")
     prof = cProfile.Profile()
-    prof.runcall(lambda: [mod.run() for _ in range(2)])
+    prof.runcall(lambda: [mod.run(numpy_core.add) for _ in range(2)])
     prof.dump_stats(tmp_path / "1.prof")
-    got = sec.summarize_profile(tmp_path / "1.prof")
+    got = sec.summarize_profile(tmp_path / "1.prof", package=pkg)
     assert got["own"][0]["name"] == "<built-in method time.sleep>" and got["own"][0]["calls"] == 2
     assert got["own"][0]["s"] >= 0.09
     names = [c["name"] for c in got["cudalab"]]
     assert names[0] == "cudalab/fakework.py:6(run)" and "cudalab/fakework.py:3(draw)" in names
+    assert not [n for n in names if "core.py" in n], names  # the venv's module is not cudalab's
+    assert "numpy/core.py:1(add)" in [c["name"] for c in got["own"]] + [sec._label(k) for k in __import__(
+        "pstats").Stats(str(tmp_path / "1.prof")).stats]
 
 
 def test_the_profile_section_says_where_the_time_goes(rec):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -434,3 +435,114 @@ def test_hostile_family_module_is_one_line_exit_2(ws, invoke, one_line_exit_2, m
     before = _tree(ws)
     one_line_exit_2(invoke(name, "--n", "64"), HOSTILE_MODULES[name][1])
     assert _tree(ws) == before
+
+
+# --- text cudalab did not write: terminal controls in it reach the terminal as visible escapes ---------------
+#: A title change, a screen clear, a C1 CSI, a right-to-left override and a carriage return (which would let
+#: a name overwrite its own line).
+EVIL = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e\rX"
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture(scope="module")
+def _hostile_text(tmp_path_factory) -> Path:
+    """A family whose family.toml descriptions hold :data:`EVIL` (as TOML escapes), a saved run whose GPU,
+    hostname, variant names and reasons hold it, and ncu CSVs whose kernel names do."""
+    from test_problem import make_family
+
+    root = tmp_path_factory.mktemp("hostile-text")
+    esc = json.dumps(EVIL)[1:-1]  # TOML basic strings take JSON's \\uXXXX escapes
+    toml = make_family(root / "fams", name="evil") / "family.toml"
+    text = toml.read_text().replace('description = "y = 2x"', f'description = "y = 2x {esc}"')
+    toml.write_text(text.replace('name = "good"', f'name = "good"\ndescription = "good {esc}"'))
+    run = json.loads((RUNS / "nvidia-h200-transpose.json").read_text())
+    run["device"]["name"] += EVIL
+    run["machine"]["hostname"] += EVIL
+    for p in run["points"]:
+        for r in p["results"]:
+            r["variant"] += EVIL
+            r["reason"] = (r.get("reason") or "") + EVIL
+    (root / "evil.json").write_text(json.dumps(run))
+    (root / "evil.csv").write_text(NCU_CSV.read_text().replace('"copy_', f'"{EVIL.replace(chr(13), "")}copy_'))
+    return root
+
+
+HOSTILE_TEXT = ["report {t}/evil.json", "report {t}/evil.json --layout long", "report {t}/evil.json --wide",
+                "compare {runs}/nvidia-h200-transpose.json {t}/evil.json", "compare {t}/evil.json {t}/evil.json",
+                "list", "list evil", "--help", "evil --help", "ncu --help", "ncu evil --help",
+                "ncu copy --import {t}/evil.csv", "ncu smem-square --import {t}/evil.csv"]
+
+
+@pytest.mark.parametrize("args", HOSTILE_TEXT)
+def test_hostile_text_reaches_the_terminal_as_escapes(invoke, monkeypatch, _hostile_text, args):
+    monkeypatch.setenv("CUDALAB_PATH", str(_hostile_text / "fams"))
+    res = invoke(args.replace("{t}", str(_hostile_text)).replace("{runs}", str(RUNS)).split())
+    assert "Traceback" not in res.output, res.output
+    assert not _CONTROL.search(res.output), repr(res.output[:3000])
+    assert "\\x1b]0;pwned\\x07" in res.output, res.output  # shown, not silently dropped
+
+
+@pytest.mark.parametrize("text, cell, block", [
+    ("plain text, café, 中文", "plain text, café, 中文", "plain text, café, 中文"),
+    ("a\x1b[2Jb", "a\\x1b[2Jb", "a\\x1b[2Jb"),
+    ("osc\x1b]0;t\x07", "osc\\x1b]0;t\\x07", "osc\\x1b]0;t\\x07"),
+    ("c1\x9b31m del\x7f", "c1\\x9b31m del\\x7f", "c1\\x9b31m del\\x7f"),
+    ("rtl\u202eevil\u2066", "rtl\\u202eevil\\u2066", "rtl\\u202eevil\\u2066"),
+    ("two\nlines\tand\rcr", "two lines and cr", "two\nlines\tand\\x0dcr"),
+    ("crlf\r\nline", "crlf  line", "crlf\nline"),
+    ("nul\x00 surrogate\udc80", "nul\\x00 surrogate\\udc80", "nul\\x00 surrogate\\udc80"),
+])
+def test_clean_shows_every_terminal_control_as_its_escape(text, cell, block):
+    from cudalab.textcells import clean
+
+    assert clean(text) == cell
+    assert clean(text, lines=True) == block
+
+
+def test_every_console_cleans_what_it_prints():
+    """Text printed on cudalab's consoles outside any table (watch's header, a run's header) is cleaned too;
+    rich's own colours still work."""
+    import io
+
+    from rich.console import Console
+
+    from cudalab.report.console import CleanConsole
+
+    out = io.StringIO()
+    con = CleanConsole(file=out, force_terminal=True, color_system="standard", width=200)
+    assert isinstance(con, Console)
+    con.print("host " + EVIL, markup=False, highlight=False)
+    con.print("red", style="red")
+    text = out.getvalue()
+    assert "host \\x1b]0;pwned" in text  # (rich itself drops the BEL and the CR)
+    assert "\x1b[31mred" in text  # rich's colour, untouched
+    assert not _CONTROL.search(text.replace("\x1b[31m", "").replace("\x1b[0m", ""))
+
+
+# --- an outside family whose name is a command or an option: refused in one line naming its folder ----------
+@pytest.mark.parametrize("name", ["list", "tune", "compare", "-h", "--n", "two words", "tab\tname"])
+def test_family_named_like_a_command_or_option_is_refused(invoke, monkeypatch, tmp_path, name):
+    from test_problem import make_family
+
+    from cudalab.catalog.discovery import COMMANDS
+
+    folder = make_family(tmp_path, name=name)
+    monkeypatch.setenv("CUDALAB_PATH", str(tmp_path))
+    res = invoke("list")
+    assert res.exit_code == 2, res.output
+    errs = res.stderr.strip().splitlines()
+    assert len(errs) == 1 and errs[0].startswith(f"cudalab: broken family "), res.stderr
+    assert str(tmp_path) in errs[0] and "rename the folder" in errs[0], errs[0]
+    assert "transpose" in res.stdout  # the others are listed
+    helped = invoke("--help")
+    assert helped.exit_code == 0
+    assert not any(ln.split()[:1] == [name] for ln in helped.output.splitlines() if name not in COMMANDS), helped.output
+    if name in COMMANDS:  # the command still is the command
+        assert "broken family" not in invoke(name, "--help").output
+
+
+def test_reserved_names_are_the_commands():
+    from cudalab.catalog.discovery import COMMANDS
+    from cudalab.cli import cli
+
+    assert COMMANDS == set(cli.commands)

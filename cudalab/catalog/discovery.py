@@ -32,6 +32,24 @@ PATH_ENV = "CUDALAB_PATH"
 GROUP = "cudalab.families"
 #: ``FamilySpec.module`` of an outside family: ``path:<module file>`` or ``entry:<dotted module>``.
 PATH_PREFIX, ENTRY_PREFIX = "path:", "entry:"
+#: cudalab's own commands (tests/test_hostile.py checks this against the click group): a family of one of
+#: these names would be listed but could never run (``cudalab list`` is the command, not the family).
+COMMANDS = frozenset({"calibrate", "compare", "compile", "info", "list", "ncu", "report", "roofline", "sanitize", "sass", "tune",
+                      "watch"})
+#: A family's name is a command word: letters, digits, '.', '-' and '_', not starting with '-' (an option).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an outside family's (None when it can): one of cudalab's commands, an
+    option (``-h``), or characters a command line or a terminal would take as something else."""
+    if name in COMMANDS:
+        return f"the name {name!r} is cudalab's own command ('cudalab {name}' could never run the family)"
+    if name.startswith("-"):
+        return f"the name {name!r} reads as an option ('cudalab {name}' could never run the family)"
+    if not _NAME.fullmatch(name):
+        return f"the name {name!r} must be letters, digits, '.', '-' and '_' (it names a command)"
+    return None
 
 
 def path_folders() -> list[Path]:
@@ -120,6 +138,10 @@ def outside(taken: set[str]) -> tuple[list[tuple[Any, str]], list[tuple[Path, st
 
     def take(folder: Path, origin: str) -> None:
         name = folder.name
+        problem = name_problem(name)
+        if problem:
+            broken.append((folder, f"{folder}: {problem}; rename the folder and its [family] name"))
+            return
         if name in taken:
             broken.append((folder, f"{folder / 'family.toml'}: the name {name!r} is a built-in family's; "
                                    "rename the folder and its [family] name"))
@@ -149,6 +171,7 @@ def outside(taken: set[str]) -> tuple[list[tuple[Any, str]], list[tuple[Path, st
         for d in subs:
             take(d, str(root))
     for name, folder, module, problem in _entry_points():
+        problem = problem or (f"entry point {name} = {module}: {name_problem(name)}" if name_problem(name) else "")
         if problem:
             broken.append((Path(name), problem))
             continue

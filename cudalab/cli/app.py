@@ -11,16 +11,20 @@ import click
 from cudalab import __version__, catalog
 from cudalab.cli.options import CONTEXT  # noqa: F401  (re-exported: every command's context settings)
 from cudalab.errors import CatalogError, CudalabError
+from cudalab.textcells import clean
 
 
 def family_names() -> list[str]:
-    """Every family folder's name, broken ones too (their commands say why); none when the kernel
-    folder itself is unusable (then every family command says that)."""
+    """Every family folder's name, broken ones too (their commands say why), except a folder refused for
+    its name (``list``, ``-h``: 'cudalab list' names it); none when the kernel folder itself is unusable
+    (then every family command says that)."""
+    from cudalab.catalog.discovery import name_problem  # noqa: PLC0415
+
     try:
         cat = catalog.load_catalog()
     except CudalabError:
         return []
-    return sorted({*cat, *(b.name for b in cat.broken)})
+    return sorted({*cat, *(b.name for b in cat.broken if not name_problem(b.name))})
 
 
 def family_subcommand(name: str, make: Callable[[catalog.FamilySpec], click.Command]) -> click.Command | None:
@@ -47,7 +51,7 @@ def family_summary(name: str) -> click.Command | None:
     except CudalabError as exc:
         return _unusable(name, exc)
     if name in cat:
-        return click.Command(name, short_help=cat[name].description)
+        return click.Command(name, short_help=clean(cat[name].description))
     reason = cat.broken_reason(name)
     return _unusable(name, CatalogError(f"broken family {name}: {reason}")) if reason else None
 
@@ -102,7 +106,7 @@ class CudalabGroup(FamilyListing, click.Group):
         except CudalabError as exc:
             if ctx.meta.get("cudalab.debug"):
                 raise
-            click.echo(f"cudalab: {exc}", err=True)
+            click.echo(f"cudalab: {clean(str(exc))}", err=True)  # one line, whatever the error quotes
             ctx.exit(exc.exit_code)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
@@ -121,7 +125,7 @@ class CudalabGroup(FamilyListing, click.Group):
             exc.show()
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
-            click.echo(f"cudalab: {usage_line(exc)}", err=True)
+            click.echo(f"cudalab: {clean(usage_line(exc))}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)

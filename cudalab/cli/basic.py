@@ -11,6 +11,7 @@ from cudalab.cli.app import cli
 from cudalab.cli.options import DEVICE_INDEX, parse_defines, wide_option
 from cudalab.errors import CudalabError
 from cudalab.launch import fmt_dims
+from cudalab.textcells import clean
 
 
 #: ``cudalab list``'s table: its columns, title and the columns that wrap on a narrow terminal.
@@ -51,7 +52,7 @@ def list_cmd(family: str | None) -> None:
         rows, broken = list_rows(catalog.load_catalog())
         echo_table(LIST_COLUMNS, rows, title=LIST_TITLE, wrap=LIST_WRAP)
         for name, reason in broken:  # the others work; each broken one gets its line, and the exit says so
-            click.echo(f"cudalab: broken family {name}: {reason}", err=True)
+            click.echo(clean(f"cudalab: broken family {name}: {reason}"), err=True)
         if broken:
             sys.exit(2)
         return

@@ -16,6 +16,7 @@ import click
 from cudalab import catalog
 from cudalab.cli.options import CONTEXT, problem_options, run_options, timing_options
 from cudalab.errors import UsageError
+from cudalab.textcells import clean
 
 if TYPE_CHECKING:
     from cudalab.plan import Plan, RunRequest
@@ -40,8 +41,8 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
     if fam.SHOW:
         params.append(click.Option(["--show"], is_flag=True, help="Print the inputs and each variant's result (small problems)."))
     return click.Command(spec.name, callback=callback, params=params, context_settings=CONTEXT,
-                         help=f"{spec.description}.\n\nVariants: {', '.join(spec.names())}.",
-                         short_help=spec.description)
+                         help=f"{clean(spec.description)}.\n\nVariants: {', '.join(spec.names())}.",
+                         short_help=clean(spec.description))
 
 
 def worker_options() -> list[click.Option]:

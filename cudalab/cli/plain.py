@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 import click
 
-from cudalab.textcells import GAP, MIN_WRAP, cell_len, line, pad, shrink, wrapped
+from cudalab.textcells import GAP, MIN_WRAP, cell_len, clean, line, pad, shrink, wrapped
 
 _ANSI = {"bold": ("\x1b[1m", "\x1b[0m"), "dim": ("\x1b[2m", "\x1b[0m")}
 
@@ -27,8 +27,10 @@ def _numeric(rows: list[list[str]], i: int) -> bool:
 
 def table_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]], width: int, title: str | None = None,
                 wrap: Sequence[str] = ()) -> Iterator[list[tuple[str, str]]]:
-    """The table as lines of (text, style) pieces, at most ``width`` cells wide where it can be."""
-    cells = [[str(x) for x in r] for r in rows]
+    """The table as lines of (text, style) pieces, at most ``width`` cells wide where it can be (every cell
+    and the title cleaned of terminal controls: :func:`cudalab.textcells.clean`)."""
+    cells = [[clean(str(x)) for x in r] for r in rows]
+    title = None if title is None else clean(title)
     wrap = tuple(wrap) or (columns[-1],)
     right = [_numeric(cells, i) for i in range(len(columns))]
     wraps = [i for i, c in enumerate(columns) if c in wrap]

@@ -11,6 +11,7 @@ import click
 from cudalab.catalog import FamilySpec
 from cudalab.cli.app import CONTEXT, LISTING, FamilyListing, family_names, family_subcommand, family_summary
 from cudalab.cli.options import problem_options
+from cudalab.textcells import clean
 
 if TYPE_CHECKING:
     from cudalab.families import Family
@@ -47,8 +48,8 @@ class FamilyToolGroup(FamilyListing, click.Group):
             handler(spec, fam, kw)
 
         return click.Command(spec.name, callback=callback, params=problem_options(spec, fam) + self.tool_params(),
-                             context_settings=CONTEXT, help=f"{self.summary} {spec.name}: {spec.description}.",
-                             short_help=spec.description)
+                             context_settings=CONTEXT, help=f"{self.summary} {spec.name}: {clean(spec.description)}.",
+                             short_help=clean(spec.description))
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         name = click.utils.make_str(args[0])

@@ -162,8 +162,8 @@ _LEGACY_MEMORY = ("global ld / st eff % = bytes a warp's global loads / stores u
                   "(100 = fully coalesced); DRAM % peak = DRAM throughput against its sustained peak.",)
 _LEGACY_TAIL = (
     "ncu ns = gpu__time_duration in nanoseconds, summed over a variant's launches; ncu ms in run tables.",
-    "ncu ms is from a second process under ncu, where some kernels run at another speed (README, Nsight "
-    "Compute): it can differ from the median by more than the timing error.",
+    "ncu ms is from a second process under ncu, where some kernels run at another speed "
+    "(docs/ncu.md): it can differ from the median by more than the timing error.",
 )
 
 

@@ -117,8 +117,8 @@ SMEM_ST_CONFLICTS = Figure("st conflicts", SMEM_ST_CONF, key="ncu_st_conflicts")
 #: Under every set's table: what the duration column is.
 TIME_LEGEND = "ncu ns = gpu__time_duration in nanoseconds, summed over a variant's launches; ncu ms in run tables."
 #: Under a run table with ncu's columns.
-RUN_LEGEND = ("ncu ms is from a second process under ncu, where some kernels run at another speed (README, Nsight "
-              "Compute): it can differ from the median by more than the timing error.")
+RUN_LEGEND = ("ncu ms is from a second process under ncu, where some kernels run at another speed "
+              "(docs/ncu.md): it can differ from the median by more than the timing error.")
 
 
 @dataclass(frozen=True)

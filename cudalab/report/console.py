@@ -3,6 +3,10 @@
 
 :data:`WIDE` is the command's ``--wide``: every column, and on a terminal a console as wide as a pipe's
 (the terminal folds long lines; nothing is cropped).
+
+Every console here is a :class:`CleanConsole`: text it prints that holds a terminal control (a saved run's
+hostname with ``\\x1b]0;...``, a kernel name ncu read) shows as escapes (:func:`cudalab.textcells.clean`),
+whatever renderable carried it; rich's own colours and cursor moves are untouched.
 """
 
 from __future__ import annotations
@@ -11,12 +15,27 @@ import re
 import shutil
 import sys
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Iterator
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+
+from cudalab.textcells import clean
 
 #: Set by the command line's ``--wide`` (per invocation): every table column, nothing cropped.
 WIDE: ContextVar[bool] = ContextVar("cudalab_wide", default=False)
+
+
+class CleanConsole(Console):
+    """A rich console whose printed text never carries a terminal control it did not make itself."""
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterator[Segment]:
+        """Render as rich does, each text segment cleaned (rich's control segments pass as they are)."""
+        for seg in super().render(renderable, options):
+            if seg.control or seg.text.isprintable():
+                yield seg
+            else:
+                yield Segment(clean(seg.text, lines=True), seg.style, seg.control)
 
 
 class _NoTrailingSpace:
@@ -39,9 +58,9 @@ def console(stderr: bool = False) -> Console:
     """A console wide enough for the tables even when output is piped or captured."""
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty() and not WIDE.get():
-        return Console(file=stream, width=max(shutil.get_terminal_size((200, 24)).columns, 40), soft_wrap=False,
+        return CleanConsole(file=stream, width=max(shutil.get_terminal_size((200, 24)).columns, 40), soft_wrap=False,
                        highlight=False)
     if stream.isatty():
-        return Console(file=stream, width=400, soft_wrap=False, highlight=False)
+        return CleanConsole(file=stream, width=400, soft_wrap=False, highlight=False)
     # Piped or captured (logs, CI, tests): wide enough that no column folds, however many a run adds
-    return Console(file=_NoTrailingSpace(stream), width=400, soft_wrap=False, highlight=False)
+    return CleanConsole(file=_NoTrailingSpace(stream), width=400, soft_wrap=False, highlight=False)

@@ -19,7 +19,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from cudalab.textcells import GAP, MIN_WRAP, cell_len, line, pad, shrink, wrapped
+from cudalab.textcells import GAP, MIN_WRAP, cell_len, clean, cut, line, pad, shrink, wrapped
 
 
 @dataclass(frozen=True)
@@ -44,21 +44,31 @@ class Grid:
 
     def __init__(self, columns: Sequence[Column], title: str | None = None):
         self.columns = list(columns)
-        self.title = title
+        self.title = None if title is None else clean(title)
         self.rows: list[list[tuple[str, str]]] = []
         self._sections: set[int] = set()
+        self._notes: dict[int, list[str]] = {}  # row index -> lines printed under it, not in any column
+        self._note_style = "dim"
 
     def add_row(self, *cells: Any) -> None:
-        """Add a row: each cell a str, a rich ``Text`` (its plain text and style are kept) or (text, style)."""
+        """Add a row: each cell a str, a rich ``Text`` (its plain text and style are kept) or (text, style).
+
+        A cell's text is cleaned here (:func:`cudalab.textcells.clean`), so the columns are measured on
+        what the terminal will show."""
         row = []
         for c in cells:
             if isinstance(c, Text):
-                row.append((c.plain, str(c.style or "")))
+                row.append((clean(c.plain), str(c.style or "")))
             elif isinstance(c, tuple):
-                row.append((str(c[0]), str(c[1] or "")))
+                row.append((clean(str(c[0])), str(c[1] or "")))
             else:
-                row.append((str(c), ""))
+                row.append((clean(str(c)), ""))
         self.rows.append(row)
+
+    def add_note(self, lines: Sequence[str], style: str = "dim") -> None:
+        """Lines under the last row, across the table (a kernel's printf); cleaned, cut to the width."""
+        self._notes.setdefault(len(self.rows) - 1, []).extend(clean(x) for x in lines)
+        self._note_style = style
 
     def add_section(self) -> None:
         """Draw a thin line before the next row (``--layout long``: a new point)."""
@@ -118,6 +128,8 @@ class Grid:
                     style = row[i][1] if i < len(row) else ""
                     cells.append((pad(piece, widths[i], self.columns[i].right), style))
                 yield line(cells)
+            for note in self._notes.get(n, ()):
+                yield [(cut(note, max(width - 1, 20)), self._note_style)]
         if hidden:
             note = f"(hidden at this width: {', '.join(hidden)}; --wide or a wider terminal shows them)"
             for piece in textwrap.wrap(note, max(width - 1, 20), break_on_hyphens=False):

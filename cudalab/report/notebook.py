@@ -29,7 +29,7 @@ def _print(con: Any, record: Any) -> None:
 
 def record_text(record: Any, width: int = WIDTH) -> str:
     """The record's tables as plain text (what ``cudalab report`` prints, without colour)."""
-    from rich.console import Console  # noqa: PLC0415
+    from cudalab.report.console import CleanConsole as Console  # noqa: PLC0415  (text shown as escapes)
 
     out = io.StringIO()
     con = Console(file=out, width=width, color_system=None, soft_wrap=False, highlight=False, force_terminal=False,
@@ -40,7 +40,7 @@ def record_text(record: Any, width: int = WIDTH) -> str:
 
 def record_html(record: Any, width: int = WIDTH) -> str:
     """The record's tables as HTML: the terminal's table, its colours kept (rich's HTML export)."""
-    from rich.console import Console  # noqa: PLC0415
+    from cudalab.report.console import CleanConsole as Console  # noqa: PLC0415  (text shown as escapes)
 
     con = Console(file=io.StringIO(), record=True, width=width, color_system="truecolor", force_terminal=True,
                   soft_wrap=False, highlight=False, force_jupyter=False)

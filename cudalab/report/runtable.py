@@ -95,6 +95,8 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
             row.append((f"✓ {r.max_error:.1g}" if r.max_error else "✓", "green"))
         row.append((str(r.status) if not r.reason else f"{r.status}: {r.reason}", _STATUS_STYLE.get(r.status, "")))
         t.add_row(*row)
+        if isinstance(r.extra.get("stdout"), str) and r.extra["stdout"]:
+            t.add_note(printed_lines(r.extra["stdout"], r.extra.get("stdout_dropped")))
     return t
 
 
@@ -113,6 +115,23 @@ def method_cell(extra: dict[str, Any]) -> str:
     if isinstance(over, (int, float)) and n:
         text += f" −{over:.2f} µs" if over >= 0 else f" +{-over:.2f} µs"
     return text + (" *" if extra.get("timed_by_note") else "")
+
+
+#: Lines of a row's printf shown under it; the rest are counted (the JSON keeps them all).
+PRINTED_LINES = 5
+
+
+def printed_lines(text: str, dropped: Any = None) -> list[str]:
+    """What a row printed (a kernel's printf), as shown under it: the first :data:`PRINTED_LINES` lines and
+    how many more there are (``dropped``: bytes printed past what the row kept)."""
+    lines = text.splitlines()
+    out = [f"   ┆ printed {len(lines):,} line{'s' if len(lines) != 1 else ''}:"]
+    out += [f"   ┆ {ln}" for ln in lines[:PRINTED_LINES]]
+    if len(lines) > PRINTED_LINES:
+        out.append(f"   ┆ … {len(lines) - PRINTED_LINES:,} more lines: see --json")
+    if isinstance(dropped, int) and dropped > 0:
+        out.append(f"   ┆ … and {dropped:,} bytes more, printed but not kept (a row keeps its first 1 MiB)")
+    return out
 
 
 def occupancy_cell(extra: dict[str, Any]) -> str:

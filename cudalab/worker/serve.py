@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, Callable, TextIO
 from cudalab.worker import heartbeat
 from cudalab.errors import CudalabError
 from cudalab.records.results import FAILED, PASSED, SKIPPED, Result
-from cudalab.worker import early
+from cudalab.worker import early, rowout
 from cudalab.worker.protocol import decode, encode, pack_array
 
 
@@ -173,17 +173,22 @@ class Worker:
             return
 
         def on_result(row: Result) -> None:
+            # in this order: the synchronize empties the device's printf buffer (a faulted row's too), then
+            # the row takes what it printed, before it is sent and before a lost context ends the worker
             lost = context_error(self.dev) if row.status not in (PASSED, SKIPPED) else ""
             if lost:
                 row = _lost_row(row, run.req)
+            row = printed.attach(row)
             out = run.outputs.get(row.variant)
             self.chan.send(ev="row", row=row.to_dict(), output=None if out is None else pack_array(out))
             if lost:
                 raise ContextLost(lost)
 
         run.on_result = on_result
+        printed = rowout.RowOutput()
         try:
-            run.run_variants(ctx)
+            with printed:  # a kernel's printf is its row's (the table shows a few lines, the JSON all)
+                run.run_variants(ctx)
         except ContextLost:
             raise
         except CudalabError as exc:  # the memory plan does not fit now: the point, not a row
