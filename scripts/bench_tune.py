@@ -120,12 +120,22 @@ def summary_rows(record: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def earlier_record(path: Path) -> dict[str, Any]:
+    """The record an earlier run wrote at ``path`` ({} when there is none or it is not a record)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def write_record(record: dict[str, Any], out: Path, gpu: str) -> tuple[Path, Path]:
     """``<gpu>-tune.json`` and ``.md`` under ``out``, each written whole (a temporary file renamed), so
     a failed run never leaves half a record over the last good one."""
     out.mkdir(parents=True, exist_ok=True)
     js, md = out / f"{gpu}-tune.json", out / f"{gpu}-tune.md"
-    lines = [f"# cudalab tune on {record.get('device', gpu)}", "", f"Command: `{record.get('command', '')}`", "",
+    lines = [f"# cudalab tune on {record.get('device', gpu)}", "",
+             *[f"- {part}: `{cmd}`" for part, cmd in sorted(record.get("commands", {}).items())], "",
              "| part | what | figure |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in summary_rows(record)]
     for path, text in ((js, json.dumps(record, indent=1, sort_keys=True) + "\n"), (md, "\n".join(lines) + "\n")):
@@ -290,8 +300,10 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     gpu = gpu_slug(name)
     out = Path(a.out)
     dbs = out / "tune" / gpu
-    record: dict[str, Any] = {"device": name, "command": " ".join(["python3 scripts/bench_tune.py", *(argv or sys.argv[1:])]),
-                              "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    command = " ".join(["python3 scripts/bench_tune.py", *(sys.argv[1:] if argv is None else argv)])
+    record = earlier_record(out / f"{gpu}-tune.json")  # a part not run now keeps its earlier figures
+    record.update({"device": name, "command": command, "when": time.strftime("%Y-%m-%d %H:%M:%S")})
+    record.setdefault("commands", {}).update({p: command for p in parts})
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmpname:
         tmp = Path(tmpname)
         if "ground" in parts:

@@ -44,7 +44,7 @@ def test_winner_changes_and_slugs():
 
 
 def test_a_record_is_written_whole_or_not_at_all(tmp_path):
-    rec = {"device": "GPU", "command": "c", "trust": {"space": "s", "agree": 10, "campaigns": 10, "distinct": 1}}
+    rec = {"device": "GPU", "commands": {"trust": "c"}, "trust": {"space": "s", "agree": 10, "campaigns": 10, "distinct": 1}}
     js, md = B.write_record(rec, tmp_path, "gpu")
     assert json.loads(js.read_text())["trust"]["agree"] == 10 and "| trust | s | 10/10 campaigns agree" in md.read_text()
     with pytest.raises(TypeError):
@@ -75,3 +75,9 @@ def test_small_run_end_to_end_on_fake_workers(fake_workers, tmp_path, capsys):
     assert "no --kernel-tuner" in rec["kt"]["skipped"]
     out = capsys.readouterr().out
     assert out.rstrip().splitlines()[-1].startswith("kt") and "40 measured" in out
+    # the replay again, on the CPU, from the saved campaign: the GPU parts' figures stay in the record
+    assert B.main(["--parts", "replay", "--spaces", "reduce-modern", "--seeds", "2", "--strategies", "random",
+                   "--gpu", "Fake GPU", "--out", str(tmp_path)]) == 0
+    again = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
+    assert again["ground"] == rec["ground"] and again["trust"] == rec["trust"]
+    assert set(again["replay"]["reduce-modern"]) == {"random"} and set(again["commands"]) == set(B.PARTS)
