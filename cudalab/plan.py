@@ -109,6 +109,10 @@ def plan_launch(
 ) -> Launch:
     """Resolve block, tile, grid, shared memory and defines for one variant, checking every rule.
 
+    The ``tile``, ``require``, ``sm:EXPR`` grid and ``shared`` expressions name the launch's names
+    (:func:`names_for`) and the integer defines in effect: the variant's, the family's and ``overrides``
+    (``-D``), so a tuned ``WT_BM`` x ``WT_BN`` gets its own tile and grid.
+
     Raises:
         LaunchConfigError: a device limit or the coverage rule is broken.
         SizeError: the size breaks the variant's divisibility rule.
@@ -123,11 +127,20 @@ def plan_launch(
     tile = L.tile_of(b, variant.per_thread)
     names = names_for(problem, b, tile)
     if variant.tile:
-        t = [evaluate(e, names) for e in variant.tile] + [1, 1]
+        # The tile may name the integer defines in effect (a tuned WT_BM x WT_BN has its own tile); a
+        # define that names the tile itself (an --add kernel's TILE_X) is not one of them yet.
+        early = {k: v for k, v in names.items() if not k.startswith("tile_")}
+        consts = _int_defines(_defines_in_effect(variant, fam, problem, early, overrides))
+        t = [evaluate(e, {**consts, **names}) for e in variant.tile] + [1, 1]
         tile = (t[0], t[1], t[2])
         names = names_for(problem, b, tile)
+    defines = _defines_in_effect(variant, fam, problem, names, overrides)
+    # require, grid and shared memory may name the compiled macros too (IPAD, WT_STAGES): sized from
+    # what is compiled, so -D IPAD=2 gets the bytes the kernel indexes, not the family's default padding.
+    # The launch's own names win over a define of the same name.
+    known = {**_int_defines(defines), **names}
     for rule in variant.require:
-        if not evaluate(rule, names):
+        if not evaluate(rule, known):
             raise SkipRow(f"{variant.name} needs {rule} (block {L.fmt_dims(b)})")
     extent = fam.extent(problem, variant)
     if variant.divisible:
@@ -144,22 +157,15 @@ def plan_launch(
     elif variant.grid == "tiles":
         g = L.grid_for_tiles(extent, tile)
     elif variant.grid.startswith("sm:"):
-        per_sm = int(variant.grid.split(":")[1])
+        per_sm = evaluate(variant.grid.split(":", 1)[1], known)  # sm:K, or sm:EXPR over the names
         t = L.grid_for_tiles(extent, tile)
         needed = t[0] * t[1] * t[2]  # a persistent grid walks every tile, on any axis
         g = (max(1, min(limits.sm_count * per_sm, needed)), 1, 1)
     else:
         g = L.parse_dims(variant.grid, "grid")
-    defines = tuple((k, _define_value(v, names)) for k, v in variant.defines)
-    defines += tuple(fam.defines(problem, variant).items())  # e.g. the element type for the problem's dtype
-    if overrides:  # --define NAME=VALUE: the user's word wins over the family's
-        merged = dict(defines)
-        merged.update({k: _define_value(v, names) for k, v in overrides})
-        check_launch_defines(variant, {k: merged[k] for k, _ in overrides})  # ROWS=0: a loop that never ends
-        defines = tuple(merged.items())
-    # The shared-memory size may name the compiled macros (IPAD): size it from what is compiled,
-    # so -D IPAD=2 gets the bytes the kernel indexes, not the family's default padding.
-    shared = evaluate(variant.shared, {**_int_defines(defines), **names})
+    if overrides:  # ROWS=0: a loop that never ends
+        check_launch_defines(variant, {k: dict(defines)[k] for k, _ in overrides})
+    shared = evaluate(variant.shared, known)
     L.check_launch(b, g, shared, limits)
     return Launch(block=b, grid=g, tile=tile, shared=shared, defines=defines)
 
@@ -179,6 +185,19 @@ def variant_arch(variant: VariantSpec, device_arch: str) -> str:
         raise SkipRow(f"{variant.name} is {wanted} code: it runs on {wanted.rstrip('af')} GPUs only, "
                       f"not {device_arch}")
     return wanted
+
+
+def _defines_in_effect(variant: VariantSpec, fam: Family, problem: Problem, names: dict[str, int],
+                       overrides: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The macros a launch compiles with: the variant's (expressions over ``names``), the family's for
+    the problem (the element type), then the ``-D`` overrides (the user's word wins over the family's)."""
+    defines = tuple((k, _define_value(v, names)) for k, v in variant.defines)
+    defines += tuple(fam.defines(problem, variant).items())
+    if overrides:
+        merged = dict(defines)
+        merged.update({k: _define_value(v, names) for k, v in overrides})
+        defines = tuple(merged.items())
+    return defines
 
 
 def _int_defines(defines: tuple[tuple[str, str], ...]) -> dict[str, int]:

@@ -3,7 +3,7 @@
 # and the benchmarks, keep logs and JSON under $OUT, print a short table last.
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
-#                                          examples newuser badgpu printf
+#                                          examples newuser badgpu printf tune roofline
 #                                          (default: info tests ncu sanitizer bench)
 #
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
@@ -85,6 +85,13 @@ for stage in $stages; do
         badgpu) for args in "transpose --variant block -D ROWS=0" "transpose --budget nan" "transpose --seed -1" \
                             "reduce --budget inf" "transpose --variant block -D TILE=1%0"; do
                     echo "=== cudalab $args"; timeout -s KILL 60 python3 -m cudalab $args --n 1024; echo "exit $?"; done ;;
+        # issue 43: cudalab tune's ground truth, replay, trust and kernel_tuner (scripts/bench_tune.py); the
+        # record and the campaigns under $OUT/tune-docs (copy them to docs/benchmarks/). Sized by $TUNE_ARGS
+        # (e.g. "--spaces reduce-modern --trials 120 --repeats 3 --seconds 0.05"); kernel_tuner from
+        # $KERNEL_TUNER (a folder it imports from), else that part is skipped, saying so.
+        tune) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
+              timeout -s KILL "$limit" python3 scripts/bench_tune.py --out "$OUT/tune-docs" \
+                  ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} ${TUNE_ARGS:-} ;;
         *) echo "unknown stage $stage"; false ;;
     esac > "$OUT/$stage.log" 2>&1
     rc=$?

@@ -332,9 +332,14 @@ def test_block_rules(block, why):
         assert dict(lau.defines)["BLOCK"] == block and lau.shared == 4 * 24 * int(block) + 1024 * (int(block) // 32)
 
 
-def test_items_must_match_the_tile():
-    row, _ = _run(OnesweepDevice(), 5000, defines=(("ITEMS", "8"),))
-    assert row.status == Status.SKIPPED and "ITEMS (8)" in row.reason
+def test_items_set_the_tile():
+    # -D ITEMS=8: the planner's tile is ITEMS x block (family.toml's tile names the define), so the passes
+    # launch one block per 8 x 256 keys and sort
+    dev = OnesweepDevice()
+    row, _ = _run(dev, 5000, defines=(("ITEMS", "8"),))
+    assert row.status == Status.PASSED, row.reason
+    passes = [launch for launch in dev.launches if launch[0] == "sort_onesweep_pass"]
+    assert passes and all(grid == (-(-5000 // (8 * 256)), 1, 1) for _, grid, *_ in passes)
 
 
 def test_hist_and_init_grids():

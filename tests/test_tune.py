@@ -176,7 +176,7 @@ def test_the_command_prints_the_table_the_winner_and_saves_a_record(fake, tmp_pa
 def test_list_shows_the_tune_spaces(invoke):
     res = invoke("list", "matmul")
     assert res.exit_code == 0
-    assert "tune warptile:" in res.stdout and "1,080 meet the constraints" in res.stdout
+    assert "tune warptile:" in res.stdout and "8,748 points, 282 meet the constraints" in res.stdout
 
 
 def test_a_killed_campaign_loses_only_its_trial_in_flight(tmp_path):

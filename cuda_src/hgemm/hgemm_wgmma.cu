@@ -9,7 +9,8 @@
 //     64 rows of A against all 256 columns of B, operands read straight from shared memory through
 //     matrix descriptors, accumulators in 128 registers a thread), waits for them, and releases the
 //     stage on its "empty" mbarrier, which the producer waits on before refilling it.
-// setmaxnreg moves registers from the producer (40 a thread) to the consumers (232).
+// setmaxnreg moves registers from the producer (40 a thread) to the consumers (232; WG_PRODUCER_REGS,
+// WG_CONSUMER_REGS).
 //
 // Shared layouts are the 128-byte swizzle that TMA writes and wgmma reads: A K-major (rows of 64
 // elements = 128 bytes, 8-row atoms of 1024 bytes), B MN-major (rows of 64 n = 128 bytes, k-rows
@@ -25,6 +26,20 @@
 
 #ifndef WG_STAGES  // before any toolkit header, like hgemm_common.cuh's defaults (cudalab/restated.py)
 #define WG_STAGES 4
+#endif
+// Blocks walk WG_GROUP block rows at a time (hg_block_origin: tiles in flight share A's rows in L2).
+#ifndef WG_GROUP
+#define WG_GROUP 8
+#endif
+// setmaxnreg: the producer warp group gives registers back (WG_PRODUCER_REGS a thread), the two
+// consumers take them (WG_CONSUMER_REGS). Multiples of 8 in 24..256; the block starts with 168 a
+// thread (65536 / 384, rounded down to 8), so 128 x producer + 256 x consumer <= 384 x 168:
+// 2 x WG_CONSUMER_REGS + WG_PRODUCER_REGS <= 504.
+#ifndef WG_PRODUCER_REGS
+#define WG_PRODUCER_REGS 40
+#endif
+#ifndef WG_CONSUMER_REGS
+#define WG_CONSUMER_REGS 232
 #endif
 
 #include "hgemm_common.cuh"
@@ -131,14 +146,14 @@ hgemm_wgmma(const hg_t *__restrict__ A, const hg_t *__restrict__ B, float *__res
     __syncthreads();
 
     int m0, n0;
-    hg_block_origin<8>(WG_BM, WG_BN, m0, n0);
+    hg_block_origin<WG_GROUP>(WG_BM, WG_BN, m0, n0);
     int ktiles = (K + WG_BK - 1) / WG_BK;
 #if HG_MUTATION == 1
     ktiles -= 1;
 #endif
 
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PRODUCER_REGS));
         if (tid == 0) {
             const void *tmap_a = tmaps, *tmap_b = tmaps + 16;
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(tmap_a) : "memory");
@@ -155,7 +170,7 @@ hgemm_wgmma(const hg_t *__restrict__ A, const hg_t *__restrict__ B, float *__res
             }
         }
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CONSUMER_REGS));
         const int c = wg - 1;                 // consumer: rows c * 64 .. c * 64 + 63 of the block tile
         float d[128];
 #pragma unroll

@@ -25,7 +25,7 @@ _VARIANT_KEYS = {
 _FAMILY_KEYS = {"name", "description", "module", "metric", "dtypes", "default_dtype"}
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_GRID = re.compile(r"^(tiles|sm:\d+|\d+(x\d+){0,2})$")
+_GRID = re.compile(r"^(tiles|sm:[A-Za-z0-9_ ()+*/%-]+|\d+(x\d+){0,2})$")  # sm:EXPR: K blocks an SM, K over the launch names
 
 def _dims(value: Any, where: str) -> Dim3:
     try:
@@ -55,7 +55,7 @@ def _variant(raw: dict[str, Any], family_dir: Path, where: str) -> VariantSpec:
             raise CatalogError(f"{where}: kernel {kernel!r} is not a C identifier")
     grid = str(raw.get("grid", "tiles"))
     if not _GRID.match(grid):
-        raise CatalogError(f"{where}: grid {grid!r} must be 'tiles', 'sm:K' or dims such as '1' or '4x4'")
+        raise CatalogError(f"{where}: grid {grid!r} must be 'tiles', 'sm:K' (K a number or an expression) or dims such as '1' or '4x4'")
     defines = raw.get("defines", {})
     params = raw.get("params", {})
     if not isinstance(defines, dict) or not isinstance(params, dict):

@@ -30,9 +30,12 @@ class VariantSpec:
         block: default block dims.
         per_thread: elements each thread covers per dim; tile = block × per_thread.
         tile: expressions for the elements one block covers per dim, when that is not
-            block × per_thread (``["block_x", "block_x"]`` for a square tile moved by fewer rows).
+            block × per_thread (``["block_x", "block_x"]`` for a square tile moved by fewer rows;
+            ``["WT_BN", "WT_BM"]``: tile, require, ``sm:K`` and shared may name the integer defines in
+            effect, the variant's and ``-D``'s).
         require: expressions over the launch names that must hold (``"block_x % block_y == 0"``).
-        grid: ``tiles`` (ceil(extent / tile)), ``sm:K`` (K blocks per SM, grid-stride kernels),
+        grid: ``tiles`` (ceil(extent / tile)), ``sm:K`` (K blocks per SM, grid-stride kernels; K may be
+            an expression),
             or literal dims such as ``1`` or ``4x4``.
         grid_stride: the kernel loops over the data with a grid-sized stride, so any grid covers
             it (implied by ``sm:K``).

@@ -133,11 +133,12 @@ def _small_inputs(fam: Any) -> set[str] | None:
 
 
 def _check_expressions(v: VariantSpec, options: set[str], where: str) -> None:
-    """The ``tile``, ``require`` and ``shared`` expressions of a row name only what its launch knows."""
+    """The ``tile``, ``require`` and ``shared`` expressions of a row name only what its launch knows (its
+    names and its defines)."""
     known = LAUNCH_NAMES | options
     fields = [("tile", e) for e in v.tile] + [("require", e) for e in v.require]
+    names = known | {k for k, _ in v.defines}  # the integer defines in effect are launch names too
     for what, text in fields + [("shared", v.shared)]:
-        names = known | ({k for k, _ in v.defines} if what == "shared" else set())
         unknown = sorted(names_in(text) - names)
         if unknown:
             raise CatalogError(f"{where}: family.toml row {v.name!r}: {what} = {str(text)!r} names {unknown[0]!r}, which "

@@ -30,7 +30,7 @@ from cudalab.tuning.options import TuneOptions
 from cudalab.tuning.result import TuneResult, point_key
 from cudalab.tuning.runs import Runs, precheck
 from cudalab.tuning.space import BLOCK, Space
-from cudalab.tuning.spaces import kernel_variant, make_space, table_for
+from cudalab.tuning.spaces import default_point, kernel_variant, make_space, table_for
 
 __all__ = ["Plan", "plan", "run_campaign"]
 
@@ -301,18 +301,8 @@ def run_campaign(p: Plan, on_event: Callable[[str, dict[str, Any]], None] | None
 
 
 def _default_point(p: Plan) -> dict[str, str]:
-    """The family's own configuration, as a point (its defines' and block's defaults where they are values)."""
-    defaults = dict(p.variant.defines)
-    block = fmt_dims(p.variant.block)
-    out = {}
-    for d in p.space.dims:
-        if d.kind == BLOCK:
-            out[d.name] = block
-        elif d.kind == "option":
-            out[d.name] = str(dict(p.base.options).get(d.name, ""))
-        else:
-            out[d.name] = str(defaults.get(d.name, ""))
-    return out
+    """The family's own configuration, as a point (its block, options and defines' defaults where they are values)."""
+    return default_point(p.spec, p.fam, p.variant, p.space, dict(p.base.options))
 
 
 def _unfinished(study: Any, space: Space) -> list[dict[str, Any]]:

@@ -7,13 +7,15 @@ from typing import Mapping, Sequence
 
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.build.defines import validate_define
+from cudalab.build.restated import source_defaults
+from cudalab.launch import fmt_dims
 from cudalab.errors import CatalogError, UsageError
 from cudalab.catalog.expr import evaluate
 from cudalab.families import Family
 from cudalab.catalog.specs import TuneTable
 from cudalab.tuning.space import BLOCK, Dim, Space, parse_values
 
-__all__ = ["table_for", "kernel_variant", "make_space"]
+__all__ = ["table_for", "kernel_variant", "make_space", "default_point"]
 
 
 def table_for(spec: FamilySpec, variant: str) -> TuneTable | None:
@@ -95,3 +97,27 @@ def make_space(spec: FamilySpec, fam: Family, v: VariantSpec, *, defines: Sequen
     space = Space(dims=tuple(dims), require=tuple(rules), constants=tuple(sorted(consts.items())))
     space.check()
     return space
+
+
+def default_point(spec: FamilySpec, fam: Family, v: VariantSpec, space: Space,
+                  options: Mapping[str, object] | None = None) -> dict[str, str]:
+    """The family's own configuration as a point of ``space``: the variant's block, the options given
+    (else their defaults), each define's value in family.toml (an integer expression evaluated), else
+    the source's own ``#ifndef`` default; ``""`` where there is no plain value (``768 / BLOCK``).
+    """
+    consts = _constants(v)
+    written = dict(v.defines)
+    source = source_defaults(spec.directory / v.source) if v.source else {}
+    opt_defaults = {o.name: o.default for o in fam.OPTIONS}
+    out = {}
+    for d in space.dims:
+        if d.kind == BLOCK:
+            out[d.name] = fmt_dims(v.block)
+        elif d.kind == "option":
+            out[d.name] = str((options or {}).get(d.name, opt_defaults.get(d.name, "")))
+        elif d.name in consts:
+            out[d.name] = str(consts[d.name])
+        else:
+            value = str(written.get(d.name, source.get(d.name, ""))).strip()
+            out[d.name] = value if d.numeric is False or value.lstrip("-").isdigit() else ""
+    return out

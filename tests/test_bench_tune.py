@@ -1,0 +1,83 @@
+"""scripts/bench_tune.py on the CPU: its figures (replay summary, trust verdict, winner changes), the
+record it writes (whole or not at all), its bad arguments, and a small run end to end on fake workers
+(ground truth, replay and trust of the reduce space; kernel_tuner skipped, saying so)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("bench_tune", ROOT / "scripts" / "bench_tune.py")
+B = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(B)
+
+
+def test_budget_is_a_tenth_of_the_measured_configurations():
+    assert B.budget_of(282) == 29 and B.budget_of(200) == 20 and B.budget_of(3) == 1
+
+
+def test_replay_summary_counts_the_seeds_at_95_percent_of_the_best():
+    curves = [[0.5, 0.96, 1.0]] * 18 + [[0.5, 0.9, 0.94]] * 2  # 18 of 20 reach 95% by the second evaluation
+    got = B.replay_summary(curves, 2)
+    assert got == {"budget": 2, "median": 0.96, "hits": 18, "seeds": 20, "met": True}
+    worse = B.replay_summary([[0.5, 0.96]] * 17 + [[0.5, 0.9]] * 3, 2)
+    assert worse["hits"] == 17 and not worse["met"]
+    assert B.replay_summary([[0.2, 0.4], [0.6, 0.8]], 1)["median"] == pytest.approx(0.4)  # even count: the mean of the middle two
+
+
+def test_trust_same_winner_or_same_tie_set():
+    assert B.trust_verdict([("a", [])] * 10)["stable"]
+    tied = B.trust_verdict([("a", ["b"]), ("b", ["a"])] * 5)  # a tie named either way round is one answer
+    assert tied["stable"] and tied["answer"] == ["a", "b"]
+    split = B.trust_verdict([("a", [])] * 9 + [("b", [])])
+    assert not split["stable"] and split["agree"] == 9 and split["distinct"] == 2
+    assert not B.trust_verdict([("a", ["b"])] * 9 + [("a", [])])["stable"]  # a tie set that shrinks is another answer
+
+
+def test_winner_changes_and_slugs():
+    assert B.winner_changes(["x", "y", "x"]) == {"campaigns": 3, "distinct": 2, "counts": {"x": 2, "y": 1}}
+    assert B.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_a_record_is_written_whole_or_not_at_all(tmp_path):
+    rec = {"device": "GPU", "commands": {"trust": "c"}, "trust": {"space": "s", "agree": 10, "campaigns": 10, "distinct": 1}}
+    js, md = B.write_record(rec, tmp_path, "gpu")
+    assert json.loads(js.read_text())["trust"]["agree"] == 10 and "| trust | s | 10/10 campaigns agree" in md.read_text()
+    with pytest.raises(TypeError):
+        B.write_record({**rec, "bad": object()}, tmp_path, "gpu")
+    assert json.loads(js.read_text())["trust"]["agree"] == 10  # the last good record is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu-tune.json", "gpu-tune.md"]  # no temporary left
+
+
+@pytest.mark.parametrize("args", [["--parts", "ground,nope"], ["--spaces", "copy"], ["--trials", "0"], ["--share", "0"]])
+def test_bad_arguments_exit_2_in_one_line(args, tmp_path, capsys):
+    assert B.main([*args, "--out", str(tmp_path), "--gpu", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bench_tune:" in err
+
+
+def test_small_run_end_to_end_on_fake_workers(fake_workers, tmp_path, capsys):
+    pytest.importorskip("optuna")
+    fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10 + abs(threads - 256) / 1000"})  # best: UNROLL=5, block 256
+    argv = ["--parts", "ground,replay,trust,kt", "--spaces", "reduce-modern", "--trials", "40", "--seeds", "3",
+            "--repeats", "2", "--trust-trials", "16", "--share", "0.5", "--build-ahead", "0", "--gpu", "Fake GPU", "--out", str(tmp_path)]
+    assert B.main(argv) == 0
+    rec = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
+    g = rec["ground"]["reduce-modern"]
+    assert g["measured"] == g["passed"] == 40 and (tmp_path / "tune" / "fake-gpu" / "reduce-modern.db").is_file()
+    assert set(rec["replay"]["reduce-modern"]) == {"tpe", "gp", "random"}
+    assert rec["replay"]["reduce-modern"]["random"]["budget"] == 20
+    assert rec["trust"]["stable"] and rec["trust"]["campaigns"] == 2, rec["trust"]
+    assert "no --kernel-tuner" in rec["kt"]["skipped"]
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1].startswith("kt") and "40 measured" in out
+    # the replay again, on the CPU, from the saved campaign: the GPU parts' figures stay in the record
+    assert B.main(["--parts", "replay", "--spaces", "reduce-modern", "--seeds", "2", "--strategies", "random",
+                   "--gpu", "Fake GPU", "--out", str(tmp_path)]) == 0
+    again = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
+    assert again["ground"] == rec["ground"] and again["trust"] == rec["trust"]
+    assert set(again["replay"]["reduce-modern"]) == {"random"} and set(again["commands"]) == set(B.PARTS)
