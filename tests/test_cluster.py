@@ -1,0 +1,105 @@
+"""``--cluster``: tune campaigns and sweeps on a Dask cluster of fake GPU workers (CPU, CI).
+
+Each Dask worker is a real process of a ``LocalCluster``-style cluster (a Nanny's); its cudalab GPU worker
+is :mod:`fake_worker_main` (``tests/fake_dask_preload.py`` swaps it in through Dask's own preload setting),
+so a trial takes a known time (``_delay``), hangs, or dies on cue. No timing is asserted here:
+``scripts/bench_cluster.py`` measures the throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import cudalab
+from cudalab.errors import ClusterError
+
+distributed = pytest.importorskip("distributed")
+optuna = pytest.importorskip("optuna")
+
+TESTS = str(Path(__file__).parent)
+MS = "1 + abs(UNROLL - 5) / 10 + abs(threads - 256) / 1000"  # best: UNROLL=5, block 256
+SPACE = dict(n="1k", defines={"UNROLL": "1..8"}, block="64..1024:pow2", require=["threads * UNROLL <= 4096"])
+
+
+@pytest.fixture
+def dask_fake(monkeypatch, tmp_path):
+    """``use(behaviour)``: Dask workers started from now on run fake GPU workers acting on ``behaviour``;
+    ``use.points()`` counts the points they were sent."""
+    import dask
+
+    log = tmp_path / "ops.log"
+    monkeypatch.setenv("PYTHONPATH", TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(log))
+
+    def use(behaviour=None):
+        monkeypatch.setenv("FAKE_WORKER", json.dumps({"_ms": MS, **(behaviour or {})}))
+        return use
+
+    use.points = lambda: log.read_text().split().count("point") if log.exists() else 0
+    with dask.config.set({"distributed.worker.preload": ["fake_dask_preload"],
+                          "distributed.scheduler.worker-ttl": None}):
+        yield use
+
+
+def tune(storage, **kw):
+    args = {**SPACE, "seed": 1, "build_ahead": 0, "storage": f"sqlite:///{storage}", "cluster": "local",
+            "devices": "0,1,2,3", **kw}
+    return cudalab.tune("copy", "vec4", **args)
+
+
+def once_each(res) -> list:
+    """The measured trials, checking that no configuration was recorded twice."""
+    done = [m for m in res.trials if m.status != "interrupted"]
+    keys = Counter(json.dumps(m.point, sort_keys=True) for m in done)
+    assert max(keys.values()) == 1, keys.most_common(3)
+    return done
+
+
+def test_a_grid_campaign_on_four_gpus_records_every_trial_once_on_every_worker(dask_fake, tmp_path):
+    dask_fake({"_delay": 0.05})
+    res = tune(tmp_path / "c.db", strategy="grid", race=2)
+    done = once_each(res)
+    passed = [m for m in done if m.status == "passed"]
+    assert len(passed) == 36 and res.winner == "UNROLL=5 block=256"
+    assert {m.attrs["device"] for m in passed} == {0, 1, 2, 3}  # every GPU worker ran trials
+    assert all(m.attrs["gpu"] == "Fake GPU 0" and m.attrs["host"] for m in passed)
+    assert res.record.device.get("cluster") == "local" and len(res.record.device["devices"]) == 4
+
+
+def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake, tmp_path):
+    dask_fake({"_delay": 0.3})
+    killed = []
+
+    def on_event(what, d):
+        if what == "trial" and d["done"] == 4 and not killed:
+            out = subprocess.run(["pgrep", "-f", "fake_worker_main"], capture_output=True, text=True).stdout.split()
+            dask_worker = int(Path(f"/proc/{out[0]}/stat").read_text().split(")")[-1].split()[1])  # its parent
+            os.kill(dask_worker, signal.SIGKILL)
+            killed.append(dask_worker)
+
+    res = cudalab.tune("copy", "vec4", **{**SPACE, "seed": 1, "build_ahead": 0, "cluster": "local",
+                                          "devices": "0,1", "storage": f"sqlite:///{tmp_path / 'k.db'}",
+                                          "strategy": "grid", "race": 0, "on_event": on_event})
+    assert killed
+    done = once_each(res)
+    assert [(m.status, m.reason) for m in done if m.status not in ("passed", "refused")] == []
+    assert len([m for m in done if m.status == "passed"]) == 36 and res.exit_code == 0
+    assert dask_fake.points() > 36  # the killed worker's trial in flight ran again elsewhere
+
+
+def test_a_hanging_kernel_is_a_timeout_trial(dask_fake, tmp_path):
+    dask_fake({"vec4#UNROLL=5": "hang"})
+    res = tune(tmp_path / "h.db", strategy="grid", race=0, timeout=1.0, defines={"UNROLL": "3..7"}, block="256",
+               devices="0,1")
+    status = {m.point["UNROLL"]: (m.status, m.reason) for m in once_each(res)}
+    assert status["5"][0] == "timeout" and "did not finish" in status["5"][1]
+    assert [status[u][0] for u in "3467"] == ["passed"] * 4
