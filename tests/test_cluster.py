@@ -103,3 +103,69 @@ def test_a_hanging_kernel_is_a_timeout_trial(dask_fake, tmp_path):
     status = {m.point["UNROLL"]: (m.status, m.reason) for m in once_each(res)}
     assert status["5"][0] == "timeout" and "did not finish" in status["5"][1]
     assert [status[u][0] for u in "3467"] == ["passed"] * 4
+
+
+def test_a_sweep_on_the_cluster_says_which_gpu_and_host_ran_each_point(dask_fake, invoke, tmp_path):
+    dask_fake({"_ms": "1 + threads / 1000"})
+    out = tmp_path / "s.json"
+    res = invoke("copy", "--variant", "vec4", "--n", "1k", "--block", "64,128,256,512", "--cluster", "local",
+                 "--devices", "0,1", "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.output
+    from cudalab.records.results import load_record
+
+    rec = load_record(out)
+    assert [p.block for p in rec.points] == ["64", "128", "256", "512"]  # the sweep's order, whatever ran first
+    rows = [r for p in rec.points for r in p.results]
+    assert rows and all(r.status.value == "passed" and r.extra["gpu_name"] == "Fake GPU 0" and r.extra["host"]
+                        for r in rows)
+    assert {p.device for p in rec.points} == {0, 1} and rec.device["cluster"] == "local"
+    assert dask_fake.points() == 4  # each point ran once
+
+
+def test_bad_clusters_are_refused_before_any_trial(dask_fake, invoke, one_line_exit_2, monkeypatch, tmp_path):
+    from cudalab.session import cluster as CL
+
+    monkeypatch.setattr(CL, "CONNECT_S", 1.0)
+    one_line_exit_2(invoke("copy", "--n", "1k", "--cluster", "tcp://127.0.0.1:1"), "no Dask scheduler answers")
+    one_line_exit_2(invoke("copy", "--n", "1k", "--cluster", "gpu1:8786"), "not 'local' nor a scheduler address")
+    db = tmp_path / "t.db"
+    one_line_exit_2(invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..4", "--cluster",
+                           "tcp://127.0.0.1:1", "--storage", f"sqlite:///{db}"), "no Dask scheduler answers")
+    dask_fake()
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as plain:  # no GPU resource
+        with pytest.raises(ClusterError, match="none with a GPU"):
+            CL.Cluster.open(plain.scheduler_address)
+    with pytest.raises(ClusterError, match="different CUDA versions"):
+        CL.Cluster.open("local", [0, 1], env={1: {"FAKE_CUDA": "12.4"}})
+    monkeypatch.setattr(CL.CW, "wire_version", lambda: "0.0.1+another")
+    with pytest.raises(ClusterError, match="runs cudalab 0.1.0.*this driver 0.0.1"):
+        CL.Cluster.open("local", [0])
+
+
+def test_mixed_gpu_models_a_campaign_refuses_a_sweep_records(dask_fake, tmp_path):
+    from cudalab.session import cluster as CL
+
+    dask_fake()
+    c = CL.Cluster.open("local", [0, 1], env={1: {"FAKE_GPU_NAME": "Fake GPU B"}})
+    try:
+        assert c.models() == Counter({"Fake GPU 0": 1, "Fake GPU B": 1})
+        with pytest.raises(ClusterError, match=r"mixes GPU models \(1 x Fake GPU 0, 1 x Fake GPU B\)"):
+            c.one_model()
+    finally:
+        c.close()
+
+
+def test_a_worker_that_cannot_open_its_gpu_gives_its_work_back(dask_fake, tmp_path):
+    from cudalab.session import cluster as CL
+    from cudalab.plan import RunRequest, precheck
+
+    dask_fake()
+    c = CL.Cluster.open("local", [0, 1], env={1: {"FAKE_WORKER": json.dumps({"_open": "error"})}})
+    try:
+        assert [w.visible for w in c.workers] == ["0"] and "no CUDA GPU found" in c.given_back[0][1]
+        plans = [precheck(RunRequest(family="copy", variants="vec4", n="1k", block=b)) for b in ("64", "128", "256")]
+        futures = {c.submit([p]): p for p in plans}
+        got = [res["where"]["visible"] for _, res in c.completed(futures)]
+        assert got == ["0", "0", "0"]
+    finally:
+        c.close()

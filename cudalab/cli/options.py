@@ -172,7 +172,7 @@ def run_options(fam: Family, kw: dict[str, Any]) -> RunOptions:
         min_samples=kw.get("min_samples", 10), hot=bool(kw.get("hot")), roofline=not kw.get("no_roofline", False),
         energy=bool(kw.get("energy")), exclusive=bool(kw.get("exclusive")), lock_clocks=kw.get("lock_clocks"),
         force=bool(kw.get("force")), device=kw.get("device") or 0, devices=kw.get("devices"),
-        timeout=kw.get("timeout"), keep_outputs=bool(kw.get("show") or kw.get("example")),
+        timeout=kw.get("timeout"), cluster=kw.get("cluster"), keep_outputs=bool(kw.get("show") or kw.get("example")),
         options=tuple((n, kw.get(n.replace("-", "_"))) for n in names))
 
 

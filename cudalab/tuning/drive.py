@@ -338,10 +338,10 @@ def run_campaign(p: Plan, on_event: Callable[[str, dict[str, Any]], None] | None
     redo = _unfinished(study, p.space)
     for params in redo:
         study.enqueue_trial(params, skip_if_exists=True)
+    runs = runs or _runs(opts)
+    runs.start()  # a cluster is checked here: before the campaign's first line
     emit("start", {"name": p.name, "url": p.url, "size": p.space.size(), "valid": p.valid, "budget": p.budget,
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
-    runs = runs or _runs(opts)
-    runs.start()
     if getattr(runs, "concurrent", False):
         emit("cluster", {"text": runs.describe()})
     code = 0
