@@ -169,3 +169,72 @@ def test_a_worker_that_cannot_open_its_gpu_gives_its_work_back(dask_fake, tmp_pa
         assert got == ["0", "0", "0"]
     finally:
         c.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_cluster(port: int, env: dict[str, str]) -> list[subprocess.Popen]:
+    """A scheduler and two GPU workers, as a user starts them (``dask scheduler``, ``dask worker``)."""
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    sched = subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                               "--nworkers", "2", "--nthreads", "1", "--resources", "GPU=1", "--no-dashboard",
+                               "--preload", "fake_dask_preload", "--death-timeout", "5"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [sched, worker]
+
+
+def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path):
+    db, port = tmp_path / "s.db", _free_port()
+    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": MS, "_delay": 0.2}),
+               PYTHONPATH=TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    argv = [sys.executable, "-m", "cudalab", "tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8",
+            "--block", "64..1024:pow2", "--require", "threads * UNROLL <= 4096", "--strategy", "grid", "--seed", "1",
+            "--race", "0", "--storage", f"sqlite:///{db}", "--cluster", f"tcp://127.0.0.1:{port}", "--quiet"]
+
+    def complete() -> int:
+        import sqlite3
+
+        try:
+            with sqlite3.connect(db) as con:
+                return con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    procs = _start_cluster(port, env)
+    try:
+        first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while complete() < 4 and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        procs[0].kill()  # the scheduler, SIGKILL
+        _, err = first.communicate(timeout=60)
+        assert first.returncode == 75, err
+        assert "the Dask scheduler went away" in err or "no answer from the Dask scheduler" in err
+        before = complete()
+        assert 4 <= before < 36
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    procs = _start_cluster(port, env)
+    try:
+        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    from cudalab.tuning import campaign as C
+
+    study = optuna.load_study(study_name="copy-vec4", storage=f"sqlite:///{db}")
+    done = [m for m in C.measured(study) if m.status != "interrupted"]
+    keys = Counter(json.dumps(m.point, sort_keys=True) for m in done)
+    assert max(keys.values()) == 1 and len([m for m in done if m.status == "passed"]) == 36

@@ -124,6 +124,9 @@ class Cluster:
             from distributed import Client  # noqa: PLC0415
         except ImportError:
             raise UsageError("--cluster needs Dask: pip install 'cudalab[cluster]'") from None
+        # Dask's own log lines (a reconnect's traceback, a worker restarted) are not the user's: cudalab says
+        # in one line what happened to the run.
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
         cluster = None
         try:
             if address == LOCAL:
@@ -152,11 +155,17 @@ class Cluster:
         """
         from distributed import wait  # noqa: PLC0415
 
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
-        gpu = [a for a, w in workers.items() if (w.get("resources") or {}).get(CW.RESOURCE, 0) >= 1]
+        deadline = time.monotonic() + CONNECT_S  # workers started with the scheduler may still be joining
+        while True:
+            workers = self.client.scheduler_info(n_workers=-1)["workers"]
+            gpu = [a for a, w in workers.items() if (w.get("resources") or {}).get(CW.RESOURCE, 0) >= 1]
+            if gpu or time.monotonic() > deadline:
+                break
+            time.sleep(TICK_S)
         if not gpu:
-            raise ClusterError(f"--cluster {self.address}: {len(workers)} Dask worker(s) and none with a GPU (start "
-                               f"cudalab-ready workers with: cudalab worker {self._scheduler()})")
+            raise ClusterError(f"--cluster {self.address}: {len(workers)} Dask worker(s) and none with a GPU (start one "
+                               f"per GPU: CUDA_VISIBLE_DEVICES=N dask worker {self._scheduler()} --nthreads 1 "
+                               "--resources GPU=1; docs/cluster.md)")
         probes = {a: self.client.submit(CW.probe, energy, workers=[a], resources={CW.RESOURCE: 1},
                                         allow_other_workers=False, pure=False, key=f"cudalab-probe-{uuid.uuid4().hex}")
                   for a in gpu}
@@ -241,7 +250,10 @@ class Cluster:
             ClusterLost: the scheduler went away (the futures were cancelled under us, or no answer for
                 :data:`LOST_S`).
         """
+        from concurrent.futures import CancelledError  # noqa: PLC0415
+
         from distributed import wait  # noqa: PLC0415
+        from distributed.client import FuturesCancelledError  # noqa: PLC0415
 
         pending = set(futures)
         while pending:
@@ -251,11 +263,16 @@ class Cluster:
             except TimeoutError:
                 self._watch()
                 continue
+            except (FuturesCancelledError, CancelledError):  # the client cancels every future when it loses the scheduler
+                raise self._lost() from None
             for f in done:
                 if f.status == "cancelled":
-                    raise ClusterLost(f"--cluster {self.address}: the Dask scheduler went away mid-run; what "
-                                      "finished is kept (the same command continues)")
+                    raise self._lost()
                 yield f, (f.result() if f.status == "finished" else f.exception())
+
+    def _lost(self) -> ClusterLost:
+        return ClusterLost(f"--cluster {self.address}: the Dask scheduler went away mid-run; what finished is kept "
+                           "(the same command continues)")
 
     def _watch(self) -> None:
         if self.client.status in ("running", "newly-created"):
