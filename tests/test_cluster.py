@@ -8,6 +8,7 @@ so a trial takes a known time (``_delay``), hangs, or dies on cue. No timing is 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -22,8 +23,10 @@ import pytest
 import cudalab
 from cudalab.errors import ClusterError
 
-distributed = pytest.importorskip("distributed")
-optuna = pytest.importorskip("optuna")
+# Not imported at collection: importing Dask reads every package's entry points, which test_discovery
+# checks cudalab does not make happen.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("distributed") is None or importlib.util.find_spec("optuna")
+                                is None, reason="needs the cluster and tune extras (dask[distributed], optuna)")
 
 TESTS = str(Path(__file__).parent)
 MS = "1 + abs(UNROLL - 5) / 10 + abs(threads - 256) / 1000"  # best: UNROLL=5, block 256
@@ -35,6 +38,7 @@ def dask_fake(monkeypatch, tmp_path):
     """``use(behaviour)``: Dask workers started from now on run fake GPU workers acting on ``behaviour``;
     ``use.points()`` counts the points they were sent."""
     import dask
+    import distributed  # noqa: F401  (its config defaults, before the preload is set)
 
     log = tmp_path / "ops.log"
     monkeypatch.setenv("PYTHONPATH", TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -132,6 +136,8 @@ def test_bad_clusters_are_refused_before_any_trial(dask_fake, invoke, one_line_e
     one_line_exit_2(invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..4", "--cluster",
                            "tcp://127.0.0.1:1", "--storage", f"sqlite:///{db}"), "no Dask scheduler answers")
     dask_fake()
+    import distributed
+
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as plain:  # no GPU resource
         with pytest.raises(ClusterError, match="none with a GPU"):
             CL.Cluster.open(plain.scheduler_address)
@@ -233,6 +239,8 @@ def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path
             p.kill()
             p.wait()
     from cudalab.tuning import campaign as C
+
+    import optuna
 
     study = optuna.load_study(study_name="copy-vec4", storage=f"sqlite:///{db}")
     done = [m for m in C.measured(study) if m.status != "interrupted"]

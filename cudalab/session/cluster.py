@@ -231,7 +231,7 @@ class Cluster:
         """
         models = self.models()
         if len(models) > 1:
-            raise ClusterError(f"--cluster {self.address} mixes GPU models ({', '.join(f'{n} x {m}' for m, n in models.items())}):"
+            raise ClusterError(f"--cluster {self.address} mixes GPU models ({', '.join(f'{n} x {m}' for m, n in sorted(models.items()))}):"
                                " a campaign ranks configurations on one model; run one campaign per model, each on "
                                "a scheduler whose workers have that model (with --name NAME-MODEL)")
         return next(iter(models))
@@ -268,6 +268,9 @@ class Cluster:
             for f in done:
                 if f.status == "cancelled":
                     raise self._lost()
+                if f.status not in ("finished", "error"):  # its result was lost with a worker: Dask computes it again
+                    pending.add(f)
+                    continue
                 yield f, (f.result() if f.status == "finished" else f.exception())
 
     def _lost(self) -> ClusterLost:
