@@ -49,6 +49,17 @@ class GpuUnavailableError(CudalabError):
     """pycuda, the driver or a GPU is missing."""
 
 
+class ClusterError(CudalabError):
+    """A ``--cluster`` that cannot be used: no answer, no GPU worker, workers of another cudalab or CUDA."""
+
+
+class ClusterLost(ClusterError):
+    """The Dask scheduler went away mid-run: what finished is kept; the same command continues (exit 75,
+    EX_TEMPFAIL: try again)."""
+
+    exit_code = 75
+
+
 class OutOfMemoryError(CudalabError):
     """The problem needs more memory (GPU or host) than is free.
 

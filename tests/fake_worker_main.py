@@ -22,6 +22,8 @@ Tuning campaigns: ``_ms`` is a Python expression over the point's integer define
 block's), the passed row's median in ms (``1 + abs(UNROLL - 5) / 10``); ``_mj`` the same for its energy
 per launch; ``_delay`` seconds each row takes.
 
+``FAKE_GPU_NAME`` and ``FAKE_CUDA`` change the GPU's name and CUDA version (a cluster of mixed GPUs).
+
 With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file.
 """
 
@@ -56,9 +58,10 @@ def main() -> None:
     if how.get("_open") == "error":
         send(ev="error", message="no CUDA GPU found (fake)", exit_code=2)
         return
-    info = {"index": args.device, "name": f"Fake GPU {args.device}", "compute_capability": "9.0", "sm_count": 132,
+    name = os.environ.get("FAKE_GPU_NAME", f"Fake GPU {args.device}")  # a cluster test's other GPU model
+    info = {"index": args.device, "name": name, "compute_capability": "9.0", "sm_count": 132,
             "total_memory": 80 << 30, "l2_bytes": 50 << 20, "sm_clock_mhz": 1980, "mem_clock_mhz": 2619,
-            "bus_width_bits": 5120, "driver_version": "13.0", "cuda_version": "13.0"}
+            "bus_width_bits": 5120, "driver_version": "13.0", "cuda_version": os.environ.get("FAKE_CUDA", "13.0")}
     send(ev="ready", device=info, pid=os.getpid(), count=int(how.get("_count", 1)))
     for line in sys.stdin:
         msg = decode(line)

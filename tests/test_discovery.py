@@ -149,6 +149,12 @@ def test_entry_points_are_not_looked_up_where_no_package_declares_the_group(tmp_
     (site / "other-1.0.dist-info").mkdir(parents=True)
     (site / "other-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
     monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing")])
+    import importlib.machinery
+
+    # Only the path's finder: a package imported by an earlier test in this process (Dask's) may have added
+    # a finder of distributions, which rightly makes discovery ask importlib.metadata.
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not hasattr(f, "find_distributions")
+                                           or f is importlib.machinery.PathFinder])
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: pytest.fail("importlib.metadata was asked"))
     discovery.entry_point_values.cache_clear()
     try:

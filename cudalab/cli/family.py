@@ -50,6 +50,9 @@ def worker_options() -> list[click.Option]:
     return [
         click.Option(["--devices"], default=None, metavar="LIST",
                      help="Spread the sweep's points over these GPUs, one worker each: 0,1 or all (default: --device)."),
+        click.Option(["--cluster"], default=None, metavar="local|tcp://HOST:PORT",
+                     help="Run the sweep's points on a Dask cluster, one worker per GPU: 'local' (this host's GPUs, "
+                          "see --devices) or a scheduler's address (docs/cluster.md)."),
         click.Option(["--timeout"], type=float, default=None, metavar="SECONDS",
                      help="A kernel that has not finished after this long is killed and its row is 'timeout' "
                           "(default: the larger of 10 s and 100x the slowest passed row)."),

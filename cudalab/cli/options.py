@@ -186,7 +186,7 @@ def run_options(fam: Family, kw: dict[str, Any]) -> RunOptions:
         energy=bool(kw.get("energy")), drop_throttled=bool(kw.get("drop_throttled")),
         launch=kw.get("launch") or "auto", exclusive=bool(kw.get("exclusive")), lock_clocks=kw.get("lock_clocks"),
         force=bool(kw.get("force")), device=kw.get("device") or 0, devices=kw.get("devices"),
-        timeout=kw.get("timeout"), keep_outputs=bool(kw.get("show") or kw.get("example")),
+        timeout=kw.get("timeout"), cluster=kw.get("cluster"), keep_outputs=bool(kw.get("show") or kw.get("example")),
         options=tuple((n, kw.get(n.replace("-", "_"))) for n in names))
 
 

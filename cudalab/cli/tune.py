@@ -58,6 +58,10 @@ def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
 @click.option("--budget", default=0.1, show_default=True, help="Timing seconds a trial.")
 @click.option("--device", type=int, default=0, show_default=True, help="GPU index.")
 @click.option("--timeout", type=float, default=None, help="The watchdog's limit for one kernel, seconds.")
+@click.option("--cluster", default=None, metavar="local|tcp://HOST:PORT",
+              help="Run the trials on a Dask cluster, one worker per GPU: 'local' (this host's GPUs, see --devices) "
+                   "or a scheduler's address (docs/cluster.md).")
+@click.option("--devices", default=None, metavar="LIST", help="With --cluster local: the GPUs, 0,1 or all.")
 @click.option("--build-ahead", type=int, default=None, help="nvcc threads building upcoming trials (default: cores - 1).")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Save the run record (report, compare read it).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Convergence and importances to .png/.svg/.pdf.")
@@ -69,7 +73,7 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
              dtype: str | None, defines: tuple[str, ...], block: str | None, require: tuple[str, ...], no_table: bool,
              strategy: str | None, trials: int | None, time_text: str | None, seed: int | None, objective: str,
              name: str | None, storage: str | None, race_k: int, tolerance: float, budget: float, device: int,
-             timeout: float | None, build_ahead: int | None, json_path: str | None, plot_path: str | None,
+             timeout: float | None, cluster: str | None, devices: str | None, build_ahead: int | None, json_path: str | None, plot_path: str | None,
              replay: str | None, seeds: int, quiet: bool) -> None:
     """Search a kernel variant's parameters with a real strategy and name a winner you can trust.
 
@@ -108,7 +112,8 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
         options=_family_options(list(ctx.args)), require=require, use_table=not no_table, strategy=strategy,
         trials=trials, time_s=parse_duration(time_text), seed=seed,
         objectives=tuple(o.strip() for o in objective.split(",")), name=name, storage=storage, race=race_k,
-        tolerance=tolerance, budget=budget, device=device, timeout=timeout, build_ahead=build_ahead)
+        tolerance=tolerance, budget=budget, device=device, timeout=timeout, build_ahead=build_ahead,
+        cluster=cluster, devices=devices)
     p = plan(opts)
     live = _Live(quiet)
     res = run_campaign(p, live)
@@ -136,6 +141,10 @@ class _Live:
             click.echo(f"campaign {d['name']}: {d['url']} ({d['valid']:,} of {d['size']:,} points meet the constraints; "
                        f"{d['strategy']}, {d['budget']} trials{extra})", err=True)
             return
+        if what in ("cluster", "warning"):
+            self.close()
+            click.echo(("cluster: " if what == "cluster" else "warning: ") + d["text"], err=True)
+            return
         if self.quiet:
             return
         if what == "trial":
@@ -144,7 +153,8 @@ class _Live:
             eta = d["elapsed"] / max(1, d["done"]) * left
             text = (f"[{d['done']}/{d['budget']}] best {best.values[0]:.4g} ({' '.join(f'{k}={v}' for k, v in best.point.items())})"
                     if best else f"[{d['done']}/{d['budget']}] no passed trial yet")
-            text += f" · builds queued {d['builds']} · ETA {int(eta) // 60}:{int(eta) % 60:02d}"
+            text += (f" · in flight {d['in_flight']}" if "in_flight" in d else f" · builds queued {d['builds']}")
+            text += f" · ETA {int(eta) // 60}:{int(eta) % 60:02d}"
         elif what == "race":
             text = f"racing the best {len(d['contenders'])}"
         elif what == "round":
@@ -161,6 +171,7 @@ class _Live:
     def close(self) -> None:
         if self.open:
             click.echo("", err=True)
+            self.open = False
 
 
 def _show(res: Any) -> None:

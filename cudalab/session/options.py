@@ -33,6 +33,7 @@ class RunOptions:
         exclusive, lock_clocks, force: what the GPU must be (``--exclusive``, ``--lock-clocks MHZ``) and whether
             the memory plan may be overridden (``--force``).
         device, devices, timeout: where the workers run and the watchdog's limit.
+        cluster: ``--cluster``: ``local`` or a Dask scheduler's address (None: this host's own workers).
         keep_outputs: bring each variant's result array back (``--show``, ``--example``).
         options: the family's own options, name -> value (None: its default; a text or list sweeps).
     """
@@ -60,6 +61,7 @@ class RunOptions:
     device: int = 0
     devices: str | None = None
     timeout: float | None = None
+    cluster: str | None = None
     keep_outputs: bool = False
     options: tuple[tuple[str, Any], ...] = ()
 

@@ -31,6 +31,7 @@ class Point:
         roofline_note: why no roofline was measured, when one was wanted.
         gpu: the GPU index that ran it.
         refused: (why, exit code) when the point could not run at all (its memory plan did not fit).
+        host, gpu_name: where a cluster ran it (``--cluster``; None on this host's own workers).
     """
 
     plan: Plan
@@ -41,6 +42,8 @@ class Point:
     roofline_note: str = ""
     gpu: int | None = None
     refused: tuple[str, int] | None = None
+    host: str | None = None
+    gpu_name: str | None = None
 
     @property
     def req(self) -> RunRequest:

@@ -290,7 +290,7 @@ def early_plan(argv: Sequence[str]) -> tuple[int, bool] | None:
     command = next((a for a in args if not a.startswith("-")), None)
     if command is None or command in NO_WORKER or (command == "tune" and any(a.startswith("--replay") for a in args)):
         return None
-    if any(a in ("-h", "--help", "--version", "--exclusive") or a.startswith(("--devices", "--lock-clocks"))
+    if any(a in ("-h", "--help", "--version", "--exclusive") or a.startswith(("--devices", "--lock-clocks", "--cluster"))
            for a in args):
         return None
     device = 0

@@ -118,6 +118,18 @@ def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, observer: Observ
     """
     plans: list[Plan] = []
     opened = (lambda device: on_open(device, plans)) if on_open is not None else None
+    if opts.cluster is not None:  # the points run on a Dask cluster: no worker of this host's
+        from cudalab.session.cluster import parse_cluster  # noqa: PLC0415
+
+        check_timeout(opts)
+        address, devices = parse_cluster(opts.cluster), parse_devices(opts.devices, opts.device)
+        if check is not None:
+            check()
+        plans += sweep.plan_points(requests_from(spec, fam, opts))
+        ex = sweep.execute(plans, sum(len(p.variants) for p in plans), observer=observer, on_open=opened,
+                           on_change=on_change, devices="all" if devices is None else devices,
+                           timeout=opts.timeout, cluster=address)
+        return Ran(plans, ex)
     session = start_session(opts, observer, on_ready=opened, on_change=on_change)
     try:
         if check is not None:

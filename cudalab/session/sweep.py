@@ -199,7 +199,7 @@ class Executed:
 def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, observer: Observer | None = None,
             on_open: Callable[[dict[str, Any]], None] | None = None,
             on_change: Callable[[list[Point]], None] | None = None, devices: Sequence[int] | str | None = None,
-            timeout: float | None = None) -> Executed:
+            timeout: float | None = None, cluster: str | None = None) -> Executed:
     """Run every planned point on GPU workers (:mod:`cudalab.session.drive`); Ctrl-C or SIGTERM keeps what finished.
 
     Args:
@@ -212,6 +212,8 @@ def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, o
         on_change: called with the points after every row and roofline (a session made here).
         devices: GPU indices for a session made here, or ``"all"``.
         timeout: the watchdog's limit in seconds for a session made here (None: derived from the rows).
+        cluster: ``local`` or a Dask scheduler's address: the points run there, one task each
+            (:mod:`cudalab.session.cluster`; ``devices``: a local cluster's GPUs).
 
     Raises:
         WorkerError: no worker could open its GPU.
@@ -221,6 +223,8 @@ def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, o
     from cudalab.session.signals import interrupts  # noqa: PLC0415  (likewise)
 
     first = plans[0].request
+    if cluster is not None:
+        return _on_cluster(plans, cluster, devices, timeout, observer, on_open, on_change)
     # --exclusive and --lock-clocks are the parent's (NVML, no CUDA context): a killed worker must not
     # leave the clock locked. Asked before any worker computes, so none of ours counts as another.
     tele = open_telemetry(first) if (first.exclusive or first.lock_clocks is not None) else None
@@ -253,6 +257,24 @@ def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, o
         info["telemetry"] = {"note": tele.note if tele is not None else "telemetry off: no worker reported it"}
     if locked is not None:  # the lock is the parent's; the workers' summaries do not know of it
         info["telemetry"] = dict(info["telemetry"], locked_sm_mhz=locked)
+    return Executed(runs, incomplete or bool(code), info, code)
+
+
+def _on_cluster(plans: Sequence[Plan], address: str, devices: Sequence[int] | str | None, timeout: float | None,
+                observer: Observer | None, on_open: Callable[[dict[str, Any]], None] | None,
+                on_change: Callable[[list[Point]], None] | None) -> Executed:
+    """:func:`execute` on a Dask cluster (Ctrl-C or SIGTERM keeps what finished)."""
+    from cudalab.session.cluster import run_plans  # noqa: PLC0415  (Dask: only with --cluster)
+    from cudalab.session.process import visible_gpus  # noqa: PLC0415
+    from cudalab.session.signals import interrupts  # noqa: PLC0415
+
+    gpus = list(range(visible_gpus() or 1)) if devices == "all" else list(devices or [plans[0].request.device])
+    with interrupts() as caught:
+        runs, incomplete, info = run_plans(plans, address, gpus, timeout, plans[0].request.protocol.energy_s > 0,
+                                           observer, on_open, on_change)
+    code = 128 + caught.signum if caught.signum is not None else 0
+    if code:
+        print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
     return Executed(runs, incomplete or bool(code), info, code)
 
 

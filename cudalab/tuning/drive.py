@@ -17,7 +17,7 @@ from typing import Any, Callable
 from cudalab import catalog
 from cudalab.session import sweep
 from cudalab.bench import Protocol
-from cudalab.errors import LaunchConfigError, UsageError
+from cudalab.errors import ClusterLost, LaunchConfigError, UsageError
 from cudalab.families import load
 from cudalab.launch import fmt_dims
 from cudalab.records import noise
@@ -28,7 +28,7 @@ from cudalab.tuning import strategy as S
 from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
 from cudalab.tuning.options import TuneOptions
 from cudalab.tuning.result import TuneResult, point_key
-from cudalab.tuning.runs import Runs, precheck
+from cudalab.tuning.runs import ClusterRuns, Runs, precheck
 from cudalab.tuning.space import BLOCK, Space
 from cudalab.tuning.spaces import default_point, kernel_variant, make_space, table_for
 
@@ -73,6 +73,12 @@ def plan(opts: TuneOptions) -> Plan:
         raise UsageError(f"--objective {','.join(opts.objectives)!r}: give time, energy or time,energy")
     if opts.tolerance is not None and not 0 < opts.tolerance < 0.5:
         raise UsageError(f"--tolerance must be between 0 and 0.5 (got {opts.tolerance})")
+    if opts.cluster is not None:
+        from cudalab.session.cluster import parse_cluster  # noqa: PLC0415
+        from cudalab.session.devices import parse_devices  # noqa: PLC0415
+
+        parse_cluster(opts.cluster)
+        parse_devices(opts.devices, opts.device)
     spec = catalog.family(opts.family)
     fam = load(spec.module)
     v = kernel_variant(spec, opts.variant)
@@ -136,7 +142,10 @@ class _Campaign:
         for m in C.measured(study):
             if m.status != "interrupted":
                 self.known[point_key(m.point)] = m
-        self.pool = BuildPool(p.opts.build_ahead if p.opts.build_ahead is not None else default_workers())
+        # On a cluster the builds happen on the workers' hosts: no build pool here.
+        local = not getattr(runs, "concurrent", False)
+        self.pool = BuildPool((p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()) if local else 0)
+        self.lost: ClusterLost | None = None
         self.started = time.monotonic()
 
     def evaluated(self) -> int:
@@ -200,13 +209,19 @@ class _Campaign:
         """Run one trial and record it; returns True when an interrupt cut it short."""
         runs, interrupted = self.runs.run([req])
         fr = runs[0] if runs else None
+        return self.finish(trial, point, fr) or interrupted
+
+    def finish(self, trial: Any, point: dict[str, str], fr: Any) -> bool:
+        """Record one trial's point (None: it did not run); returns True when it did not."""
         row = next((r for r in (fr.results if fr else ()) if r.variant == self.p.variant.name), None)
         if row is None:
             self._record(trial, point, "interrupted", "the campaign was interrupted while it ran", None, {})
             return True
         key = point_key(point)
         self.fruns[key] = fr
-        attrs: dict[str, Any] = {"gpu": str((self.runs.info() or {}).get("name", ""))}
+        attrs: dict[str, Any] = {"gpu": fr.gpu_name or str((self.runs.info() or {}).get("name", ""))}
+        if fr.host:  # a cluster's: which host and GPU ran it
+            attrs.update(host=fr.host, device=fr.gpu)
         if row.stats is not None:
             attrs.update(median_ms=row.stats.median, iqr_ms=row.stats.iqr, samples=row.stats.n)
         attrs.update({k: v for k, v in (("gflops", row.gflops), ("gbs", row.gbs), ("pct", row.pct_roofline))
@@ -226,10 +241,12 @@ class _Campaign:
                 self._record(trial, point, "failed", "no energy reading (--objective energy needs NVML)", None, attrs)
             else:
                 self._record(trial, point, "passed", "", vals, attrs)
-        return interrupted
+        return False
 
     def loop(self) -> bool:
         """Run trials until the budget, the time or the space is spent; True when interrupted."""
+        if getattr(self.runs, "concurrent", False):
+            return self.loop_cluster()
         opts, p = self.p.opts, self.p
         deadline = None if opts.time_s is None else self.started + opts.time_s
         ahead = max(1, min(self.pool.workers, 8)) if self.pool.workers else 1
@@ -259,6 +276,51 @@ class _Campaign:
             self.pool.close()
 
 
+    def loop_cluster(self) -> bool:
+        """:meth:`loop` on a Dask cluster: up to two trials in flight per GPU worker (one running, one
+        waiting, so no GPU idles between trials), each recorded the moment it comes back; True when interrupted
+        or the scheduler went away (:attr:`lost`)."""
+        opts, p = self.p.opts, self.p
+        deadline = None if opts.time_s is None else self.started + opts.time_s
+        capacity = 2 * self.runs.slots()
+        flying: dict[Any, tuple[Any, dict[str, str], Any]] = {}  # future -> (trial, point, request)
+        pending: deque = deque()
+        try:
+            while True:
+                left = p.budget - self.evaluated() - len(flying)
+                late = deadline is not None and time.monotonic() >= deadline
+                while not late and left > 0 and len(flying) < capacity:
+                    queue = deque(flying.values())
+                    if not self.ask(queue):
+                        break
+                    trial, point, req = queue.pop()
+                    flying[self.runs.submit(req)] = (trial, point, req)
+                    left -= 1
+                if not flying:
+                    return False
+                fut, got = self.runs.next_done({f: self.runs.plan(r) for f, (_, _, r) in flying.items()})
+                trial, point, _ = flying.pop(fut)
+                if isinstance(got, BaseException):  # Dask gave up on it (its workers kept dying)
+                    why = f"the cluster could not run it: {type(got).__name__}: {str(got).splitlines()[0][:300] if str(got) else ''}"
+                    self._record(trial, point, "failed", why, None, {})
+                else:
+                    self.finish(trial, point, got)
+                self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
+                                    "builds": 0, "elapsed": time.monotonic() - self.started,
+                                    "last": self.known.get(point_key(point)), "in_flight": len(flying)})
+        except KeyboardInterrupt:
+            return True
+        except ClusterLost as exc:
+            self.lost = exc
+            return True
+        finally:
+            if flying:
+                self.runs.cancel(list(flying))
+            for trial, point, _ in [*flying.values(), *pending]:  # asked again first when the campaign resumes
+                self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
+            self.pool.close()
+
+
 def run_campaign(p: Plan, on_event: Callable[[str, dict[str, Any]], None] | None = None,
                  runs: Runs | None = None) -> TuneResult:
     """Open the study, run the trials, race the best, and return the result (the study holds every trial).
@@ -277,19 +339,27 @@ def run_campaign(p: Plan, on_event: Callable[[str, dict[str, Any]], None] | None
     redo = _unfinished(study, p.space)
     for params in redo:
         study.enqueue_trial(params, skip_if_exists=True)
+    runs = runs or _runs(opts)
+    runs.start()  # a cluster is checked here: before the campaign's first line
     emit("start", {"name": p.name, "url": p.url, "size": p.space.size(), "valid": p.valid, "budget": p.budget,
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
-    runs = runs or Runs([opts.device], timeout=opts.timeout, energy="energy" in opts.objectives)
-    runs.start()
+    if getattr(runs, "concurrent", False):
+        emit("cluster", {"text": runs.describe()})
     code = 0
     try:
         with interrupts() as caught:
             camp = _Campaign(p, study, runs, emit)
             interrupted = camp.loop()
             race_result, default_key = None, point_key(_default_point(p))
-            if len(opts.objectives) == 1 and opts.race > 0:
-                race_result = _race(camp, emit)
-        if interrupted or caught.signum is not None:
+            if len(opts.objectives) == 1 and opts.race > 0 and camp.lost is None:
+                try:
+                    race_result = _race(camp, emit)
+                except ClusterLost as exc:
+                    camp.lost = exc
+        if camp.lost is not None:
+            emit("warning", {"text": str(camp.lost)})
+            code = camp.lost.exit_code
+        elif interrupted or caught.signum is not None:
             code = 128 + (caught.signum or 2)
     finally:
         if code:
@@ -298,6 +368,20 @@ def run_campaign(p: Plan, on_event: Callable[[str, dict[str, Any]], None] | None
             runs.close()
     return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
                             default_key=default_key)
+
+
+def _runs(opts: TuneOptions) -> Runs:
+    """The campaign's GPU workers: this host's (``--device``) or a Dask cluster's (``--cluster``)."""
+    energy = "energy" in opts.objectives
+    if opts.cluster is None:
+        return Runs([opts.device], timeout=opts.timeout, energy=energy)
+    from cudalab.session.devices import parse_devices  # noqa: PLC0415
+    from cudalab.session.process import visible_gpus  # noqa: PLC0415
+
+    devices = parse_devices(opts.devices, opts.device)
+    if devices is None:  # --devices all: every GPU NVML or CUDA_VISIBLE_DEVICES counts
+        devices = list(range(visible_gpus() or 1))
+    return ClusterRuns(opts.cluster, devices, timeout=opts.timeout, energy=energy)
 
 
 def _default_point(p: Plan) -> dict[str, str]:

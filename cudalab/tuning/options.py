@@ -26,6 +26,8 @@ class TuneOptions:
             the GPU's calibrated noise floor (``cudalab calibrate``), else 1%.
         budget, race_budget, min_samples, hot: the timing protocol of a trial and of a racing round.
         device, timeout: the GPU and the watchdog's limit.
+        cluster: ``--cluster``: ``local`` or a Dask scheduler's address (None: this host's worker on ``device``);
+            devices: the GPUs of a ``local`` cluster (``0,1`` or ``all``; None: ``device``).
         build_ahead: build threads ahead of the GPU (None: the machine's cores less one; 0: none).
     """
 
@@ -56,6 +58,8 @@ class TuneOptions:
     device: int = 0
     timeout: float | None = None
     build_ahead: int | None = None
+    cluster: str | None = None
+    devices: str | None = None
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")

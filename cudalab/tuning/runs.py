@@ -17,7 +17,7 @@ from cudalab.records.results import Result
 from cudalab.session.drive import Session
 from cudalab.session.point import Point
 
-__all__ = ["Runs", "precheck"]
+__all__ = ["Runs", "ClusterRuns", "precheck"]
 
 
 def precheck(req: RunRequest) -> Plan:
@@ -107,3 +107,114 @@ class Runs:
     def kill(self) -> None:
         """End the workers now."""
         self.session.kill()
+
+
+class ClusterRuns(Runs):
+    """The same door onto a Dask cluster (``--cluster``): trials go out as plans, several at once, one per GPU
+    worker; a racing round runs as one task, so its contenders are paired on one GPU.
+
+    Args:
+        address: ``local`` or a scheduler's address.
+        devices: the GPUs of a ``local`` cluster (one Dask worker each).
+        timeout, energy: as :class:`Runs`.
+    """
+
+    concurrent = True
+
+    def __init__(self, address: str, devices: Sequence[int] = (0,), timeout: float | None = None,
+                 energy: bool = False):
+        self.address, self.devices, self.timeout, self.energy = address, list(devices), timeout, energy
+        self.cluster: Any = None
+        self._plans = {}
+        self._last: dict[str, Any] = {}
+
+    def start(self) -> "ClusterRuns":
+        """Connect and check the cluster: its GPU workers open their GPUs (warm once), all of one model.
+
+        Raises:
+            ClusterError: no answer, no GPU worker, another cudalab or CUDA, mixed GPU models.
+        """
+        from cudalab.session.cluster import Cluster  # noqa: PLC0415  (Dask: only with --cluster)
+
+        self.cluster = Cluster.open(self.address, self.devices, self.energy)
+        try:
+            self.cluster.one_model()
+        except BaseException:
+            self.cluster.close()
+            raise
+        return self
+
+    def slots(self) -> int:
+        """How many GPU workers there are."""
+        return len(self.cluster.workers)
+
+    def describe(self) -> str:
+        """The cluster in words (GPU models, hosts, dashboard)."""
+        return self.cluster.describe()
+
+    def submit(self, point: RunRequest | Plan) -> Any:
+        """Send one trial to the cluster; its future."""
+        return self.cluster.submit([self.plan(point)], self.energy, self.timeout)
+
+    def next_done(self, futures: dict[Any, Any]) -> tuple[Any, Point | BaseException]:
+        """The next of ``futures`` (future -> its plan) to finish: its point, or what it ended with.
+
+        Raises:
+            ClusterLost: the scheduler went away.
+        """
+        from cudalab.session.cluster import point_of_data  # noqa: PLC0415
+
+        fut, res = next(self.cluster.completed(futures))
+        if isinstance(res, BaseException):
+            return fut, res
+        self._last = res["where"]
+        return fut, point_of_data(futures[fut], res["points"][0], res["where"])
+
+    def cancel(self, futures: Any) -> None:
+        """Cancel the trials in flight (Ctrl-C: what finished is kept)."""
+        self.cluster.cancel(futures)
+
+    def run(self, points: Sequence[RunRequest | Plan],
+            on_row: Callable[[Result], None] | None = None) -> tuple[list[Point], bool]:
+        """Run these points back to back on one GPU worker (a racing round); returns them and whether an
+        interrupt cut them short.
+
+        Raises:
+            ClusterLost: the scheduler went away.
+        """
+        from cudalab.session.cluster import point_of_data  # noqa: PLC0415
+
+        plans = [self.plan(p) for p in points]
+        fut = self.cluster.submit(plans, self.energy, self.timeout)
+        try:
+            _, res = next(self.cluster.completed([fut]))
+        except KeyboardInterrupt:
+            self.cluster.cancel([fut])
+            return [], True
+        if isinstance(res, BaseException):
+            return [], False
+        self._last = res["where"]
+        pts = [point_of_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
+        for row in (row for pt in pts for row in pt.results):
+            (on_row or (lambda r: None))(row)
+        return pts, False
+
+    def arch(self) -> str | None:
+        """None: builds happen on the workers' hosts (no build ahead here)."""
+        return None
+
+    def info(self) -> dict[str, Any]:
+        """The first GPU worker's facts, every worker's under ``devices`` (a run record's ``device``)."""
+        if self.cluster is None or not self.cluster.workers:
+            return {}
+        infos = [dict(w.info, host=w.host, worker=w.address) for w in self.cluster.workers]
+        return dict(infos[0], devices=infos, cluster=self.address) if len(infos) > 1 else dict(infos[0], cluster=self.address)
+
+    def close(self) -> None:
+        """Disconnect (a local cluster ends its workers)."""
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def kill(self) -> None:
+        """As :meth:`close`: the cluster's workers end their GPU workers themselves."""
+        self.close()

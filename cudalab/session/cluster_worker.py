@@ -1,0 +1,130 @@
+"""The Dask side of ``--cluster``: what runs inside each Dask worker (one Dask worker per GPU).
+
+A Dask worker never touches CUDA itself. On first use it makes one cudalab
+:class:`~cudalab.session.drive.Session` (a per-process singleton) whose GPU worker *process* opens the Dask
+worker's GPU (device 0 of its ``CUDA_VISIBLE_DEVICES``, one GPU per Dask worker as dask-cuda does) and stays
+warm for every later task. A task gets planned points as data (``Plan.to_dict()``, planned once by the
+driver), runs them through that session (so the watchdog and "a fault is one row" hold as on one host) and
+returns the rows as data, with the GPU and the host that ran them. Inputs are drawn and kernels built on
+this host from the plan (its seed, its own build cache); nothing but plans and rows crosses the network.
+
+A Dask worker whose GPU cannot be opened says so once, sets its ``GPU`` resource to 0 (the scheduler sends
+it no more GPU work) and hands its task back (:class:`distributed.Reschedule`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from cudalab import __version__
+from cudalab.plan import Plan
+from cudalab.session.drive import Session
+from cudalab.session.slot import WorkerError
+
+__all__ = ["run_plans", "probe", "wire_version"]
+
+#: The Dask resource a cudalab GPU worker holds (``--resources GPU=1``).
+RESOURCE = "GPU"
+
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}  # "session", "energy", "error": this process's GPU session
+
+
+def wire_version() -> str:
+    """cudalab's version and a digest of what crosses the network (the plan and the protocol): a driver and
+    its workers must agree on both."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for rel in ("plan.py", "worker/protocol.py", "records/results.py"):
+        digest.update((root / rel).read_bytes())
+    return f"{__version__}+{digest.hexdigest()[:12]}"
+
+
+def _session(energy: bool, timeout: float | None) -> Session:
+    """This process's session (made on first use, made again for another ``energy``).
+
+    Raises:
+        WorkerError: this worker's GPU could not be opened (now or earlier).
+    """
+    if _STATE.get("error"):
+        raise WorkerError(_STATE["error"])
+    s = _STATE.get("session")
+    if s is None or _STATE.get("energy") != energy:
+        if s is not None:
+            s.close()
+        s = Session([0], energy=energy, keep_workers=True).start()
+        _STATE.update(session=s, energy=energy)
+        if len(_STATE) == 2:
+            atexit.register(_end)
+    s.timeout = timeout
+    try:
+        s.count()  # waits for the GPU worker's "ready": the GPU is open (warm once)
+    except WorkerError as exc:
+        _STATE["error"] = str(exc)
+        raise
+    return s
+
+
+def _end() -> None:
+    s = _STATE.pop("session", None)
+    if s is not None:
+        s.kill()
+
+
+def _where(s: Session) -> dict[str, Any]:
+    """The GPU and host of this worker (every row says where it ran)."""
+    info = s.info()
+    return {"host": socket.gethostname(), "gpu": str(info.get("name", "")), "visible": os.environ.get(
+        "CUDA_VISIBLE_DEVICES", ""), "info": info, "cudalab": wire_version()}
+
+
+def _give_back(why: str) -> None:
+    """This Dask worker cannot run GPU work: no more is sent to it; the task goes back to the scheduler."""
+    from distributed import Reschedule, get_worker  # noqa: PLC0415
+
+    w = get_worker()
+    w.loop.add_callback(w.set_resources, **{RESOURCE: 0})
+    print(f"cudalab: {w.address} gives its GPU work back: {why}", flush=True)
+    raise Reschedule()
+
+
+def probe(energy: bool = False) -> dict[str, Any]:
+    """Open this worker's GPU (once) and say what it is: the driver checks the cluster with this before any trial."""
+    with _LOCK:
+        try:
+            s = _session(energy, None)
+        except WorkerError as exc:
+            return {"host": socket.gethostname(), "error": str(exc), "cudalab": wire_version()}
+        return _where(s)
+
+
+def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: float | None = None) -> dict[str, Any]:
+    """Run planned points (``Plan.to_dict()``) in order on this worker's GPU; their rows, as data.
+
+    Several plans in one task run back to back on the same GPU (racing's paired rounds).
+
+    Returns:
+        ``points``: per plan its rows (``Result.to_dict()``), roofline, note, refusal, outputs; ``incomplete``;
+        ``where``: host, GPU name, ``CUDA_VISIBLE_DEVICES``, the GPU's facts.
+    """
+    with _LOCK:  # one task at a time on a GPU (a worker started with more threads still times alone)
+        try:
+            s = _session(energy, timeout)
+        except WorkerError as exc:
+            _give_back(str(exc))
+        todo = [Plan.from_dict(p).with_request(device=0) for p in plans]
+        runs, incomplete = s.run(todo, sum(len(p.variants) for p in todo))
+        where = _where(s)
+        points = []
+        for r in runs:
+            points.append({"rows": [x.to_dict() for x in r.results],
+                           "roofline": r.roofline.to_dict() if r.roofline is not None else None,
+                           "roofline_note": r.roofline_note, "refused": r.refused, "outputs": r.outputs,
+                           "inputs": r.inputs})
+        return {"points": points, "incomplete": incomplete, "where": where}

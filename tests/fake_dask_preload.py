@@ -1,0 +1,26 @@
+"""A Dask worker preload for the cluster tests: the worker's cudalab GPU workers are fake ones.
+
+Dask loads this in every worker process it starts (``distributed.worker.preload``, set by the tests in
+Dask's config or as ``DASK_DISTRIBUTED__WORKER__PRELOAD``); from then on
+:func:`cudalab.session.process.spawn` starts :mod:`fake_worker_main` processes, which act on the
+``FAKE_WORKER`` environment variable as in the single-host tests.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from cudalab.session import process as W
+
+from fake_workers import FAKE_MAIN
+
+
+def fake_spawn(device: int, energy: bool = False) -> W.WorkerProcess:
+    """A fake GPU worker process for GPU ``device``."""
+    return W.WorkerProcess(device, argv=lambda fd: [sys.executable, FAKE_MAIN, "--fd", str(fd), "--device", str(device)],
+                           echo=None)
+
+
+def dask_setup(worker: Any = None) -> None:
+    W.spawn = fake_spawn

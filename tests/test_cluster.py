@@ -1,0 +1,248 @@
+"""``--cluster``: tune campaigns and sweeps on a Dask cluster of fake GPU workers (CPU, CI).
+
+Each Dask worker is a real process of a ``LocalCluster``-style cluster (a Nanny's); its cudalab GPU worker
+is :mod:`fake_worker_main` (``tests/fake_dask_preload.py`` swaps it in through Dask's own preload setting),
+so a trial takes a known time (``_delay``), hangs, or dies on cue. No timing is asserted here:
+``scripts/bench_cluster.py`` measures the throughput.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import cudalab
+from cudalab.errors import ClusterError
+
+# Not imported at collection: importing Dask reads every package's entry points, which test_discovery
+# checks cudalab does not make happen.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("distributed") is None or importlib.util.find_spec("optuna")
+                                is None, reason="needs the cluster and tune extras (dask[distributed], optuna)")
+
+TESTS = str(Path(__file__).parent)
+MS = "1 + abs(UNROLL - 5) / 10 + abs(threads - 256) / 1000"  # best: UNROLL=5, block 256
+SPACE = dict(n="1k", defines={"UNROLL": "1..8"}, block="64..1024:pow2", require=["threads * UNROLL <= 4096"])
+
+
+@pytest.fixture
+def dask_fake(monkeypatch, tmp_path):
+    """``use(behaviour)``: Dask workers started from now on run fake GPU workers acting on ``behaviour``;
+    ``use.points()`` counts the points they were sent."""
+    import dask
+    import distributed  # noqa: F401  (its config defaults, before the preload is set)
+
+    log = tmp_path / "ops.log"
+    monkeypatch.setenv("PYTHONPATH", TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(log))
+
+    def use(behaviour=None):
+        monkeypatch.setenv("FAKE_WORKER", json.dumps({"_ms": MS, **(behaviour or {})}))
+        return use
+
+    use.points = lambda: log.read_text().split().count("point") if log.exists() else 0
+    with dask.config.set({"distributed.worker.preload": ["fake_dask_preload"],
+                          "distributed.scheduler.worker-ttl": None}):
+        yield use
+
+
+def tune(storage, **kw):
+    args = {**SPACE, "seed": 1, "build_ahead": 0, "storage": f"sqlite:///{storage}", "cluster": "local",
+            "devices": "0,1,2,3", **kw}
+    return cudalab.tune("copy", "vec4", **args)
+
+
+def once_each(res) -> list:
+    """The measured trials, checking that no configuration was recorded twice."""
+    done = [m for m in res.trials if m.status != "interrupted"]
+    keys = Counter(json.dumps(m.point, sort_keys=True) for m in done)
+    assert max(keys.values()) == 1, keys.most_common(3)
+    return done
+
+
+def test_a_grid_campaign_on_four_gpus_records_every_trial_once_on_every_worker(dask_fake, tmp_path):
+    dask_fake({"_delay": 0.05})
+    res = tune(tmp_path / "c.db", strategy="grid", race=2)
+    done = once_each(res)
+    passed = [m for m in done if m.status == "passed"]
+    assert len(passed) == 36 and res.winner == "UNROLL=5 block=256"
+    assert {m.attrs["device"] for m in passed} == {0, 1, 2, 3}  # every GPU worker ran trials
+    assert all(m.attrs["gpu"] == "Fake GPU 0" and m.attrs["host"] for m in passed)
+    assert res.record.device.get("cluster") == "local" and len(res.record.device["devices"]) == 4
+
+
+def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake, tmp_path):
+    dask_fake({"_delay": 0.3})
+    killed = []
+
+    def on_event(what, d):
+        if what == "trial" and d["done"] == 4 and not killed:
+            out = subprocess.run(["pgrep", "-f", "fake_worker_main"], capture_output=True, text=True).stdout.split()
+            dask_worker = int(Path(f"/proc/{out[0]}/stat").read_text().split(")")[-1].split()[1])  # its parent
+            os.kill(dask_worker, signal.SIGKILL)
+            killed.append(dask_worker)
+
+    res = cudalab.tune("copy", "vec4", **{**SPACE, "seed": 1, "build_ahead": 0, "cluster": "local",
+                                          "devices": "0,1", "storage": f"sqlite:///{tmp_path / 'k.db'}",
+                                          "strategy": "grid", "race": 0, "on_event": on_event})
+    assert killed
+    done = once_each(res)
+    assert [(m.status, m.reason) for m in done if m.status not in ("passed", "refused")] == []
+    assert len([m for m in done if m.status == "passed"]) == 36 and res.exit_code == 0
+    assert dask_fake.points() > 36  # the killed worker's trial in flight ran again elsewhere
+
+
+def test_a_hanging_kernel_is_a_timeout_trial(dask_fake, tmp_path):
+    dask_fake({"vec4#UNROLL=5": "hang"})
+    res = tune(tmp_path / "h.db", strategy="grid", race=0, timeout=1.0, defines={"UNROLL": "3..7"}, block="256",
+               devices="0,1")
+    status = {m.point["UNROLL"]: (m.status, m.reason) for m in once_each(res)}
+    assert status["5"][0] == "timeout" and "did not finish" in status["5"][1]
+    assert [status[u][0] for u in "3467"] == ["passed"] * 4
+
+
+def test_a_sweep_on_the_cluster_says_which_gpu_and_host_ran_each_point(dask_fake, invoke, tmp_path):
+    dask_fake({"_ms": "1 + threads / 1000"})
+    out = tmp_path / "s.json"
+    res = invoke("copy", "--variant", "vec4", "--n", "1k", "--block", "64,128,256,512", "--cluster", "local",
+                 "--devices", "0,1", "--json", str(out), "--quiet")
+    assert res.exit_code == 0, res.output
+    from cudalab.records.results import load_record
+
+    rec = load_record(out)
+    assert [p.block for p in rec.points] == ["64", "128", "256", "512"]  # the sweep's order, whatever ran first
+    rows = [r for p in rec.points for r in p.results]
+    assert rows and all(r.status.value == "passed" and r.extra["gpu_name"] == "Fake GPU 0" and r.extra["host"]
+                        for r in rows)
+    assert {p.device for p in rec.points} == {0, 1} and rec.device["cluster"] == "local"
+    assert dask_fake.points() == 4  # each point ran once
+
+
+def test_bad_clusters_are_refused_before_any_trial(dask_fake, invoke, one_line_exit_2, monkeypatch, tmp_path):
+    from cudalab.session import cluster as CL
+
+    monkeypatch.setattr(CL, "CONNECT_S", 1.0)
+    one_line_exit_2(invoke("copy", "--n", "1k", "--cluster", "tcp://127.0.0.1:1"), "no Dask scheduler answers")
+    one_line_exit_2(invoke("copy", "--n", "1k", "--cluster", "gpu1:8786"), "not 'local' nor a scheduler address")
+    db = tmp_path / "t.db"
+    one_line_exit_2(invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..4", "--cluster",
+                           "tcp://127.0.0.1:1", "--storage", f"sqlite:///{db}"), "no Dask scheduler answers")
+    dask_fake()
+    import distributed
+
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as plain:  # no GPU resource
+        with pytest.raises(ClusterError, match="none with a GPU"):
+            CL.Cluster.open(plain.scheduler_address)
+    with pytest.raises(ClusterError, match="different CUDA versions"):
+        CL.Cluster.open("local", [0, 1], env={1: {"FAKE_CUDA": "12.4"}})
+    monkeypatch.setattr(CL.CW, "wire_version", lambda: "0.0.1+another")
+    with pytest.raises(ClusterError, match="runs cudalab 0.1.0.*this driver 0.0.1"):
+        CL.Cluster.open("local", [0])
+
+
+def test_mixed_gpu_models_a_campaign_refuses_a_sweep_records(dask_fake, tmp_path):
+    from cudalab.session import cluster as CL
+
+    dask_fake()
+    c = CL.Cluster.open("local", [0, 1], env={1: {"FAKE_GPU_NAME": "Fake GPU B"}})
+    try:
+        assert c.models() == Counter({"Fake GPU 0": 1, "Fake GPU B": 1})
+        with pytest.raises(ClusterError, match=r"mixes GPU models \(1 x Fake GPU 0, 1 x Fake GPU B\)"):
+            c.one_model()
+    finally:
+        c.close()
+
+
+def test_a_worker_that_cannot_open_its_gpu_gives_its_work_back(dask_fake, tmp_path):
+    from cudalab.session import cluster as CL
+    from cudalab.plan import RunRequest, precheck
+
+    dask_fake()
+    c = CL.Cluster.open("local", [0, 1], env={1: {"FAKE_WORKER": json.dumps({"_open": "error"})}})
+    try:
+        assert [w.visible for w in c.workers] == ["0"] and "no CUDA GPU found" in c.given_back[0][1]
+        plans = [precheck(RunRequest(family="copy", variants="vec4", n="1k", block=b)) for b in ("64", "128", "256")]
+        futures = {c.submit([p]): p for p in plans}
+        got = [res["where"]["visible"] for _, res in c.completed(futures)]
+        assert got == ["0", "0", "0"]
+    finally:
+        c.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_cluster(port: int, env: dict[str, str]) -> list[subprocess.Popen]:
+    """A scheduler and two GPU workers, as a user starts them (``dask scheduler``, ``dask worker``)."""
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    sched = subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                               "--nworkers", "2", "--nthreads", "1", "--resources", "GPU=1", "--no-dashboard",
+                               "--preload", "fake_dask_preload", "--death-timeout", "5"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [sched, worker]
+
+
+def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path):
+    db, port = tmp_path / "s.db", _free_port()
+    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": MS, "_delay": 0.2}),
+               PYTHONPATH=TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    argv = [sys.executable, "-m", "cudalab", "tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8",
+            "--block", "64..1024:pow2", "--require", "threads * UNROLL <= 4096", "--strategy", "grid", "--seed", "1",
+            "--race", "0", "--storage", f"sqlite:///{db}", "--cluster", f"tcp://127.0.0.1:{port}", "--quiet"]
+
+    def complete() -> int:
+        import sqlite3
+
+        try:
+            with sqlite3.connect(db) as con:
+                return con.execute("select count(*) from trials where state = 'COMPLETE'").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    procs = _start_cluster(port, env)
+    try:
+        first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while complete() < 4 and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        procs[0].kill()  # the scheduler, SIGKILL
+        _, err = first.communicate(timeout=60)
+        assert first.returncode == 75, err
+        assert "the Dask scheduler went away" in err or "no answer from the Dask scheduler" in err
+        before = complete()
+        assert 4 <= before < 36
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    procs = _start_cluster(port, env)
+    try:
+        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    from cudalab.tuning import campaign as C
+
+    import optuna
+
+    study = optuna.load_study(study_name="copy-vec4", storage=f"sqlite:///{db}")
+    done = [m for m in C.measured(study) if m.status != "interrupted"]
+    keys = Counter(json.dumps(m.point, sort_keys=True) for m in done)
+    assert max(keys.values()) == 1 and len([m for m in done if m.status == "passed"]) == 36
