@@ -19,7 +19,7 @@ from cudalab.families import load
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families import product as prod
 from cudalab.plan import variant_arch
-from cudalab.worker.executor import RunRequest, plan_launch, precheck
+from cudalab.plan import RunRequest, plan_launch, precheck
 
 LIMITS = L.DeviceLimits()
 needs_nvcc = pytest.mark.nvcc  # skipped where cudalab finds no nvcc (conftest)

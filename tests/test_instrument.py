@@ -18,7 +18,7 @@ from cudalab import ncu
 from cudalab import instruments as instrument
 from cudalab.ncu import metrics
 from cudalab.records.results import PASSED, Result, RunPoint, RunRecord, load_record, save_record
-from cudalab.worker.executor import RunRequest
+from cudalab.plan import RunRequest
 
 ROOT = Path(__file__).parent.parent
 COPY_CSV = ROOT / "tests" / "data" / "ncu_import_copy_memory_h200.csv"
@@ -61,7 +61,7 @@ def test_report_renders_a_saved_ncu_record_without_importing_ncu(invoke, tmp_pat
 
 
 def test_ncu_formats_its_table_without_report_or_rich():
-    code = ("import sys; from cudalab import ncu; from cudalab.worker.executor import RunRequest; "
+    code = ("import sys; from cudalab import ncu; from cudalab.plan import RunRequest; "
             f"t = ncu.table(ncu.load_import({str(SOURCE_CSV)!r}, RunRequest(family='transpose'))); "
             "assert 'ld wf/req' in t.headers, t.headers; "
             "print(sorted(m for m in sys.modules if m.startswith(('cudalab.report', 'rich'))))")

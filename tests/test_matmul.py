@@ -15,7 +15,7 @@ from cudalab import launch as L
 from cudalab.errors import SizeError, UsageError
 from cudalab.families import Size, load, product
 from cudalab.families.model import SetupContext
-from cudalab.worker.executor import RunRequest, plan_launch, precheck
+from cudalab.plan import RunRequest, plan_launch, precheck
 
 FAMILIES = ("matmul", "gemm", "gemv")
 LIMITS = L.DeviceLimits()

@@ -16,7 +16,7 @@ from cudalab import ncu
 from cudalab.worker.protocol import ChildResult
 from cudalab.errors import CudalabError, ToolFailedError, ToolMissingError
 from cudalab.records.results import INCORRECT, MISSING, PASSED, FAILED, SKIPPED, Result, RunPoint
-from cudalab.worker.executor import RunRequest
+from cudalab.plan import RunRequest
 
 DATA = Path(__file__).parent / "data"
 TRANSPOSE_CSV = DATA / "ncu_transpose_smem_h200.csv"      # ncu --csv stdout, program output mixed in

@@ -17,7 +17,7 @@ import pytest
 
 from cudalab import ncu
 from cudalab.records.results import PASSED
-from cudalab.worker.executor import RunRequest
+from cudalab.plan import RunRequest
 
 pytestmark = pytest.mark.ncu
 

@@ -19,7 +19,7 @@ from cudalab.ncu.parse import Rule, parse_csv
 from cudalab.ncu.source import PAGE_MARKER, SourceLine, assign_blocks, parse_source, split_pages, split_row
 from cudalab.report.source import hot, render_source
 from cudalab.records.results import PASSED
-from cudalab.worker.executor import RunRequest
+from cudalab.plan import RunRequest
 
 DATA = Path(__file__).parent / "data" / "ncu-source"
 SQUARE, TRANSPOSE, REDUCE = DATA / "smem-square.csv", DATA / "transpose.csv", DATA / "reduce.csv"

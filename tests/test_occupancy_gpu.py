@@ -14,14 +14,12 @@ from __future__ import annotations
 import pytest
 
 from cudalab import catalog, ncu
-from cudalab.worker import executor as runner
 from cudalab import launch as L
 from cudalab.families import load
 from cudalab.inspect import occupancy, variant
 from cudalab.ncu import metrics as M
-from cudalab.plan import variant_arch
+from cudalab.plan import RunRequest, make_problem, plan_launch, variant_arch
 from cudalab.records.results import PASSED
-from cudalab.worker.executor import RunRequest
 
 pytestmark = pytest.mark.ncu
 
@@ -30,13 +28,13 @@ FAMILIES = sorted(catalog.load_catalog())
 
 def theoretical(spec, fam, arch: str) -> dict[str, occupancy.Occupancy | str]:
     """cudalab's occupancy of each kernel variant at the family's default size, as compile computes it."""
-    problem = runner.make_problem(spec, fam, RunRequest(family=spec.name))
+    problem = make_problem(spec, fam, RunRequest(family=spec.name))
     out: dict[str, occupancy.Occupancy | str] = {}
     for v in spec.variants:
         if v.kind != "kernel":
             continue
         try:
-            lau = runner.plan_launch(v, fam, problem, None, None, L.DeviceLimits(), ())
+            lau = plan_launch(v, fam, problem, None, None, L.DeviceLimits(), ())
             code = variant.load([v], [lau], spec.directory, [variant_arch(v, arch)])[0]
         except Exception as exc:  # a variant for another GPU generation, or a size rule: not compared
             out[v.name] = f"not compared: {exc}"

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from cudalab import report
 from cudalab.bench import Protocol, summarize
-from cudalab.worker.executor import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
+from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 
 DEVICE = {"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "sm_clock_mhz": 1980,
           "mem_clock_mhz": 3201, "l2_bytes": 60 * 2**20, "driver_version": "13.0", "cuda_version": "13.0",

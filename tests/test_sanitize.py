@@ -20,7 +20,7 @@ from cudalab.session.toolchild import ChildRun
 from cudalab.worker.protocol import ChildResult
 from cudalab.errors import ToolFailedError, ToolMissingError, UsageError
 from cudalab.records.results import INCORRECT, Result
-from cudalab.worker.executor import RunRequest
+from cudalab.plan import RunRequest
 from fake_tools import FakeRun
 
 # --- captured-style outputs (format of compute-sanitizer 2025.x) -----------------------------------

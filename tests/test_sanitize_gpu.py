@@ -14,7 +14,7 @@ import pytest
 
 from cudalab import catalog
 from cudalab import sanitize as S
-from cudalab.worker.executor import RunRequest
+from cudalab.plan import RunRequest
 
 pytestmark = pytest.mark.sanitizer
 

@@ -16,7 +16,7 @@ from cudalab import plan as planning
 from cudalab import catalog
 from cudalab.worker import executor as runner
 from cudalab import sanitize as S
-from cudalab.worker.executor import RunRequest
+from cudalab.plan import RunRequest
 from gpu_util import FAST, assert_all_passed, run_rows
 from mutants import SRC, use_tree
 from test_sort_gpu import EXTREMES
