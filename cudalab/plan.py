@@ -294,7 +294,8 @@ class Plan:
         if missing:
             raise UsageError(f"{spec.name} has no variant {missing[0]!r}")
         # a point resumed by a fresh worker after a fault: the rows an earlier worker finished stay done
-        return cls(request=req, spec=spec, family=load(spec.module), problem=Size.from_dict(d["problem"]),
+        fam = load(spec.module)
+        return cls(request=req, spec=spec, family=fam, problem=fam.SIZE_TYPE.from_dict(d["problem"]),
                    variants=tuple(by_name[n] for n in d["variants"] if n not in req.done))
 
 

@@ -212,3 +212,17 @@ def test_one_size_type_for_both_forms_and_the_old_name_warns():
     named = Size(("rows", "cols"), (3, 5), "float32", (("bins", 7),))  # the simple form's, positional
     assert (named.rows, named["cols"], named.bins, named.elements) == (3, 5, 7, 15)
     assert Size.from_dict(dict(named.to_dict(), names=list(named.names))) == named
+
+
+@pytest.mark.parametrize("family", ["copy", "transpose", "reduce", "matmul", "gemm", "gemv", "hgemm", "sort",
+                                    "search", "smem-square", "smem-rect"])
+def test_a_plan_reads_back_as_the_same_plan_in_the_worker(family):
+    """What the worker gets is what the parent planned: the same request, rows and size, of the family's own
+    size type (hgemm's bfloat16 size answers uint16; read back as a plain Size it broke every hgemm row)."""
+    from cudalab import plan as planning
+
+    dtypes = {"hgemm": "bfloat16"}
+    p = planning.precheck(planning.RunRequest(family=family, dtype=dtypes.get(family)), strict=False)
+    back = planning.Plan.from_dict(json.loads(json.dumps(p.to_dict())))
+    assert back == p and type(back.problem) is type(p.problem)
+    assert back.problem.np_dtype == p.problem.np_dtype

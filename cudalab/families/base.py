@@ -40,6 +40,8 @@ class Family:
             (what the grid covers). Parameter sizes are read from it (:func:`cudalab.catalog.user.prototype_sizes`:
             pointers 8 bytes, ``ELEM_T`` the element) and checked against the compiled kernel.
             Printed by ``cudalab list FAMILY``. Empty: the family takes no ``--add`` kernels.
+        SIZE_TYPE: the :class:`Size` subclass :meth:`problem` returns, when the family has one (hgemm's
+            bfloat16); a GPU worker reads a planned point's size back as this type.
     """
 
     OPTIONS: tuple[FamilyOption, ...] = ()
@@ -48,6 +50,9 @@ class Family:
     SANITIZE_SIZES: tuple[dict[str, str], ...] = ({"n": "64"}, {"n": "33"})
     SHOW: bool = False
     SIGNATURE: str = ""
+    #: The type of the sizes :meth:`problem` returns (a subclass of :class:`Size` where the family needs one:
+    #: hgemm's bfloat16): a planned point is read back as this type in the GPU worker.
+    SIZE_TYPE: type[Size] = Size
 
     # --- required -----------------------------------------------------------------------------
 

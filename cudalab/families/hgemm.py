@@ -179,6 +179,8 @@ def _cublas_case(variant: VariantSpec, problem: Size, d_a, d_b, d_c) -> Case:
 class Hgemm(Family):
     """Tensor-core C = A·B: bf16 or fp16 in, fp32 accumulation and out."""
 
+    SIZE_TYPE = HalfSize  # bfloat16 sizes answer uint16 for their NumPy type
+
     SIZE_HELP = product.SIZE_HELP
     #: A multiple of every tile (128x128, 128x256), and a size that is not one in any dimension with
     #: whole 16-byte rows (K, N multiples of 8), so the asynchronous copies' zero fill runs too.
