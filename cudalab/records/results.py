@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cudalab.bench import Stats
+from cudalab.records.fields import (
+    saved_problem, saved_protocol, saved_started, saved_stats, saved_tables, saved_time, shown)
 from cudalab.errors import UsageError
 from cudalab.instruments import Instrument
 from cudalab.files import atomic_write, load_json
@@ -71,44 +73,6 @@ def _float(x: Any) -> float | None:
     return float(x)
 
 
-def _time(x: Any, what: str) -> float:
-    """A saved time in milliseconds: a finite number, not negative (a negative or NaN median is not judged)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)) or x < 0:
-        raise UsageError(f"not a cudalab run record ('{what}' must be a time in ms, at least 0; got {_shown(x)})")
-    return float(x)
-
-
-def _shown(x: Any) -> str:
-    """A saved value as an error line shows it: short, whatever its size."""
-    text = repr(x) if not isinstance(x, int) or abs(x) < 10**20 else f"an integer of {len(str(abs(x)))} digits"
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _stats(s: Any) -> Stats:
-    """A row's saved timing statistics, every figure checked (finite, not negative)."""
-    if not isinstance(s, dict):
-        raise UsageError(f"not a cudalab run record ('stats' must be an object, got {type(s).__name__})")
-    n = s.get("n")
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 2**40:
-        raise UsageError(f"not a cudalab run record ('stats.n' must be a count of samples; got {_shown(n)})")
-    samples = s.get("samples", ())
-    if not isinstance(samples, (list, tuple)):
-        raise UsageError(f"not a cudalab run record ('stats.samples' must be a list, got {type(samples).__name__})")
-    return Stats(**{k: _time(s.get(k), f"stats.{k}") for k in ("median", "iqr", "min", "max", "mean")}, n=n,
-                 samples=tuple(_time(x, "stats.samples") for x in samples))
-
-
-#: Saved start times beyond this (the year 5138) are not a time this machine can show.
-MAX_STARTED = 1e11
-
-
-def _started(x: Any) -> float:
-    x = 0.0 if x is None else x
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= MAX_STARTED:  # NaN fails too
-        raise UsageError(f"not a cudalab run record ('started' must be seconds since 1970; got {_shown(x)})")
-    return float(x)
-
-
 @dataclass(frozen=True)
 class Result:
     """One variant's row: launch, timing statistics, rate, verification and status."""
@@ -146,7 +110,7 @@ class Result:
     def from_dict(cls, d: dict[str, Any]) -> "Result":
         """Read a row written by :meth:`to_dict` (any schema version)."""
         s = d.get("stats")
-        stats = _stats(s) if s else None
+        stats = saved_stats(s) if s else None
         return cls(
             variant=str(d["variant"]), kind=str(d.get("kind", "kernel")), status=Status(d["status"]),
             reason=str(d.get("reason", "")), block=str(d.get("block", "")), grid=str(d.get("grid", "")),
@@ -234,12 +198,12 @@ class RunPoint:
         """Read :meth:`to_dict`'s output, or a version-1 payload (``family``/``metric`` as fallbacks)."""
         return cls(
             family=str(d.get("family") or family), metric=str(d.get("metric") or metric or "bandwidth"),
-            problem=_problem(d.get("problem") or {}), block=str(d.get("block") or ""),
-            protocol=_protocol({} if d.get("protocol") is None else d["protocol"]), roofline=Roofline.from_dict(d.get("roofline")),
-            results=tuple(Result.from_dict(r) for r in _tables(d.get("results", ()), "results")),
+            problem=saved_problem(d.get("problem") or {}), block=str(d.get("block") or ""),
+            protocol=saved_protocol({} if d.get("protocol") is None else d["protocol"]), roofline=Roofline.from_dict(d.get("roofline")),
+            results=tuple(Result.from_dict(r) for r in saved_tables(d.get("results", ()), "results")),
             defines=tuple((str(k), str(v)) for k, v in d.get("defines") or ()),
             device=_device(d.get("device")), roofline_note=str(d.get("roofline_note") or ""),
-            instruments=tuple(Instrument.from_dict(i) for i in _tables(d.get("instruments") or (), "instruments")),
+            instruments=tuple(Instrument.from_dict(i) for i in saved_tables(d.get("instruments") or (), "instruments")),
         )
 
 
@@ -346,67 +310,20 @@ class RunRecord:
             raise UsageError(f"schema_version {version} is newer than this cudalab reads (up to "
                              f"{SCHEMA_VERSION}); upgrade cudalab")
         if version == 1:  # one payload per run, or {"sweep": [payloads]}; no machine block
-            payloads = _tables(d.get("sweep") or [d], "sweep")
+            payloads = saved_tables(d.get("sweep") or [d], "sweep")
             if not payloads or "results" not in payloads[0]:
                 raise UsageError("not a cudalab run record (no results)")
             family = str(d.get("family", ""))
             points = tuple(RunPoint.from_dict(p, family, _metric_of(family)) for p in payloads)
         else:
-            points = tuple(RunPoint.from_dict(p) for p in _tables(d.get("points", ()), "points"))
+            points = tuple(RunPoint.from_dict(p) for p in saved_tables(d.get("points", ()), "points"))
         command = d.get("command") or ()
         if not isinstance(command, list) or not isinstance(d.get("device") or {}, dict):
             raise UsageError("not a cudalab run record ('command' must be a list, 'device' an object)")
         return cls(cudalab=str(d.get("cudalab", "")), command=tuple(str(c) for c in command),
-                   started=_started(d.get("started")), device=dict(d.get("device") or {}), points=points,
+                   started=saved_started(d.get("started")), device=dict(d.get("device") or {}), points=points,
                    incomplete=bool(d.get("incomplete", False)), machine=dict(d.get("machine") or {}),
                    schema_version=version)
-
-
-def _protocol(saved: Any) -> dict[str, Any]:
-    """A point's saved timing protocol, each field this version knows of its type (others kept, unread)."""
-    from dataclasses import fields  # noqa: PLC0415
-
-    from cudalab.bench import Protocol  # noqa: PLC0415
-
-    if not isinstance(saved, dict):
-        raise UsageError(f"not a cudalab run record ('protocol' must be an object, got {type(saved).__name__})")
-    for f in fields(Protocol):
-        if f.name not in saved:
-            continue
-        v, want = saved[f.name], type(f.default)
-        if want is str:  # --launch: one of the methods
-            from cudalab.bench import LAUNCH_METHODS  # noqa: PLC0415
-
-            if v not in LAUNCH_METHODS:
-                raise UsageError(f"not a cudalab run record ('protocol.{f.name}' must be one of "
-                                 f"{', '.join(LAUNCH_METHODS)}; got {_shown(v)})")
-            continue
-        ok = (isinstance(v, bool) if want is bool else not isinstance(v, bool) and (
-            isinstance(v, int) if want is int else isinstance(v, (int, float)) and math.isfinite(v)))
-        if not ok or (want is not bool and v < 0):
-            raise UsageError(f"not a cudalab run record ('protocol.{f.name}' must be a "
-                             f"{'true/false' if want is bool else 'number, at least 0'}; got {_shown(v)})")
-    return dict(saved)
-
-
-def _problem(saved: Any) -> dict[str, Any]:
-    """A point's saved problem: ``dims`` a list of whole numbers, ``options`` an object."""
-    if not isinstance(saved, dict):
-        raise UsageError(f"not a cudalab run record ('problem' must be an object, got {type(saved).__name__})")
-    dims, options = saved.get("dims", []), saved.get("options") or {}
-    if not isinstance(dims, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in dims):
-        raise UsageError(f"not a cudalab run record ('problem.dims' must be a list of whole numbers; got {_shown(dims)})")
-    if not isinstance(options, dict):
-        raise UsageError(f"not a cudalab run record ('problem.options' must be an object; got {_shown(options)})")
-    return dict(saved)
-
-
-def _tables(value: Any, key: str) -> list[dict[str, Any]]:
-    """``value`` as a list of JSON objects, or one line saying what ``key`` should have held."""
-    if not isinstance(value, (list, tuple)) or not all(isinstance(x, dict) for x in value):
-        raise UsageError(f"not a cudalab run record ('{key}' must be a list of objects, "
-                         f"got {type(value).__name__})")
-    return list(value)
 
 
 def _metric_of(family: str) -> str:
