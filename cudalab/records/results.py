@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cudalab.bench import Stats
-from cudalab.records.fields import (
-    saved_problem, saved_protocol, saved_started, saved_stats, saved_tables, saved_time, shown)
+from cudalab.records.fields import saved_problem, saved_protocol, saved_started, saved_stats, saved_tables
 from cudalab.errors import UsageError
 from cudalab.instruments import Instrument
 from cudalab.files import atomic_write, load_json

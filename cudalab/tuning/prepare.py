@@ -1,0 +1,115 @@
+"""A tuning campaign checked before any GPU work (:func:`plan`): the family, the space, its constraints, the
+strategy, the storage and the base request; and the run point of one configuration (:func:`trial_request`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cudalab import catalog
+from cudalab.bench import Protocol
+from cudalab.errors import UsageError
+from cudalab.families import load
+from cudalab.session import sweep
+from cudalab.tuning import campaign as C
+from cudalab.tuning import strategy as S
+from cudalab.tuning.options import TuneOptions
+from cudalab.tuning.runs import precheck
+from cudalab.tuning.space import BLOCK, Space
+from cudalab.tuning.spaces import kernel_variant, make_space, table_for
+
+__all__ = ["DEFAULT_TRIALS", "Plan", "plan", "trial_request"]
+
+#: Trials when neither --trials nor --time is given (grid: the whole space).
+DEFAULT_TRIALS = 100
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked campaign, before any GPU work: the family, the space, the storage, the base request."""
+
+    opts: TuneOptions
+    spec: Any
+    fam: Any
+    variant: Any
+    space: Space
+    valid: int
+    base: Any
+    name: str
+    url: str
+    meta: dict[str, Any]
+    strategy: str
+    budget: int
+
+
+def plan(opts: TuneOptions) -> Plan:
+    """Check everything that can be checked without a GPU.
+
+    Raises:
+        UsageError, LaunchConfigError: one line each (bad names, values, constraints, empty space, budget).
+    """
+    if opts.trials is not None and opts.trials < 1:
+        raise UsageError(f"--trials must be at least 1 (got {opts.trials})")
+    if opts.time_s is not None and not opts.time_s > 0:
+        raise UsageError("--time must be a positive duration (example: --time 10m)")
+    bad = [o for o in opts.objectives if o not in ("time", "energy")]
+    if bad or not opts.objectives or len(set(opts.objectives)) != len(opts.objectives):
+        raise UsageError(f"--objective {','.join(opts.objectives)!r}: give time, energy or time,energy")
+    if opts.tolerance is not None and not 0 < opts.tolerance < 0.5:
+        raise UsageError(f"--tolerance must be between 0 and 0.5 (got {opts.tolerance})")
+    if opts.cluster is not None:
+        from cudalab.session.cluster import parse_cluster  # noqa: PLC0415
+        from cudalab.session.devices import parse_devices  # noqa: PLC0415
+
+        parse_cluster(opts.cluster)
+        parse_devices(opts.devices, opts.device)
+    spec = catalog.family(opts.family)
+    fam = load(spec.module)
+    v = kernel_variant(spec, opts.variant)
+    table = table_for(spec, v.name)
+    space = make_space(spec, fam, v, defines=opts.defines, block=opts.block, options=dict(opts.options),
+                       require=opts.require, use_table=opts.use_table)
+    valid = space.count_valid()
+    if valid == 0:
+        first = next(space.points())
+        raise UsageError(f"the space is empty: none of its {space.size():,} points meets every constraint "
+                         f"(the first breaks {space.allows(first)!r})")
+    strategy = S.strategy_for(opts.strategy, opts.objectives)
+    S.sampler(strategy, opts.seed, space, len(opts.objectives))  # an unknown or unusable strategy: now
+    n = opts.n or (table.n if table else None)
+    shape = opts.shape or (table.shape if table else None)
+    protocol = Protocol(budget_s=opts.budget, min_samples=opts.min_samples, flush_l2=not opts.hot,
+                        energy_s=1.0 if "energy" in opts.objectives else 0.0)
+    base = sweep.base_request(spec, fam, variants=v.name, protocol=protocol, seed=opts.seed or 0,
+                              device=opts.device)
+    base = replace(base, n=n, shape=shape, dtype=opts.dtype)
+    precheck(base)  # a bad size, dtype or a default configuration the rules refuse: before any GPU work
+    context = {"family": spec.name, "variant": v.name, "n": n, "shape": shape, "dtype": opts.dtype,
+               "objectives": list(opts.objectives)}
+    fp = space.fingerprint(context)
+    name = opts.name or f"{spec.name}-{v.name}"
+    url = opts.storage or C.default_storage(name)[0]
+    meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe())}
+    budget = opts.trials or (valid if strategy == "grid" or (valid or 0) <= DEFAULT_TRIALS else DEFAULT_TRIALS)
+    return Plan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget)
+
+
+def trial_request(p: Plan, point: dict[str, str]) -> Any:
+    """The run point of one configuration: the base request with the point's block, options and defines."""
+    base, opts = p.base, dict(p.base.options)
+    defines = dict(base.defines)
+    block = base.block
+    types = {o.name: o.type for o in p.fam.OPTIONS}
+    for d in p.space.dims:
+        value = point[d.name]
+        if d.kind == BLOCK:
+            block = value
+        elif d.kind == "option":
+            try:
+                opts[d.name] = types[d.name](value) if types[d.name] is not bool else value.lower() in ("1", "true")
+            except (TypeError, ValueError):
+                raise UsageError(f"--{d.name} {value!r} is not a valid value") from None
+        else:
+            defines[d.name] = value
+    return replace(base, block=block, options=tuple(opts.items()), defines=tuple(defines.items()))
