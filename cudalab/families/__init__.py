@@ -13,7 +13,7 @@ from typing import Any
 from cudalab.errors import CatalogError
 
 from cudalab.families.base import Family
-from cudalab.families.model import Case, Check, FamilyOption, Launch, Size, SetupContext, Work, compare
+from cudalab.families.model import Case, Check, FamilyOption, Launch, SetupContext, Size, Work, compare, old_name
 
 __all__ = ["Case", "Check", "Family", "FamilyOption", "Launch", "Size", "SetupContext", "Work", "compare", "load"]
 
@@ -45,10 +45,4 @@ def load(module_name: str) -> Family:
 
 def __getattr__(name: str) -> Any:
     """``Problem``, the advanced form's size type before it served both forms: kept one release, with a warning."""
-    if name == "Problem":
-        import warnings  # noqa: PLC0415  (only for the old name)
-
-        warnings.warn("cudalab.families.Problem is now cudalab.families.Size (one size type for both forms of the "
-                      "contract; cudalab.Problem is the simple form's problem)", DeprecationWarning, stacklevel=2)
-        return Size
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return old_name(__name__, name)

@@ -296,12 +296,18 @@ def cupy_version() -> str:
     return str(cupy.__version__)
 
 
-def __getattr__(name: str) -> Any:
-    """``Problem``, this type's name before it served both contract forms: kept one release, with a warning."""
+def old_name(module: str, name: str) -> Any:
+    """What a module of the families package gives for ``name`` beyond its own names: ``Problem``, the size
+    type's name before it served both contract forms, kept one release with a warning."""
     if name == "Problem":
         import warnings  # noqa: PLC0415  (only for the old name)
 
         warnings.warn("cudalab.families.Problem is now cudalab.families.Size (one size type for both forms of the "
-                      "contract; cudalab.Problem is the simple form's problem)", DeprecationWarning, stacklevel=2)
+                      "contract; cudalab.Problem is the simple form's problem)", DeprecationWarning, stacklevel=3)
         return Size
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str) -> Any:
+    """``Problem``: see :func:`old_name`."""
+    return old_name(__name__, name)
