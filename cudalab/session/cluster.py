@@ -177,6 +177,7 @@ class Cluster:
             raise ClusterError(f"--cluster {self.address}: the GPU workers did not open their GPUs within "
                                f"{OPEN_S:.0f} s") from None
         mine = CW.wire_version()
+        refused: list[str] = []
         for a, f in probes.items():
             if f.status != "finished":
                 raise ClusterError(f"--cluster {self.address}: the worker at {a} cannot run cudalab's tasks "
@@ -188,8 +189,10 @@ class Cluster:
             if r.get("error"):
                 self.given_back.append((str(r.get("host")), str(r["error"])))
                 self.client.run(_no_gpu, workers=[a])  # the scheduler sends it no GPU work
+                refused.append(a)
                 continue
             self.workers.append(GpuWorker(a, str(r["host"]), str(r["gpu"]), str(r.get("visible", "")), dict(r["info"])))
+        self._await_no_gpu(refused)
         if not self.workers:
             host, why = self.given_back[0]
             raise ClusterError(f"--cluster {self.address}: no GPU worker could open its GPU ({host}: {why})")
@@ -197,6 +200,17 @@ class Cluster:
         if len(cudas) > 1:
             raise ClusterError(f"--cluster {self.address}: the GPU workers run different CUDA versions "
                                f"({', '.join(f'{n} x CUDA {v}' for v, n in cudas.items())}): use one CUDA on every host")
+
+    def _await_no_gpu(self, addresses: Sequence[str]) -> None:
+        """Wait until the scheduler knows these workers hold no GPU (a worker tells it after ``set_resources``):
+        a point submitted before that could go to a worker whose GPU does not open and be handed back again
+        and again (seen as a hang in a CI run)."""
+        deadline = time.monotonic() + CONNECT_S
+        while addresses and time.monotonic() < deadline:
+            workers = self.client.scheduler_info(n_workers=-1)["workers"]
+            if all((workers.get(a, {}).get("resources") or {}).get(CW.RESOURCE, 0) < 1 for a in addresses):
+                return
+            time.sleep(TICK_S)
 
     def _scheduler(self) -> str:
         return self.client.scheduler.address if self.client.scheduler is not None else self.address
