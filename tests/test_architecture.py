@@ -183,7 +183,8 @@ def test_no_command_loads_pycuda_or_the_worker_engine_in_the_users_process(name,
     env["FAKE_WORKER"] = "{}"
     env["COLUMNS"] = "160"
     proc = subprocess.run([sys.executable, "-c", PRELUDE.format(tests=str(TESTS)), str(out), json.dumps(argv), setup],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+                          start_new_session=True)  # its signals (watch's Ctrl-C) stay in its own group
     assert proc.returncode in codes, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     modules = json.loads(out.read_text())

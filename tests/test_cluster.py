@@ -83,10 +83,23 @@ def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake
     dask_fake({"_delay": 0.3})
     killed = []
 
+    def parent(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[1])
+
+    def ours(pid: int) -> bool:
+        """Whether ``pid`` descends from this test's process (another test's fake workers run beside it under
+        xdist: killing their parent killed a pytest worker once)."""
+        while pid > 1:
+            if pid == os.getpid():
+                return True
+            pid = parent(pid)
+        return False
+
     def on_event(what, d):
         if what == "trial" and d["done"] == 4 and not killed:
             out = subprocess.run(["pgrep", "-f", "fake_worker_main"], capture_output=True, text=True).stdout.split()
-            dask_worker = int(Path(f"/proc/{out[0]}/stat").read_text().split(")")[-1].split()[1])  # its parent
+            mine = [int(p) for p in out if ours(int(p)) and parent(int(p)) != os.getpid()]
+            dask_worker = parent(mine[0])  # a Dask worker of this test's cluster, with trials in flight
             os.kill(dask_worker, signal.SIGKILL)
             killed.append(dask_worker)
 
