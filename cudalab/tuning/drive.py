@@ -23,13 +23,13 @@ from cudalab.tuning import race as R
 from cudalab.tuning import strategy as S
 from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
 from cudalab.tuning.options import TuneOptions
-from cudalab.tuning.prepare import Plan, plan, trial_request  # noqa: F401  (plan: the command's)
+from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F401  (plan: the command's)
 from cudalab.tuning.result import TuneResult, point_key
 from cudalab.tuning.runs import ClusterRuns, Runs
 from cudalab.tuning.space import BLOCK, Space
 from cudalab.tuning.spaces import default_point
 
-__all__ = ["Plan", "plan", "run_campaign"]
+__all__ = ["CampaignPlan", "plan", "run_campaign"]
 
 #: Asks in a row that bring nothing new (a repeat, a refused point) before the strategy is deemed done.
 STALE_ASKS = 500
@@ -38,7 +38,7 @@ STALE_ASKS = 500
 class _Campaign:
     """The running state of one campaign (its study, its trials, its GPU session)."""
 
-    def __init__(self, p: Plan, study: Any, runs: Runs, on_event: Callable[[str, dict[str, Any]], None]):
+    def __init__(self, p: CampaignPlan, study: Any, runs: Runs, on_event: Callable[[str, dict[str, Any]], None]):
         self.p, self.study, self.runs, self.emit = p, study, runs, on_event
         self.optuna = S.quiet_optuna()
         self.dists = S.distributions(p.space)
@@ -226,7 +226,7 @@ class _Campaign:
             self.pool.close()
 
 
-def run_campaign(p: Plan, on_event: Callable[[str, dict[str, Any]], None] | None = None,
+def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None] | None = None,
                  runs: Runs | None = None) -> TuneResult:
     """Open the study, run the trials, race the best, and return the result (the study holds every trial).
 
@@ -289,7 +289,7 @@ def _runs(opts: TuneOptions) -> Runs:
     return ClusterRuns(opts.cluster, devices, timeout=opts.timeout, energy=energy)
 
 
-def _default_point(p: Plan) -> dict[str, str]:
+def _default_point(p: CampaignPlan) -> dict[str, str]:
     """The family's own configuration, as a point (its block, options and defines' defaults where they are values)."""
     return default_point(p.spec, p.fam, p.variant, p.space, dict(p.base.options))
 
@@ -333,5 +333,5 @@ def _race(camp: _Campaign, emit: Callable[[str, dict[str, Any]], None]) -> R.Rac
 RACE_TOLERANCE = 0.01
 
 
-def _race_protocol(p: Plan) -> Protocol:
+def _race_protocol(p: CampaignPlan) -> Protocol:
     return replace(p.base.protocol, budget_s=p.opts.race_budget, energy_s=0.0)

@@ -19,14 +19,14 @@ from cudalab.tuning.runs import precheck
 from cudalab.tuning.space import BLOCK, Space
 from cudalab.tuning.spaces import kernel_variant, make_space, table_for
 
-__all__ = ["DEFAULT_TRIALS", "Plan", "plan", "trial_request"]
+__all__ = ["DEFAULT_TRIALS", "CampaignPlan", "plan", "trial_request"]
 
 #: Trials when neither --trials nor --time is given (grid: the whole space).
 DEFAULT_TRIALS = 100
 
 
 @dataclass(frozen=True)
-class Plan:
+class CampaignPlan:
     """A checked campaign, before any GPU work: the family, the space, the storage, the base request."""
 
     opts: TuneOptions
@@ -43,7 +43,7 @@ class Plan:
     budget: int
 
 
-def plan(opts: TuneOptions) -> Plan:
+def plan(opts: TuneOptions) -> CampaignPlan:
     """Check everything that can be checked without a GPU.
 
     Raises:
@@ -92,10 +92,10 @@ def plan(opts: TuneOptions) -> Plan:
     url = opts.storage or C.default_storage(name)[0]
     meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe())}
     budget = opts.trials or (valid if strategy == "grid" or (valid or 0) <= DEFAULT_TRIALS else DEFAULT_TRIALS)
-    return Plan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget)
+    return CampaignPlan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget)
 
 
-def trial_request(p: Plan, point: dict[str, str]) -> Any:
+def trial_request(p: CampaignPlan, point: dict[str, str]) -> Any:
     """The run point of one configuration: the base request with the point's block, options and defines."""
     base, opts = p.base, dict(p.base.options)
     defines = dict(base.defines)
