@@ -46,16 +46,22 @@ def timeout_s() -> float:
     return value if 0 < value < 1e6 else TIMEOUT_S
 
 
-def import_error(exc: BaseException, path: str) -> str:
-    """One line: the file, the line where Python gives one, and the error (never raises)."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f"{exc.filename}:{exc.lineno}: SyntaxError: {exc.msg}"
+def line_in(exc: BaseException, path: str) -> int | None:
+    """The line of the deepest traceback frame of ``exc`` in the file ``path`` (the user's), or None."""
     line = None
     tb = exc.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == path:
             line = tb.tb_lineno
         tb = tb.tb_next
+    return line
+
+
+def import_error(exc: BaseException, path: str) -> str:
+    """One line: the file, the line where Python gives one, and the error (never raises)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}: SyntaxError: {exc.msg}"
+    line = line_in(exc, path)
     name = type(exc).__name__
     try:
         text = str(exc).splitlines()[0] if str(exc) else ""

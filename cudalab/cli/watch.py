@@ -60,7 +60,7 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     from cudalab.families import load  # noqa: PLC0415
     from cudalab.report.console import WIDE  # noqa: PLC0415
     from cudalab.catalog.user import SignatureError  # noqa: PLC0415
-    from cudalab.watch import core, events, screen  # noqa: PLC0415
+    from cudalab.watch import core, events, loop, screen  # noqa: PLC0415
 
     if "--poll" in args:  # watch's own flag after the family (as --all may be): the family command lacks it
         poll, args = True, tuple(a for a in args if a != "--poll")
@@ -120,7 +120,7 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
         if kw.get("csv_path"):
             report.write_csv(kw["csv_path"], [r for p in last.points for r in p.results])
 
-    code = core.loop(watcher, source, show, lambda changed: screen.announce(con, len(watcher.versions) + 1, changed),
+    code = loop.loop(watcher, source, show, lambda changed: screen.announce(con, len(watcher.versions) + 1, changed),
                      save)
     if code == 0:
         con.print(f"watch ended after {len(watcher.versions)} version{'s' if len(watcher.versions) != 1 else ''}"

@@ -32,13 +32,12 @@ from typing import Any, Callable
 
 from cudalab.errors import CudalabError
 from cudalab.instruments.gpu_pids import ancestors, compute_pids  # noqa: F401  (compute_pids: the worker's baseline)
+from cudalab.instruments.window import PROCESS_EVERY, Window  # noqa: F401  (a Telemetry makes them; PROCESS_EVERY re-exported)
 from cudalab.instruments.readings import BENIGN, REASONS, Poll, Reading, Sustained, decode_reasons, summarize, throttled_samples  # noqa: F401
 
 INTERVAL_S = 0.005
 #: NVML's field id of the instantaneous power draw (``pynvml.NVML_FI_DEV_POWER_INSTANT``, driver 530+).
 FI_POWER_INSTANT = 186
-#: Look for other processes every this many polls (the process list is the slowest NVML call).
-PROCESS_EVERY = 10
 INSTALL_HINT = "pip install -e '.[telemetry]' (nvidia-ml-py)"
 
 
@@ -277,69 +276,6 @@ class Telemetry:
         if self.other_seen:
             out["other_process"] = sorted(self.other_seen)
         return out
-
-
-class Window:
-    """Polls on a background thread between :meth:`start` and :meth:`stop` (or ``with``)."""
-
-    def __init__(self, tele: Telemetry):
-        self.tele = tele
-        self.polls: list[Poll] = []
-        self.other: set[int] = set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._t0 = 0.0
-        self.reading: Reading | None = None
-        self.kept: list[Poll] = []   # the window's polls as stop() took them
-
-    def start(self) -> "Window":
-        """Look for other processes, start polling."""
-        self.other |= self.tele.others()
-        self._t0 = time.perf_counter()
-        self._thread = threading.Thread(target=self._loop, name="cudalab-telemetry", daemon=True)
-        self._thread.start()
-        self.tele.threads[:] = [t for t in self.tele.threads if t.is_alive()] + [self._thread]
-        return self
-
-    def _loop(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            self.polls.append(self.tele.poll())
-            i += 1
-            if i % PROCESS_EVERY == 0:
-                self.other |= self.tele.others()
-            self._stop.wait(self.tele.interval_s)
-
-    def stop(self) -> Reading:
-        """Stop polling (one last poll if the window was too short for any) and summarise.
-
-        The thread is not waited for here (it may be inside an NVML call): the polls it has made so
-        far are the window's, and :meth:`Telemetry.close` joins every such thread before NVML shuts
-        down. No NVML call here or in :meth:`start` costs more than a few microseconds.
-        """
-        self._stop.set()
-        t1 = time.perf_counter()
-        polls = list(self.polls)  # what the thread appends after this belongs to no window
-        if not polls:
-            polls.append(self.tele.poll())
-        self.other |= self.tele.others()
-        seconds = t1 - self._t0
-        self.tele.polls.extend(polls)
-        self.kept = polls
-        self.reading = summarize(polls, seconds, self.other)
-        return self.reading
-
-    def throttled(self, spans: list[tuple[float, float]]) -> list[bool]:
-        """Per sample span (host ``perf_counter`` seconds), whether it ran throttled
-        (:func:`cudalab.instruments.readings.throttled_samples`); call after :meth:`stop`."""
-        return throttled_samples(sorted(self.kept, key=lambda p: p.t), spans, self.tele.nominal_mhz())
-
-    def __enter__(self) -> "Window":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.reading is None:
-            self.stop()
 
 
 def _nvml_text(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import CatalogError, CudalabError, SkipRow, UsageError
 from cudalab.families.base import Family
 from cudalab.families.model import Case, Check, Launch, SetupContext, Work, compare
+from cudalab.catalog.userimport import line_in
 from cudalab.problems.contract import Problem, Size, Tolerance, ctype
 
 #: Sizes past this are beyond the ``int`` a kernel takes them as.
@@ -387,10 +388,5 @@ _RATIO = "max |got - expected| / (atol + rtol |expected|)"
 
 def _line(exc: BaseException, where: str) -> str:
     """``:LINE`` of the deepest traceback frame in ``where`` (the user's file), or ''."""
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == where:
-            line = tb.tb_lineno
-        tb = tb.tb_next
+    line = line_in(exc, where)
     return f":{line}" if line else ""

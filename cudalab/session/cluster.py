@@ -18,16 +18,14 @@ import importlib.util
 import logging
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from cudalab.errors import ClusterError, ClusterLost, UsageError
 from cudalab.plan import Plan
-from cudalab.records.results import FAILED, Result, Roofline
 from cudalab.session import cluster_worker as CW
-from cudalab.session.point import Point
 
-__all__ = ["LOCAL", "parse_cluster", "local_cluster", "GpuWorker", "Cluster", "point_of_data", "run_plans"]
+__all__ = ["LOCAL", "parse_cluster", "local_cluster", "GpuWorker", "Cluster", "one_line"]
 
 LOCAL = "local"
 #: Seconds to wait for a scheduler's answer (``--cluster tcp://...``).
@@ -90,7 +88,7 @@ class GpuWorker:
     info: dict[str, Any]
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:200]
 
@@ -137,7 +135,7 @@ class Cluster:
         except (OSError, TimeoutError) as exc:
             if cluster is not None:
                 cluster.close()
-            raise ClusterError(f"--cluster {address}: no Dask scheduler answers there ({_one_line(exc)}); start one "
+            raise ClusterError(f"--cluster {address}: no Dask scheduler answers there ({one_line(exc)}); start one "
                                "with: dask scheduler --port 8786") from None
         out = cls(client, cluster, address)
         try:
@@ -181,7 +179,7 @@ class Cluster:
         for a, f in probes.items():
             if f.status != "finished":
                 raise ClusterError(f"--cluster {self.address}: the worker at {a} cannot run cudalab's tasks "
-                                   f"({_one_line(f.exception())}): install this cudalab ({mine}) there")
+                                   f"({one_line(f.exception())}): install this cudalab ({mine}) there")
             r = f.result()
             if r.get("cudalab") != mine:
                 raise ClusterError(f"--cluster {self.address}: the worker at {a} ({r.get('host')}) runs cudalab "
@@ -325,81 +323,3 @@ class Cluster:
 def _no_gpu(dask_worker: Any = None) -> None:
     """On a Dask worker whose GPU did not open: hold no ``GPU`` resource (no GPU work comes to it)."""
     dask_worker.loop.add_callback(dask_worker.set_resources, **{CW.RESOURCE: 0})
-
-
-def point_of_data(plan: Plan, data: dict[str, Any], where: dict[str, Any]) -> Point:
-    """A point as :func:`cluster_worker.run_plans` sent it back: its rows (each saying its GPU and host)."""
-    pt = Point(plan)
-    tag = {"gpu_name": where.get("gpu", ""), "host": where.get("host", "")}
-    for d in data["rows"]:
-        r = Result.from_dict(d)
-        pt.results.append(replace(r, extra={**r.extra, **tag}))
-    pt.roofline = Roofline.from_dict(data.get("roofline"))
-    pt.roofline_note = str(data.get("roofline_note") or "")
-    pt.refused = tuple(data["refused"]) if data.get("refused") else None  # type: ignore[assignment]
-    pt.outputs, pt.inputs = dict(data.get("outputs") or {}), dict(data.get("inputs") or {})
-    visible = str(where.get("visible", ""))
-    pt.gpu = int(visible) if visible.isdigit() else 0
-    pt.host, pt.gpu_name = tag["host"], tag["gpu_name"]
-    return pt
-
-
-def run_plans(plans: Sequence[Plan], address: str, devices: Sequence[int] = (0,), timeout: float | None = None,
-              energy: bool = False, observer: Any = None, on_open: Any = None,
-              on_change: Any = None) -> tuple[list[Point], bool, dict[str, Any]]:
-    """A sweep's points on the cluster: one task per point, each point's rows kept (and passed to
-    ``on_change``, with every point finished so far, in the sweep's order) the moment it comes back.
-    Ctrl-C (KeyboardInterrupt) cancels what is in flight and keeps what finished.
-
-    Returns:
-        (the finished points in the sweep's order, incomplete, the GPUs' facts).
-
-    Raises:
-        ClusterError: as :meth:`Cluster.open`; ClusterLost: the scheduler went away (what finished was passed
-            to ``on_change`` already).
-    """
-    cluster = Cluster.open(address, devices, energy)
-    done: dict[int, Point] = {}
-    futures: dict[Any, int] = {}
-    announced = False
-    try:
-        if observer is not None:
-            observer.start(sum(len(p.variants) for p in plans), plans[0].request.family if plans else "")
-        futures = {cluster.submit([p], energy, timeout): i for i, p in enumerate(plans)}
-        for fut, res in cluster.completed(futures):
-            i = futures[fut]
-            if isinstance(res, BaseException):  # Dask gave up on it: every row of the point failed, with why
-                pt = Point(plans[i])
-                why = f"the cluster could not run it: {type(res).__name__}: {_one_line(res)}"
-                pt.results = [Result(variant=v.name, kind=v.kind, status=FAILED, reason=why, legacy=v.legacy)
-                              for v in plans[i].variants]
-            else:
-                pt = point_of_data(plans[i], res["points"][0], res["where"])
-                if not announced and on_open is not None:
-                    on_open(dict(res["where"]["info"]))
-                    announced = True
-            done[i] = pt
-            for row in pt.results:
-                if observer is not None:
-                    observer.result(row)
-            if on_change is not None:
-                on_change([done[k] for k in sorted(done)])
-        incomplete = False
-    except KeyboardInterrupt:
-        cluster.cancel(futures)
-        incomplete = True
-    finally:
-        if observer is not None:
-            observer.close()
-        info = _facts(cluster)
-        cluster.close()
-    return [done[k] for k in sorted(done)], incomplete, info
-
-
-def _facts(cluster: Cluster) -> dict[str, Any]:
-    infos = [dict(w.info, host=w.host, worker=w.address) for w in cluster.workers]
-    out = dict(infos[0]) if infos else {}
-    if len(infos) > 1:
-        out["devices"] = infos
-    out["cluster"] = cluster.address
-    return out

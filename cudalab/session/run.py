@@ -116,7 +116,7 @@ def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, observer: Observ
         UsageError, LaunchConfigError: bad options, or no point can run (before any GPU work).
         WorkerError: no worker could open its GPU.
     """
-    plans: list[Plan] = []
+    plans: list[Plan] = []  # filled once planned; the GPU opens (on_open) only after that
     opened = (lambda device: on_open(device, plans)) if on_open is not None else None
     if opts.cluster is not None:  # the points run on a Dask cluster: no worker of this host's
         from cudalab.session.cluster import parse_cluster  # noqa: PLC0415

@@ -264,7 +264,7 @@ def _on_cluster(plans: Sequence[Plan], address: str, devices: Sequence[int] | st
                 observer: Observer | None, on_open: Callable[[dict[str, Any]], None] | None,
                 on_change: Callable[[list[Point]], None] | None) -> Executed:
     """:func:`execute` on a Dask cluster (Ctrl-C or SIGTERM keeps what finished)."""
-    from cudalab.session.cluster import run_plans  # noqa: PLC0415  (Dask: only with --cluster)
+    from cudalab.session.cluster_points import run_plans  # noqa: PLC0415  (Dask: only with --cluster)
     from cudalab.session.process import visible_gpus  # noqa: PLC0415
     from cudalab.session.signals import interrupts  # noqa: PLC0415
 

@@ -162,7 +162,7 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.session.cluster import point_of_data  # noqa: PLC0415
+        from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
 
         fut, res = next(self.cluster.completed(futures))
         if isinstance(res, BaseException):
@@ -182,7 +182,7 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.session.cluster import point_of_data  # noqa: PLC0415
+        from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
 
         plans = [self.plan(p) for p in points]
         fut = self.cluster.submit(plans, self.energy, self.timeout)

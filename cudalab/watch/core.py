@@ -32,15 +32,12 @@ from cudalab.progress import Observer
 from cudalab.records.results import PASSED, Result, RunPoint, RunRecord
 from cudalab.watch.sources import digest, family_files, forget_module, row_sources, selected
 
-__all__ = ["Judged", "Version", "Watcher", "Watched", "loop"]
+__all__ = ["Judged", "Version", "Watcher", "Watched"]
 
 #: How long a changed file must stay the same before it is read (seconds): editors write in steps.
 SETTLE_S = 0.1
 #: ... but never wait longer than this for it to settle.
 SETTLE_MAX_S = 2.0
-#: How often the watcher looks at the files' texts even without an event (seconds): an event lost
-#: between two waits costs at most this long.
-RECHECK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -357,47 +354,3 @@ class Watcher:
             "points": [], "incomplete": True}
         head["watch"] = {"files": [str(p) for p in self.watched()], "versions": [v.to_dict() for v in self.versions]}
         return head
-
-
-def loop(watcher: Watcher, events: Any, show: Callable[[Version], None], announce: Callable[[Sequence[Path]], None],
-         save: Callable[[], None] = lambda: None) -> int:
-    """The session: the first version, then one per change until Ctrl-C (or SIGTERM); returns the exit code.
-
-    Ctrl-C while waiting ends the session cleanly (0); during a run it keeps what was measured and ends it
-    as a run ends (130, or 143 for SIGTERM).
-
-    Args:
-        watcher: the versions.
-        events: a :class:`cudalab.watch.events.Events`.
-        show: draws a version.
-        announce: says which files changed, before their rows are rebuilt.
-        save: writes the session file (``--json``) after every version.
-    """
-    from cudalab.session.signals import interrupts  # noqa: PLC0415
-
-    try:
-        version = watcher.run_version()
-        show(version)
-        save()
-        while not version.exit_code:
-            watcher.warm()
-            with interrupts() as caught:
-                try:
-                    events.wait(watcher.watched(), RECHECK_S)
-                    changed = watcher.changed_files()
-                    if changed:
-                        watcher.settle(changed)
-                        changed = watcher.changed_files() or changed
-                except KeyboardInterrupt:
-                    caught.signum = caught.signum or 2
-            if caught.signum is not None:
-                return 0
-            if not changed:
-                continue
-            announce(changed)
-            version = watcher.run_version(changed)
-            show(version)
-            save()
-        return version.exit_code
-    finally:
-        watcher.close()
