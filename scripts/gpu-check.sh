@@ -4,6 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline
+#                                          cluster occ
 #                                          (default: info tests ncu sanitizer bench)
 #
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
@@ -92,6 +93,36 @@ for stage in $stages; do
         tune) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
               timeout -s KILL "$limit" python3 scripts/bench_tune.py --out "$OUT/tune-docs" \
                   ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} ${TUNE_ARGS:-} ;;
+        # issues 44 and 48: a tune campaign without a cluster, on one GPU and on every GPU through --cluster local
+        # (a Dask worker SIGKILLed mid-campaign), the record <gpu>-xN.md/.json under $OUT/cluster-docs; then a
+        # sweep with and without --cluster local, compared
+        cluster) ( timeout -s KILL "$limit" python3 scripts/bench_cluster_gpu.py --trials "${CLUSTER_TRIALS:-40}" \
+                       --out "$OUT/cluster-docs" --work "$OUT/cluster-work" ${CLUSTER_ARGS:-}
+                   for how in plain cluster; do
+                       extra=(); [ $how = cluster ] && extra=(--cluster local --devices all)
+                       timeout -s KILL 240 env COLUMNS=200 python3 -m cudalab transpose --n 4096,8192 \
+                           --variant naive,block,bankopt,vec4-band "${extra[@]}" --json "$OUT/sweep-$how.json"; done
+                   COLUMNS=200 python3 -m cudalab compare "$OUT/sweep-plain.json" "$OUT/sweep-cluster.json" ) ;;
+        # issue 45: copy/naive's registers and occupancy limits as ncu sees them, against cudalab compile
+        occ) ( COLUMNS=200 python3 -m cudalab compile copy --variant naive
+               timeout -s KILL 120 ncu --target-processes all -k regex:copy_naive --launch-count 2 --metrics \
+                   launch__registers_per_thread,launch__block_size,launch__occupancy_limit_registers,launch__occupancy_limit_warps,launch__occupancy_limit_blocks,launch__occupancy_limit_shared_mem,launch__occupancy_per_block_size,sm__maximum_warps_per_active_cycle_pct \
+                   python3 -m cudalab copy --variant naive --n 1M --min-samples 1 --budget 0.001 --no-roofline
+               python3 - <<'PY'
+# the driver's own occupancy of an 8-register kernel at 1024 threads (copy_naive's shape), against 65536 / (8 * 1024)
+import ctypes
+import pycuda.autoinit, pycuda.driver as drv
+from pycuda.compiler import SourceModule
+f = SourceModule(r"""extern "C" __global__ void k(float *o, const float *a, int r, int c, int p) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < c && y < r) o[(size_t)y * p + x] = a[(size_t)y * p + x]; }""", no_extern_c=True, arch="sm_90").get_function("k")
+cuda = ctypes.CDLL("libcuda.so.1")
+for threads in (1024, 256):
+    n = ctypes.c_int()
+    rc = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), ctypes.c_void_p(f.handle), threads, ctypes.c_size_t(0))
+    print(f"probe kernel: {f.num_regs} registers; driver: {n.value} blocks/SM at {threads} threads (rc {rc})")
+PY
+               timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py ) ;;
         *) echo "unknown stage $stage"; false ;;
     esac > "$OUT/$stage.log" 2>&1
     rc=$?

@@ -129,8 +129,9 @@ import atexit, json, os, signal, sys, threading
 out, argv, setup = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
 from cudalab.session import process as W
-W.worker_argv = lambda device, fd, energy=False: [sys.executable, os.path.join({tests!r}, "fake_worker_main.py"),
-                                                  "--fd", str(fd), "--device", str(device)]
+if setup != "gpu":  # the real workers and the real NVML on a GPU machine
+    W.worker_argv = lambda device, fd, energy=False: [sys.executable, os.path.join({tests!r}, "fake_worker_main.py"),
+                                                      "--fd", str(fd), "--device", str(device)]
 if setup == "nvml":
     import fake_nvml
     sys.modules["pynvml"] = fake_nvml.FakeNVML()
@@ -174,9 +175,17 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("name", list(COMMANDS))
+#: The same, on a GPU machine: real workers and the real NVML (root may lock clocks there).
+GPU_COMMANDS = {
+    "--exclusive on a GPU": (["transpose", "--n", "1024", "--variant", "naive,block", "--exclusive"], "gpu", (0,)),
+    "--lock-clocks on a GPU": (["transpose", "--n", "1024", "--variant", "naive,block", "--lock-clocks", "1500"], "gpu",
+                               (0,)),
+}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS) + [pytest.param(n, marks=pytest.mark.gpu) for n in GPU_COMMANDS])
 def test_no_command_loads_pycuda_or_the_worker_engine_in_the_users_process(name, tmp_path):
-    argv, setup, codes = COMMANDS[name]
+    argv, setup, codes = {**COMMANDS, **GPU_COMMANDS}[name]
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if k not in ("CUDALAB_PATH", "CUDALAB_SRC")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), env.get("PYTHONPATH", "")])
@@ -191,7 +200,7 @@ def test_no_command_loads_pycuda_or_the_worker_engine_in_the_users_process(name,
     engine = [m for m in modules if m == "pycuda" or m.startswith("pycuda.")
               or (m.startswith("cudalab.worker.") and m != "cudalab.worker.protocol")]
     assert not engine, engine
-    if name in ("family run", "--exclusive", "--lock-clocks"):  # the workers did run the points
+    if name in ("family run", "--exclusive", "--lock-clocks", *GPU_COMMANDS):  # the workers did run the points
         assert "passed" in proc.stdout or "✓" in proc.stdout, proc.stdout
 
 

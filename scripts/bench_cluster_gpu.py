@@ -1,0 +1,158 @@
+"""A tune campaign on every GPU of this host through ``--cluster local``, against one GPU (issues 44 and 48).
+
+Three campaigns of the same space, trial count and seed: without a cluster (one GPU; it also warms the build
+cache, so the two cluster campaigns below both start warm), ``--cluster local --devices 0``, and
+``--cluster local --devices all`` during which one Dask worker is SIGKILLed after ``--kill-at`` finished
+trials. Writes ``<gpu>-x<N>.md`` and ``.json`` (N: the GPUs) with the throughput of each, the ratio to
+N x one GPU, the winners and their medians, and whether every trial was recorded exactly once::
+
+    python scripts/bench_cluster_gpu.py --trials 40 --out docs/benchmarks
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cudalab
+from cudalab.records.results import save_record
+from cudalab.tuning.result import point_key
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[1])
+
+
+def _descends(pid: int, root: int) -> bool:
+    while pid > 1:
+        if pid == root:
+            return True
+        pid = _parent(pid)
+    return False
+
+
+def kill_a_dask_worker() -> int:
+    """SIGKILL the Dask worker process that hosts one of this campaign's GPU workers; its pid (0: none found)."""
+    out = subprocess.run(["pgrep", "-f", "cudalab.worker"], capture_output=True, text=True).stdout.split()
+    gpu_workers = [int(p) for p in out if _descends(int(p), os.getpid()) and _parent(int(p)) != os.getpid()]
+    if not gpu_workers:
+        return 0
+    dask_worker = _parent(gpu_workers[0])
+    os.kill(dask_worker, signal.SIGKILL)
+    return dask_worker
+
+
+def campaign(label: str, args: argparse.Namespace, folder: Path, **kw) -> dict:
+    """One campaign; its figures (wall time, trials per minute, winner, exactly-once check)."""
+    killed, marks = [], {}
+
+    def on_event(what: str, d: dict) -> None:
+        now = time.monotonic()
+        if what in ("start", "cluster"):  # the search starts once the cluster is up
+            marks["start"] = now
+        if what == "trial":
+            marks["last_trial"] = now
+            if kw.get("cluster") and args.kill_at and d.get("done") == args.kill_at and not killed:
+                killed.append(kill_a_dask_worker())
+                print(f"[{label}] killed Dask worker pid {killed[-1]} after {args.kill_at} trials", flush=True)
+        if what == "race":
+            marks["race"] = now
+
+    t0 = time.monotonic()
+    res = cudalab.tune(args.family, args.variant, n=args.n, trials=args.trials, seed=args.seed, strategy=args.strategy,
+                       race=args.race, budget=args.budget, storage=f"sqlite:///{folder / (label + '.tune.db')}",
+                       on_event=on_event, **kw)
+    wall = time.monotonic() - t0
+    numbers = [m.number for m in res.trials]
+    searched = marks.get("race", marks.get("last_trial", t0 + wall)) - marks.get("start", t0)
+    best = res.feasible[0] if res.feasible else None
+    fig = {"label": label, "cluster": kw.get("cluster", ""), "devices": kw.get("devices", "0"), "wall_s": round(wall, 1),
+           "search_s": round(searched, 1), "trials": len(res.trials),
+           "passed": sum(m.status == "passed" for m in res.trials),
+           "statuses": sorted({m.status for m in res.trials}),
+           "trials_per_min": round(60 * len(res.trials) / searched, 2) if searched > 0 else None,
+           "exactly_once": len(numbers) == len(set(numbers)) and len(res.trials) == args.trials,
+           "killed_pid": killed[0] if killed else None, "winner": res.winner,
+           "best_trial": point_key(best.point) if best else "", "best_ms": best.values[0] if best else None,
+           "ties": list(res.race.ties) if res.race else [], "exit_code": res.exit_code,
+           "winner_ms": _median(res, res.winner)}
+    if res.record is not None:
+        save_record(folder / f"{label}.json", res.record)
+    print(json.dumps(fig), flush=True)
+    return fig
+
+
+def _median(res, key: str) -> float | None:
+    import numpy as np
+
+    if res.race is not None and res.race.samples.get(key):
+        return round(float(np.median(res.race.samples[key])), 5)
+    hits = [m.values[0] for m in res.trials if point_key(m.point) == key and m.values]
+    return hits[0] if hits else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", default="matmul")
+    ap.add_argument("--variant", default="warptile")
+    ap.add_argument("--n", default="4096")
+    ap.add_argument("--trials", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--strategy", default="tpe")
+    ap.add_argument("--race", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=0.1)
+    ap.add_argument("--kill-at", type=int, default=10, help="SIGKILL a Dask worker after this many trials (0: none)")
+    ap.add_argument("--gpus", type=int, default=None, help="GPUs on this host (default: nvidia-smi's count)")
+    ap.add_argument("--gpu", default=None, help="the record's GPU name (default: nvidia-smi's)")
+    ap.add_argument("--work", default="/tmp/bench-cluster", help="campaign files and run records")
+    ap.add_argument("--out", default=None, help="folder for <gpu>-x<N>.md/.json")
+    args = ap.parse_args()
+    try:
+        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                               text=True).stdout.split("\n")
+    except FileNotFoundError:  # no driver here: --gpus and --gpu say what the fake cluster is
+        names = []
+    names = [n.strip() for n in names if n.strip()]
+    gpus = args.gpus or len(names)
+    gpu = args.gpu or (names[0] if names else "unknown")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    figs = [campaign("plain", args, work),
+            campaign("one", args, work, cluster="local", devices="0"),
+            campaign("all", args, work, cluster="local", devices="all")]
+    one, many = figs[1]["trials_per_min"], figs[2]["trials_per_min"]
+    ratio = round(many / (gpus * one), 3) if one and many else None
+    winners = {f["label"]: (f["winner"], f["winner_ms"]) for f in figs}
+    ref = figs[1]["winner_ms"]
+    within = {k: (round(100 * (v[1] / ref - 1), 2) if v[1] and ref else None) for k, v in winners.items()}
+    rec = {"gpu": gpu, "gpus": gpus, "date": time.strftime("%Y-%m-%d"), "campaigns": figs, "ratio": ratio,
+           "winner_delta_pct_vs_one": within,
+           "command": "python scripts/bench_cluster_gpu.py " + " ".join(sys.argv[1:]),
+           "space": f"{args.family} --variant {args.variant} --n {args.n}", "strategy": args.strategy,
+           "cpu_cores": os.cpu_count()}
+    print(json.dumps(rec, indent=1))
+    if args.out:
+        slug = gpu.lower().replace(" ", "-") + f"-x{gpus}"
+        out = Path(args.out)
+        (out / f"{slug}.json").write_text(json.dumps(rec, indent=1) + "\n")
+        rows = "\n".join(f"| {f['label']} | {f['cluster'] or '-'} | {f['devices']} | {f['trials']} | {f['passed']} | "
+                         f"{f['search_s']} | {f['trials_per_min']} | {f['winner']} | {f['winner_ms']} | "
+                         f"{'yes' if f['exactly_once'] else 'NO'} | {f['killed_pid'] or '-'} |" for f in figs)
+        (out / f"{slug}.md").write_text(
+            f"# {gpu} x{gpus}: a tune campaign through `--cluster local`\n\n"
+            f"{rec['date']}, {rec['space']}, strategy {args.strategy}, {args.trials} trials, seed {args.seed}, "
+            f"{os.cpu_count()} CPU cores.\n\n`{rec['command']}`\n\n"
+            "| campaign | cluster | GPUs | trials | passed | search s | trials/min | winner | winner ms | "
+            "each trial once | killed worker |\n|---|---|---|---|---|---|---|---|---|---|---|\n" + rows +
+            f"\n\nThroughput on {gpus} GPUs / ({gpus} x one GPU): **{ratio}** (target 0.85). Winner medians against "
+            f"the one-GPU cluster campaign's winner (%): {within}.\n")
+
+
+if __name__ == "__main__":
+    main()
