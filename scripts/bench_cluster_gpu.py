@@ -51,6 +51,7 @@ def kill_a_dask_worker() -> int:
 def campaign(label: str, args: argparse.Namespace, folder: Path, **kw) -> dict:
     """One campaign; its figures (wall time, trials per minute, winner, exactly-once check)."""
     killed, marks = [], {}
+    t0 = time.monotonic()
 
     def on_event(what: str, d: dict) -> None:
         now = time.monotonic()
@@ -58,13 +59,15 @@ def campaign(label: str, args: argparse.Namespace, folder: Path, **kw) -> dict:
             marks["start"] = now
         if what == "trial":
             marks["last_trial"] = now
+            last = d.get("last")
+            print(f"[{label}] {now - t0:6.1f}s trial {d.get('done')}: {getattr(last, 'status', '?')} "
+                  f"{getattr(last, 'values', None)} {point_key(last.point) if last else ''}", flush=True)
             if kw.get("cluster") and args.kill_at and d.get("done") == args.kill_at and not killed:
                 killed.append(kill_a_dask_worker())
                 print(f"[{label}] killed Dask worker pid {killed[-1]} after {args.kill_at} trials", flush=True)
         if what == "race":
             marks["race"] = now
 
-    t0 = time.monotonic()
     res = cudalab.tune(args.family, args.variant, n=args.n, trials=args.trials, seed=args.seed, strategy=args.strategy,
                        race=args.race, budget=args.budget, storage=f"sqlite:///{folder / (label + '.tune.db')}",
                        on_event=on_event, **kw)

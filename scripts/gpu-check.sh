@@ -107,20 +107,21 @@ for stage in $stages; do
         occ) ( COLUMNS=200 python3 -m cudalab compile copy --variant naive
                timeout -s KILL 120 ncu --target-processes all -k regex:copy_naive --launch-count 2 --metrics \
                    launch__registers_per_thread,launch__block_size,launch__occupancy_limit_registers,launch__occupancy_limit_warps,launch__occupancy_limit_blocks,launch__occupancy_limit_shared_mem,launch__occupancy_per_block_size,sm__maximum_warps_per_active_cycle_pct \
-                   python3 -m cudalab copy --variant naive --n 1M --min-samples 1 --budget 0.001 --no-roofline
+                   python3 -m cudalab copy --variant naive --n 1024 --min-samples 1 --budget 0.001 --no-roofline
                python3 - <<'PY'
 # the driver's own occupancy of an 8-register kernel at 1024 threads (copy_naive's shape), against 65536 / (8 * 1024)
 import ctypes
-import pycuda.autoinit, pycuda.driver as drv
-from pycuda.compiler import SourceModule
-f = SourceModule(r"""extern "C" __global__ void k(float *o, const float *a, int r, int c, int p) {
+import cupy as cp
+k = cp.RawKernel(r"""extern "C" __global__ void k(float *o, const float *a, int r, int c, int p) {
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x < c && y < r) o[(size_t)y * p + x] = a[(size_t)y * p + x]; }""", no_extern_c=True, arch="sm_90").get_function("k")
+    if (x < c && y < r) o[(size_t)y * p + x] = a[(size_t)y * p + x]; }""", "k")
+k.compile()
 cuda = ctypes.CDLL("libcuda.so.1")
 for threads in (1024, 256):
     n = ctypes.c_int()
-    rc = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), ctypes.c_void_p(f.handle), threads, ctypes.c_size_t(0))
-    print(f"probe kernel: {f.num_regs} registers; driver: {n.value} blocks/SM at {threads} threads (rc {rc})")
+    rc = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), ctypes.c_void_p(k.kernel.ptr), threads,
+                                                         ctypes.c_size_t(0))
+    print(f"probe kernel: {k.num_regs} registers; driver: {n.value} blocks/SM at {threads} threads (rc {rc})")
 PY
                timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py ) ;;
         *) echo "unknown stage $stage"; false ;;

@@ -82,8 +82,7 @@ def test_grid_measures_every_valid_point_once_and_names_the_best(fake, tmp_path)
     assert points() == 36  # refused points (threads * UNROLL > 4096) never reached a worker
     assert res.winner == "UNROLL=5 block=256"
     assert all(int(m.point["UNROLL"]) * int(m.point["block"]) <= 4096 for m in passed)
-    refused = [m for m in res.trials if m.status != "passed"]
-    assert len(refused) == 4 and all(m.status == "refused" and "constraint" in m.reason for m in refused)
+    assert [m for m in res.trials if m.status != "passed"] == []  # a grid walks the valid points only
 
 
 def test_crash_hang_and_incorrect_are_infeasible_and_never_win(fake, tmp_path):

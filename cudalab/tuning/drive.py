@@ -27,6 +27,7 @@ from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F4
 from cudalab.tuning.result import TuneResult, point_key
 from cudalab.tuning.runs import ClusterRuns, Runs
 from cudalab.tuning.space import BLOCK, Space
+from cudalab.tuning.propose import WALKS, Proposer
 from cudalab.tuning.spaces import default_point
 
 __all__ = ["CampaignPlan", "plan", "run_campaign"]
@@ -42,6 +43,7 @@ class _Campaign:
         self.p, self.study, self.runs, self.emit = p, study, runs, on_event
         self.optuna = S.quiet_optuna()
         self.dists = S.distributions(p.space)
+        self.prop = proposer(p)
         self.known: dict[str, C.Measured] = {}
         self.fruns: dict[str, Any] = {}
         for m in C.measured(study):
@@ -78,11 +80,19 @@ class _Campaign:
         """Ask for the next point worth running and queue it; False when the strategy has nothing new."""
         in_flight = {point_key(pt) for _, pt, _ in pending}
         for _ in range(STALE_ASKS):
-            if len(self.known) + len(in_flight) >= self.p.space.size():
+            if len(self.known) + len(in_flight) >= self.prop.size:
                 return False
+            if self.prop.walk is not None:  # grid, random: the next valid point of the walk
+                nxt = self.prop.next_walk(set(self.known) | in_flight)
+                if nxt is None:
+                    return False
+                self.study.enqueue_trial(S.encode(self.p.space, nxt))
             trial = self.study.ask(self.dists)
             trial.storage.set_trial_system_attr(trial._trial_id, C.OWNER, C.owner())
-            point = S.decode(self.p.space, trial.params)
+            asked = S.decode(self.p.space, trial.params)
+            point = self.prop.repair(asked)
+            if point is not asked:  # the strategy's proposal broke a constraint: its nearest valid point runs
+                trial.set_user_attr("asked", json.dumps(asked, sort_keys=True))
             trial.set_user_attr("point", json.dumps(point, sort_keys=True))  # a killed campaign's trial says its point
             key = point_key(point)
             if key in self.known or key in in_flight:  # asked again: the same answer, at no cost
@@ -226,6 +236,11 @@ class _Campaign:
             self.pool.close()
 
 
+def proposer(p: CampaignPlan) -> Proposer:
+    """The campaign's walk or repair over its valid points (:mod:`cudalab.tuning.propose`)."""
+    return Proposer(p.space, p.strategy, p.opts.seed, p.valid_points)
+
+
 def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None] | None = None,
                  runs: Runs | None = None) -> TuneResult:
     """Open the study, run the trials, race the best, and return the result (the study holds every trial).
@@ -238,7 +253,9 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
 
     emit = on_event or (lambda what, data: None)
     opts = p.opts
-    sampler = S.sampler(p.strategy, opts.seed, p.space, len(opts.objectives))
+    walks = p.strategy in WALKS and p.valid_points is not None
+    # A walk (grid, random over the valid points) enqueues each trial's point: the sampler is never consulted.
+    sampler = S.sampler("random" if walks else p.strategy, opts.seed, p.space, len(opts.objectives))
     study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
     C.reap_interrupted(study)
     redo = _unfinished(study, p.space)

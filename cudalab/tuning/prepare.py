@@ -16,7 +16,7 @@ from cudalab.tuning import campaign as C
 from cudalab.tuning import strategy as S
 from cudalab.tuning.options import TuneOptions
 from cudalab.tuning.runs import precheck
-from cudalab.tuning.space import BLOCK, Space
+from cudalab.tuning.space import BLOCK, ENUMERATE_LIMIT, Space
 from cudalab.tuning.spaces import kernel_variant, make_space, table_for
 
 __all__ = ["DEFAULT_TRIALS", "CampaignPlan", "plan", "trial_request"]
@@ -41,6 +41,7 @@ class CampaignPlan:
     meta: dict[str, Any]
     strategy: str
     budget: int
+    valid_points: list[dict[str, str]] | None = None  # in the space's order (None: too many to list)
 
 
 def plan(opts: TuneOptions) -> CampaignPlan:
@@ -70,7 +71,8 @@ def plan(opts: TuneOptions) -> CampaignPlan:
     table = table_for(spec, v.name)
     space = make_space(spec, fam, v, defines=opts.defines, block=opts.block, options=dict(opts.options),
                        require=opts.require, use_table=opts.use_table)
-    valid = space.count_valid()
+    valid_points = space.valid_points() if space.size() <= ENUMERATE_LIMIT else None
+    valid = len(valid_points) if valid_points is not None else None
     if valid == 0:
         first = next(space.points())
         raise UsageError(f"the space is empty: none of its {space.size():,} points meets every constraint "
@@ -92,7 +94,8 @@ def plan(opts: TuneOptions) -> CampaignPlan:
     url = opts.storage or C.default_storage(name)[0]
     meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe())}
     budget = opts.trials or (valid if strategy == "grid" or (valid or 0) <= DEFAULT_TRIALS else DEFAULT_TRIALS)
-    return CampaignPlan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget)
+    return CampaignPlan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget,
+                        valid_points)
 
 
 def trial_request(p: CampaignPlan, point: dict[str, str]) -> Any:

@@ -18,7 +18,8 @@ from cudalab.errors import UsageError
 from cudalab.tuning import campaign as C
 from cudalab.tuning import strategy as S
 from cudalab.tuning.result import point_key
-from cudalab.tuning.space import Dim, Space
+from cudalab.tuning.propose import Proposer
+from cudalab.tuning.space import ENUMERATE_LIMIT, Dim, Space
 
 __all__ = ["Replay", "load_campaign", "replay", "checkpoints"]
 
@@ -81,13 +82,21 @@ def replay(space: Space, table: dict[str, float | None], strategy: str, seeds: i
     best = min(v for v in table.values() if v is not None)
     dists = S.distributions(space)
     curves = np.zeros((seeds, trials))
+    # The campaign's valid points are the ones it measured (a ground truth measured every one).
+    valid = [pt for pt in space.points() if point_key(pt) in table] if space.size() <= ENUMERATE_LIMIT else None
     for seed in range(seeds):
-        study = optuna.create_study(sampler=S.sampler(strategy, seed, space))
+        prop = Proposer(space, strategy, seed, valid)  # walked or repaired as in a campaign
+        study = optuna.create_study(sampler=S.sampler("random" if prop.walk is not None else strategy, seed, space))
         seen: set[str] = set()
         done, so_far, stale = 0, None, 0
-        while done < trials and stale < 500 and len(seen) < space.size():
+        while done < trials and stale < 500 and len(seen) < prop.size:
+            if prop.walk is not None:
+                nxt = prop.next_walk(seen)
+                if nxt is None:
+                    break
+                study.enqueue_trial(S.encode(space, nxt))
             trial = study.ask(dists)
-            key = point_key(S.decode(space, trial.params))
+            key = point_key(prop.repair(S.decode(space, trial.params)))
             value = table.get(key)
             if key in seen or key not in table:
                 stale += 1
