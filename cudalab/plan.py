@@ -28,7 +28,8 @@ class RunRequest:
     """Everything a user chose for one family run; JSON round-trips it inside a :class:`Plan`.
 
     ``profile``: under a tool (ncu, compute-sanitizer) each variant runs one warm-up and one verified
-    launch, nothing is timed and no roofline is measured.
+    launch, nothing is timed and no roofline is measured; ``profile_launches`` (``cudalab truth``) more than 1:
+    after the verified launch, that many launches in all (the input reset before each), so a tool sees several.
     """
 
     family: str
@@ -44,6 +45,7 @@ class RunRequest:
     roofline: bool = True
     device: int = 0
     profile: bool = False
+    profile_launches: int = 1
     keep_outputs: bool = False
     defines: tuple[tuple[str, str], ...] = ()
     force: bool = False

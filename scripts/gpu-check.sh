@@ -3,7 +3,7 @@
 # and the benchmarks, keep logs and JSON under $OUT, print a short table last.
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
-#                                          examples newuser badgpu printf tune roofline
+#                                          examples newuser badgpu printf tune roofline truth
 #                                          cluster occ
 #                                          (default: info tests ncu sanitizer bench)
 #
@@ -124,6 +124,12 @@ for threads in (1024, 256):
     print(f"probe kernel: {k.num_regs} registers; driver: {n.value} blocks/SM at {threads} threads (rc {rc})")
 PY
                timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py ) ;;
+        # issue 46: cudalab truth of short built-in kernels against ncu (cold, hot), calibrate's A/A pairs (as many
+        # as fit in --calibrate-seconds) and a run beside a heater (throttled samples): ~6 min of GPU by default.
+        # The record goes to $OUT/truth-docs (copy it to docs/benchmarks/). Parts and sizes: $TRUTH_ARGS (e.g.
+        # "--parts truth --jobs smem-square,transpose-1k" or "--parts calibrate --pairs 100 --calibrate-seconds 240").
+        truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs" \
+                   ${TRUTH_ARGS:---jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30} ;;
         *) echo "unknown stage $stage"; false ;;
     esac > "$OUT/$stage.log" 2>&1
     rc=$?

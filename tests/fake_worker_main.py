@@ -20,7 +20,10 @@ key ``VARIANT#NAME=VALUE`` (``vec4#UNROLL=3``) to that variant where the point's
 
 Tuning campaigns: ``_ms`` is a Python expression over the point's integer defines and ``threads`` (the
 block's), the passed row's median in ms (``1 + abs(UNROLL - 5) / 10``); ``_mj`` the same for its energy
-per launch; ``_delay`` seconds each row takes.
+per launch; ``_delay`` seconds each row takes. ``_ms`` may also name ``variant`` (the row's name), ``launch``
+(the protocol's ``--launch``) and ``hot`` (1 with ``--hot``), and its row says what timed it as a real worker
+would (``timed_by``: the method asked, ``auto`` being :data:`cudalab.bench.AUTO_LAUNCH`, for a row under 20 µs
+that can be batched; else ``events``), ``cudalab truth``'s methods told apart.
 
 ``FAKE_GPU_NAME`` and ``FAKE_CUDA`` change the GPU's name and CUDA version (a cluster of mixed GPUs).
 
@@ -37,7 +40,7 @@ import sys
 import time
 
 from cudalab import plan as planning
-from cudalab.bench import summarize
+from cudalab.bench import AUTO_LAUNCH, summarize
 from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result
 from cudalab.worker.protocol import decode, encode
@@ -131,8 +134,13 @@ def main() -> None:
                 send(ev="row", row=Result(v.name, v.kind, INCORRECT, reason="max error 1.0 > tolerance 1e-05 (fake)",
                                           max_error=1.0).to_dict(), output=None)
                 continue
-            ms = float(eval(how["_ms"], {"abs": abs}, dict(names))) if "_ms" in how else 1.0  # noqa: S307 (a test's own text)
+            env = dict(names, variant=v.name, launch=req.protocol.launch, hot=int(not req.protocol.flush_l2))
+            ms = float(eval(how["_ms"], {"abs": abs}, env)) if "_ms" in how else 1.0  # noqa: S307 (a test's own text)
             extra = {"energy_mj_per_launch": float(eval(how["_mj"], {"abs": abs}, dict(names)))} if "_mj" in how else {}  # noqa: S307
+            if "_ms" in how:
+                method = AUTO_LAUNCH if req.protocol.launch == "auto" else req.protocol.launch
+                short = ms < req.protocol.batch_below_ms and method != "events"
+                extra.update(timed_by=method if short else "events", **({"batch": 64} if short else {}))
             row = Result(v.name, v.kind, PASSED, block=block, grid="1x1", stats=summarize([ms] * 3 + [ms * 1.001] * 7 if "_ms" in how else [1.0, 1.0, 1.0]),
                          gbs=100.0, max_error=0.0, extra=extra)
             send(ev="row", row=row.to_dict(), output=None)

@@ -199,6 +199,21 @@ def test_profile_mode_runs_one_verified_launch_and_logs_it():
     assert row.status == Status.PASSED and row.stats is None and len(calls) == 1
 
 
+def test_profile_launches_repeats_the_launch_and_logs_each():
+    """cudalab truth: under ncu each variant launches profile_launches times (the verified one first), each
+    matched to it by ncu's launch order and their median taken."""
+    calls = []
+
+    def counting(out, src, rows, cols, pitch):
+        calls.append(1)
+        good_copy(out, src, rows, cols, pitch)
+
+    dev = FakeDevice({"copy_naive": counting})
+    dev.launch_log = []
+    row = run(dev, variants="naive", n="16", profile=True, profile_launches=4)["naive"]
+    assert row.status == Status.PASSED and len(calls) == 4
+
+
 @pytest.mark.parametrize("family, variant", [("reduce", "neighbored"), ("sort", "radix"), ("search", "binary")])
 def test_a_one_dimensional_kernel_skips_a_2d_launch(family, variant):
     """reduce, sort and search index along x only: a y or z extent is a skipped row naming what to give."""

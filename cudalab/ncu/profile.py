@@ -137,7 +137,7 @@ def problem_label(problem, source: str = "") -> str:
 
 def profile(req: RunRequest, metrics: str | None = None, export: str | os.PathLike | None = None,
             ncu: str | None = None, run: Runner = subprocess.run, timeout: float = 600.0,
-            source: bool = False) -> NcuReport:
+            source: bool = False, launches: int = 1, cache: str | None = None) -> NcuReport:
     """Profile every selected kernel variant of ``req`` in one child run under one ncu process.
 
     Args:
@@ -148,11 +148,15 @@ def profile(req: RunRequest, metrics: str | None = None, export: str | os.PathLi
         run: ``subprocess.run`` (a fake in tests).
         timeout: seconds the profiled run may take.
         source: also collect ncu's full set with the CUDA source imported (per-line figures and advice).
+        launches: each variant's launches under ncu (the verified one, then repeats: ``cudalab truth``'s median);
+            every one is profiled, and a row's ``durations_ns`` lists them.
+        cache: ncu's ``--cache-control`` (``all``: caches flushed before each profiled launch, ncu's default;
+            ``none``: hot), None: ncu's default.
 
     Raises:
         ToolMissingError, CounterPermissionError, ToolFailedError, KernelNotProfiledError, UsageError.
     """
-    req = replace(req, profile=True, roofline=False)
+    req = replace(req, profile=True, roofline=False, profile_launches=max(1, int(launches)))
     plan = precheck(req)  # the one plan of this point: the child runs it as it is
     spec, fam, problem, selected = plan.spec, plan.family, plan.problem, plan.variants
     mset = resolve_metrics(metrics, spec, fam, problem)
@@ -166,7 +170,8 @@ def profile(req: RunRequest, metrics: str | None = None, export: str | os.PathLi
     with tempfile.TemporaryDirectory(prefix="cudalab-ncu-") as tmp:
         base = Path(tmp) / "report"
         log = None if keep else Path(tmp) / "ncu.log"
-        prefix = profile_argv(exe, base, kernels, mset.metrics, SOURCE_ARGS if source else (), log)
+        extra = (SOURCE_ARGS if source else ()) + (("--cache-control", cache) if cache else ())
+        prefix = profile_argv(exe, base, kernels, mset.metrics, extra, log)
         try:
             done = child.run_child(plan, prefix, timeout, workdir=tmp, run=run)
         except subprocess.TimeoutExpired:

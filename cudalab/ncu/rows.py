@@ -37,6 +37,8 @@ class NcuRow:
     lines: tuple[SourceLine, ...] = ()
     #: ncu's guided-analysis rules that fired (``--advice``), over the variant's launches.
     rules: tuple[Rule, ...] = ()
+    #: Each matched launch's gpu__time_duration in ns, in launch order (None where ncu gave none).
+    durations_ns: tuple[float | None, ...] = ()
 
     def value(self, name: str) -> float | None:
         """A metric's value (base unit), or None."""
@@ -132,7 +134,7 @@ def build_rows(selected: Sequence[VariantSpec], child_rows: Sequence[Result], la
         ln = combine(m.launches)
         kern = ln.kernel if len(m.launches) > 1 else v.kernel
         row = NcuRow(v.name, kern, r.status, r.reason if r.status != PASSED else "", ln, base.expect, len(m.launches),
-                     tuple(x.launch_id for x in m.launches))
+                     tuple(x.launch_id for x in m.launches), durations_ns=tuple(x.duration_ns for x in m.launches))
         if r.status != PASSED:
             row = _r(row, r.status, f"the profiled launch was {r.status}: {r.reason}".rstrip(": "))
         if len(m.launches) > 1:

@@ -1,0 +1,83 @@
+"""``cudalab truth FAMILY``: each variant timed by events, a batch, a CUDA graph and ncu, cold and hot, side by side
+(see :mod:`cudalab.session.truth`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from cudalab.catalog import FamilySpec
+from cudalab.cli.app import CONTEXT, cli
+from cudalab.cli.options import POSITIVE_SECONDS, run_options
+from cudalab.cli.toolgroup import FamilyToolGroup
+
+if TYPE_CHECKING:
+    from cudalab.families import Family
+
+
+def truth_options() -> list[click.Parameter]:
+    """What ``cudalab truth FAMILY`` adds to the family's problem options."""
+    return [
+        click.Option(["--budget"], type=POSITIVE_SECONDS, default=0.5, show_default=True,
+                     help="Seconds of sampling per variant and method."),
+        click.Option(["--min-samples"], type=click.IntRange(1, 100_000), default=10, show_default=True,
+                     help="Fewest timed samples per variant and method."),
+        click.Option(["--ncu-launches"], type=click.IntRange(1, 1000), default=10, show_default=True,
+                     help="Launches of each variant under ncu (the first is left out of the median)."),
+        click.Option(["--no-ncu"], is_flag=True, help="Leave ncu out (its column says so)."),
+        click.Option(["--ncu-timeout"], type=POSITIVE_SECONDS, default=600.0, show_default=True,
+                     help="Seconds each ncu run may take."),
+        click.Option(["--timeout"], type=float, default=None, metavar="SECONDS",
+                     help="A kernel that has not finished after this long is killed (as the family command's)."),
+        click.Option(["--json", "json_path"], default=None, metavar="FILE", help="Also write every figure to FILE."),
+        click.Option(["--quiet", "-q"], is_flag=True, help="No progress on stderr."),
+    ]
+
+
+def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
+    """Parse -> time by every method (and ncu) -> print the tables; exit 1 when a row failed or was incorrect."""
+    from cudalab import files, progress, report  # noqa: PLC0415
+    from cudalab.errors import ToolMissingError  # noqa: PLC0415
+    from cudalab.report.truth import tables  # noqa: PLC0415
+    from cudalab.session import truth as T  # noqa: PLC0415
+
+    opts = run_options(fam, kw)
+    T.plan_methods(spec, fam, opts)  # bad input refused here, before ncu is looked for or a worker starts
+    if kw["json_path"]:
+        files.check_output_path(kw["json_path"], "--json")
+    profile, note = None, "left out (--no-ncu)"
+    if not kw["no_ncu"]:
+        try:
+            profile, note = T.ncu_profiler(kw["ncu_timeout"]), ""
+        except ToolMissingError as exc:
+            note = f"not found ({str(exc).split(';')[0]})"
+    got = T.truth(spec, fam, opts, profile, note, kw["ncu_launches"], progress.for_stderr(kw["quiet"]))
+    for t in tables(got):
+        report.print_table(t)
+    if kw["json_path"]:
+        files.atomic_write(kw["json_path"], json.dumps(got.to_dict(), indent=2) + "\n", "--json")
+        click.echo(f"saved to {kw['json_path']}", err=True)
+    if got.bad:
+        sys.exit(1)
+
+
+truth_group = FamilyToolGroup(
+    "truth", tool_params=truth_options, handler=run_truth, summary="Time by every method against ncu:",
+    context_settings=CONTEXT,
+    help="""Time each selected variant by every method side by side, cold and hot: events around one launch,
+    events over a batch of N launches, a CUDA graph of N launches, and Nsight Compute's gpu__time_duration
+    (when ncu is found). Each method's median and IQR; the method cudalab's tables use for the row
+    (--launch auto) and its distance from ncu.
+
+    Takes the family command's problem options (--variant, --n, --shape, -D, --block ...).
+
+    \b
+    Examples:
+      cudalab truth smem-square
+      cudalab truth reduce --variant modern --n 2^20
+      cudalab truth transpose --n 1024 --json truth.json
+    """)
+cli.add_command(truth_group)

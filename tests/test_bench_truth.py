@@ -1,0 +1,78 @@
+"""scripts/bench_truth.py's pure parts (issue 46's record): the verdict per row from a ``cudalab truth`` document,
+the pass counts, calibrate's bar, the pairs that fit, the throttle rows and the markdown."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from cudalab.session.truth import Figure, Row, Truth
+
+_spec = importlib.util.spec_from_file_location("bench_truth", Path(__file__).parents[1] / "scripts" / "bench_truth.py")
+B = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(B)
+
+
+def doc(table_ms: float, ncu_ms: float, graph_ms: float = 0.0030, auto: str = "batch") -> dict:
+    figs = []
+    for temp in ("cold", "hot"):
+        figs += [(temp, "events", Figure(0.0060, 0.0001, 20, "events")),
+                 (temp, "batch", Figure(table_ms, 0.00001, 20, "batch", 64)),
+                 (temp, "graph", Figure(graph_ms, 0.00001, 20, "graph", 64)),
+                 (temp, "ncu", Figure(ncu_ms, 0.00001, 9, "ncu"))]
+    t = Truth("smem-square", (Row("1 block", "row-row", "kernel", tuple(figs)),), {"name": "NVIDIA H100 80GB HBM3"}, 10,
+              auto_launch=auto)
+    return t.to_dict()
+
+
+def test_a_row_within_five_percent_passes_and_one_beyond_fails():
+    good = B.truth_rows("j", doc(table_ms=0.0104, ncu_ms=0.0100))   # +4%
+    bad = B.truth_rows("j", doc(table_ms=0.0110, ncu_ms=0.0100))    # +10%, 1 µs
+    assert [ln["pass"] for ln in good] == [True, True] and [ln["pass"] for ln in bad] == [False, False]
+    assert good[0]["method"] == "batch" and good[0]["diff"] == pytest.approx(0.04)
+    assert good[0]["graph"]["pass"] is False and good[0]["events"]["pass"] is False   # 3.0 and 6.0 µs against 10
+    s = B.truth_summary(good + bad)
+    assert s["cold"] == {"n": 2, "tables_pass": 1, "events_pass": 0, "batch_pass": 1, "graph_pass": 0,
+                         "worst": pytest.approx(0.10)}
+    assert s["all_pass"] is False and B.truth_summary(good)["all_pass"] is True
+
+
+def test_a_third_of_a_microsecond_passes_a_tiny_kernel_and_long_rows_are_not_counted():
+    tiny = B.truth_rows("j", doc(table_ms=0.0025, ncu_ms=0.0023))   # +8.7% but 0.2 µs
+    assert all(ln["pass"] for ln in tiny)
+    long = B.truth_rows("j", doc(table_ms=0.050, ncu_ms=0.050))      # 50 µs: not a short kernel
+    s = B.truth_summary(tiny + long)
+    assert s["short"] == 2 and s["over_20us"] == 2 and s["cold"]["n"] == 1
+
+
+def test_calibrate_bar_and_pairs_that_fit():
+    floor = {"false_rate": 0.005, "judgements": 200, "detect_rate": 0.85, "planted": 0.021, "min_effect": 0.0125}
+    v = B.calibrate_verdict(floor)
+    assert v["false_verdicts"] == 1 and v["false_ok"] and v["detect_ok"]
+    assert not B.calibrate_verdict(dict(floor, false_rate=0.02))["false_ok"]
+    assert not B.calibrate_verdict(dict(floor, detect_rate=0.79))["detect_ok"]
+    assert B.pairs_that_fit(100, 240.0, 2.0) == 100
+    assert B.pairs_that_fit(100, 150.0, 2.0) == 73      # 75 runs fit: 73 pairs + the probe + one more
+    assert B.pairs_that_fit(100, 1.0, 2.0) == 1
+
+
+def test_the_markdown_names_every_part_and_the_verdicts():
+    t = B.truth_rows("smem", doc(table_ms=0.0104, ncu_ms=0.0100))
+    floor = {"false_rate": 0.0, "judgements": 200, "detect_rate": 0.9, "planted": 0.02, "min_effect": 0.01,
+             "false_by_threshold": {"0.01": 0.0}, "detect_by_threshold": {"0.01": 0.9}}
+    rec = {"argv": ["--parts", "truth"], "date": "2026-11-26", "commit": "abc", "gpu": {"name": "NVIDIA H100"},
+           "truth": {"ncu_launches": 10, "auto_launch": "batch", "lines": t, "errors": {"x": "ncu: not found"},
+                     "summary": B.truth_summary(t)},
+           "calibrate": {"wanted": 100, "pairs": 60, "runs": 62, "seconds": 150.0, "budget_s": 150.0,
+                         "floor": floor, "verdict": B.calibrate_verdict(floor)},
+           "throttle": {"heater": "FMA", "heat_s": 30, "warm_s": 10, "telemetry_note": "", "note": "none flagged",
+                        "rows": B.throttle_rows({"points": [{"results": [
+                            {"variant": "vec4", "status": "passed", "stats": {"n": 1000},
+                             "extra": {"throttled": 12, "sm_mhz_min": 1400, "throttle": "power"}}]}]})}}
+    md = B.markdown(rec)
+    assert "| smem | 1 block | row-row | cold | batch | 10.400 | 10.000 | +4.0% | pass |" in md
+    assert "100 were asked, 60 fit in 150 s" in md and "**0 of 200**" in md
+    assert "| vec4 | passed | 1000 | 12 | 1400 |" in md and "none flagged" in md and "`x`: ncu: not found" in md
+    assert B.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
