@@ -100,3 +100,16 @@ def test_serve_answers_the_early_point_after_ready_with_what_it_drew(monkeypatch
     bye = next(e for e in out.got if e["ev"] == "bye")  # the worker's own peak memory, for the run's record
     assert bye["telemetry"]["worker_peak_rss_mib"] > 10
     os.close(w)
+
+
+def test_each_point_op_runs_its_own_plan_even_under_an_id_seen_before():
+    # A long-lived session (tune's) numbers each call's points from 0 again: a worker that took the run it kept
+    # for point 0's roofline ran the trial before's configuration (every trial of an H100 campaign timed the same).
+    plans = [planning.precheck(planning.RunRequest(family="copy", variants="naive", n="64", protocol=FAST, seed=3,
+                                                   roofline=False, block=b)) for b in ("32x8", "16x16")]
+    inp, w = pipe_with(*[encode({"op": "point", "id": 0, "plan": p.to_dict()}) for p in plans], encode({"op": "exit"}))
+    out = Events()
+    S.serve(inp, out, 0, open_device=lambda i, e: (Device({"copy_naive": good_copy}), None, ""), opening=lambda: True)
+    rows = [e["row"] for e in out.got if e["ev"] == "row"]
+    assert [r["block"] for r in rows] == ["32x8", "16x16"] and all(r["status"] == "passed" for r in rows), rows
+    os.close(w)

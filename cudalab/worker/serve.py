@@ -139,11 +139,16 @@ class Worker:
         summary = self.tele.summary() if self.tele is not None else {"note": self.note}
         self.chan.send(ev="bye", telemetry=dict(summary, worker_peak_rss_mib=_peak_rss_mib()))
 
-    def _run(self, pid: int, plan: dict, prepared: Any = None) -> tuple[Any, Any]:
+    def _run(self, pid: int, plan: dict, prepared: Any = None, reuse: bool = False) -> tuple[Any, Any]:
+        """The point's run; ``reuse``: the kept run of point ``pid`` when there is one (its roofline op).
+
+        A point op never reuses: a long-lived session (tune's) numbers each call's points from 0 again, and a
+        trial that took the kept run of the trial before it ran that trial's configuration (seen on an H100:
+        every trial of a campaign timed as its first)."""
         from cudalab.plan import Plan  # noqa: PLC0415  (imported while the GPU starts: see open_gpu)
         from cudalab.worker import executor  # noqa: PLC0415  (imported while the GPU starts: see open_gpu)
 
-        if self.current is not None and self.current[0] == pid:
+        if reuse and self.current is not None and self.current[0] == pid:
             return self.current[1], self.current[2]
         self.release()
         kinds: dict[str, str] = {}
@@ -203,7 +208,7 @@ class Worker:
     def roofline(self, pid: int, plan: dict) -> None:
         """Measure the copy roofline of a point; a failure is the roofline's reason, never a row."""
         try:
-            run, ctx = self._run(pid, plan)
+            run, ctx = self._run(pid, plan, reuse=True)
         except CudalabError as exc:
             self.chan.send(ev="roofline", id=pid, roofline=None, reason=str(exc))
             return
