@@ -122,3 +122,44 @@ def test_an_old_campaign_with_separate_attributes_resumes(fake, tmp_path):
     assert len(passed) == 35 and len({json.dumps(m.point, sort_keys=True) for m in passed}) == 35
     assert points() == 36 - 4  # every valid point once, the 3 passed and the 1 failed old ones not again
     assert res.winner == "UNROLL=5 block=256"
+
+
+def test_a_trial_a_killed_campaign_left_running_says_its_point_and_is_asked_again(fake, tmp_path):
+    db = tmp_path / "k.db"
+    points = fake()
+    tune(db, trials=3)
+    study = load(db)
+    from cudalab.tuning.drive import plan
+    from cudalab.tuning.options import TuneOptions
+
+    space = plan(TuneOptions(family="copy", variant="vec4", defines=(("UNROLL", "1..8"),), n="1k",
+                             block="64..1024:pow2", require=tuple(SPACE["require"]), storage=f"sqlite:///{db}")).space
+    point = {"UNROLL": "6", "block": "256"}
+    study.enqueue_trial(S.encode(space, point))
+    t = study.ask(S.distributions(space))  # as the campaign's ask left it: one attribute, its owner now gone
+    t.set_user_attr(C.ATTR, {"point": point, "owner": f"{socket.gethostname()}:{_dead_pid()}"})
+    res = tune(db, trials=5)
+    mine = [m for m in res.trials if m.point == point]
+    assert [m.status for m in mine] == ["interrupted", "passed"] and mine[0].number == t.number
+    assert points() == 5
+
+
+def test_an_asked_trial_says_its_point_and_owner_before_it_runs(tmp_path):
+    from collections import deque
+
+    from cudalab.tuning.drive import _Campaign, plan
+    from cudalab.tuning.options import TuneOptions
+    from cudalab.tuning.runs import Runs
+
+    p = plan(TuneOptions(family="copy", variant="vec4", defines=(("UNROLL", "1..8"),), n="1k", block="64..1024:pow2",
+                         require=tuple(SPACE["require"]), seed=1, strategy="grid", build_ahead=0,
+                         storage=f"sqlite:///{tmp_path / 'a.db'}"))
+    study = C.open_campaign(p.url, p.name, p.meta, ["minimize"], S.sampler(p.strategy, 1, p.space))
+    camp = _Campaign(p, study, Runs([0]), lambda what, data: None)  # no GPU worker starts: nothing runs here
+    pending: deque = deque()
+    assert camp.ask(pending)
+    trial, point, _ = pending[0]
+    t = study._storage.get_trial(trial._trial_id)  # what a campaign killed now leaves: its point, its owner
+    assert t.state == optuna.trial.TrialState.RUNNING
+    assert (C.facts(t)["point"], C.facts(t)["owner"]) == (point, C.owner())
+    camp.pool.close()
