@@ -332,13 +332,18 @@ class Completions:
             self._done.put((f, _CANCELLED))
         elif f.status == "error":  # Dask gave up on it (its workers kept dying, or it raised)
             self._done.put((f, f.exception()))
-        else:
+        else:  # finished, or "lost" (its result went with a worker): result() waits for Dask to compute it again
             try:
                 self._done.put((f, f.result()))
             except (FuturesCancelledError, CancelledError):
                 self._done.put((f, _CANCELLED))
-            except Exception:  # noqa: BLE001  its result was lost with a worker: Dask computes it again
-                f.add_done_callback(self._fetch)
+            except Exception as exc:  # noqa: BLE001  (this thread must not die: the driver waits on it)
+                if self.cluster.client.status not in ("running", "newly-created"):
+                    self._done.put((f, _CANCELLED))  # the scheduler went away while it fetched
+                elif f.status in ("pending", "lost"):
+                    f.add_done_callback(self._fetch)  # Dask computes it again: fetch it when it is done
+                else:
+                    self._done.put((f, exc))  # a result that cannot be fetched: one failed trial, with why
 
     def next(self) -> tuple[Any, dict[str, Any] | BaseException]:
         """The next future to complete and its result (or the exception it ended with).
@@ -347,6 +352,8 @@ class Completions:
             ClusterLost: the scheduler went away (the futures were cancelled under us, or no answer for
                 :data:`LOST_S`).
         """
+        if not self.pending:
+            raise LookupError("no future in flight")  # waiting would never end
         while True:
             try:
                 f, got = self._done.get(timeout=TICK_S)

@@ -136,9 +136,7 @@ class ClusterRuns(Runs):
         Raises:
             ClusterError: no answer, no GPU worker, another cudalab or CUDA, mixed GPU models.
         """
-        from cudalab.session.cluster import Cluster  # noqa: PLC0415  (Dask: only with --cluster)
-
-        from cudalab.session.cluster import Completions  # noqa: PLC0415
+        from cudalab.session.cluster import Cluster, Completions  # noqa: PLC0415  (Dask: only with --cluster)
 
         self.cluster = Cluster.open(self.address, self.devices, self.energy)
         self._done = Completions(self.cluster)
