@@ -70,7 +70,10 @@ def once_each(res) -> list:
 
 def test_a_grid_campaign_on_four_gpus_records_every_trial_once_on_every_worker(dask_fake, tmp_path):
     dask_fake({"_delay": 0.05})
-    res = tune(tmp_path / "c.db", strategy="grid", race=2)
+    flying = []
+    res = tune(tmp_path / "c.db", strategy="grid", race=2,
+               on_event=lambda what, d: flying.append(d["in_flight"]) if what == "trial" else None)
+    assert max(flying) == 2 * 4 - 1  # two trials per GPU worker, no more: one running, one waiting on it
     done = once_each(res)
     passed = [m for m in done if m.status == "passed"]
     assert len(passed) == 36 and res.winner == "UNROLL=5 block=256"
@@ -259,3 +262,33 @@ def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path
     done = [m for m in C.measured(study) if m.status != "interrupted"]
     keys = Counter(json.dumps(m.point, sort_keys=True) for m in done)
     assert max(keys.values()) == 1 and len([m for m in done if m.status == "passed"]) == 36
+
+
+def _sleep_then(x, s: float = 0.0):
+    time.sleep(s)
+    return 1 // x
+
+
+def test_completions_hand_back_results_errors_and_a_lost_scheduler():
+    """The driver's queue of finished futures: each result once, as it completes; a task's error as the
+    exception; futures cancelled under the driver (what the client does when it loses the scheduler) as
+    ClusterLost."""
+    import distributed
+
+    from cudalab.errors import ClusterLost
+    from cudalab.session import cluster as CL
+
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as lc, \
+            distributed.Client(lc, set_as_default=False) as client:
+        done = CL.Completions(CL.Cluster(client, None, "test"))
+        slow, fast, bad = (client.submit(_sleep_then, x, s, pure=False) for x, s in ((1, 0.5), (1, 0.0), (0, 0.0)))
+        for f in (slow, fast, bad):
+            done.add(f)
+        got = [done.next() for _ in range(3)]
+        assert got[-1] == (slow, 1) and (fast, 1) in got  # as they complete, not as they were sent
+        assert isinstance(dict(got)[bad], ZeroDivisionError) and not done.pending
+        hung = client.submit(_sleep_then, 1, 2.0, pure=False)  # (closing waits for its thread)
+        done.add(hung)
+        client.cancel([hung])
+        with pytest.raises(ClusterLost, match="went away"):
+            done.next()

@@ -15,6 +15,7 @@ it no more GPU work) and hands its task back (:class:`distributed.Reschedule`).
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import os
 import socket
@@ -36,6 +37,7 @@ _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}  # "session", "energy", "error": this process's GPU session
 
 
+@functools.cache  # the code this process runs (read once: every task says it, and hashing costs ms)
 def wire_version() -> str:
     """cudalab's version and a digest of what crosses the network (the plan and the protocol): a driver and
     its workers must agree on both."""

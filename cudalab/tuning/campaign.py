@@ -5,6 +5,11 @@ the space and a fingerprint of them and of the problem and objectives: the same 
 it, anything else is refused before a run starts. Every trial's outcome is written the moment it is
 known (Optuna's RDB storage commits each write), so a campaign killed outright loses only the trials
 it was measuring; on resume those are marked failed (``interrupted``) and asked again first.
+
+What cudalab knows of a trial is one JSON user attribute, :data:`ATTR` (its point, status, reason, figures and
+the process measuring it): one write per trial, where each attribute of its own was an SQLite transaction
+(about ten per trial). Campaigns written before keep one attribute per fact (``point``, ``status``...,
+the owner a system attribute); :func:`facts` reads both, so they keep resuming.
 """
 
 from __future__ import annotations
@@ -20,11 +25,25 @@ from typing import Any, Mapping
 from cudalab.errors import UsageError
 from cudalab.tuning.strategy import quiet_optuna
 
-__all__ = ["default_storage", "open_campaign", "Measured", "measured", "OWNER", "reap_interrupted"]
+__all__ = ["default_storage", "open_campaign", "Measured", "measured", "ATTR", "OWNER", "facts", "reap_interrupted"]
 
-#: Trial system attribute naming the process measuring it (host:pid): stale when that process is gone.
+#: The trial user attribute holding what cudalab knows of a trial (a JSON object).
+ATTR = "cudalab"
+#: The process measuring a trial (host:pid; stale when that process is gone): a key of :data:`ATTR`, and
+#: before that a trial system attribute of this name.
 OWNER = "cudalab_owner"
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def facts(t: Any) -> dict[str, Any]:
+    """What cudalab recorded of trial ``t`` (a FrozenTrial): its :data:`ATTR` object, over the separate
+    attributes an older campaign wrote; ``point`` a dict, ``owner`` the measuring process ('' when none)."""
+    old = {k: v for k, v in t.user_attrs.items() if k != ATTR}
+    if isinstance(old.get("point"), str):
+        old["point"] = json.loads(old["point"])
+    out = {**old, **(t.user_attrs.get(ATTR) or {})}
+    out.setdefault("owner", t.system_attrs.get(OWNER, ""))
+    return out
 
 
 def default_storage(name: str, folder: Path | None = None) -> tuple[str, Path]:
@@ -111,11 +130,12 @@ def reap_interrupted(study: Any) -> int:
     optuna = quiet_optuna()
     again = 0
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        who = t.system_attrs.get(OWNER, "")
-        if who and _alive(who):
+        got = facts(t)
+        if got["owner"] and _alive(got["owner"]):
             continue
-        study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
-        study._storage.set_trial_user_attr(t._trial_id, "reason", "the campaign was killed while it ran")
+        new = {k: v for k, v in got.items() if k != "owner"}
+        new.update(status="interrupted", reason="the campaign was killed while it ran")
+        study._storage.set_trial_user_attr(t._trial_id, ATTR, new)
         study.tell(t.number, state=optuna.trial.TrialState.FAIL)
         again += 1
     return again
@@ -149,9 +169,10 @@ def measured(study: Any) -> list[Measured]:
     for t in study.get_trials(deepcopy=False):
         if t.state not in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL):
             continue
-        if "repeat_of" in t.user_attrs or "point" not in t.user_attrs:
+        got = facts(t)
+        if "repeat_of" in got or "point" not in got:
             continue
         vals = tuple(t.values) if t.state == optuna.trial.TrialState.COMPLETE and t.values else None
-        out.append(Measured(t.number, json.loads(t.user_attrs["point"]), vals, str(t.user_attrs.get("status", "")),
-                            str(t.user_attrs.get("reason", "")), dict(t.user_attrs)))
+        out.append(Measured(t.number, dict(got["point"]), vals, str(got.get("status", "")), str(got.get("reason", "")),
+                            got))
     return out

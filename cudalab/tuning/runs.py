@@ -127,6 +127,8 @@ class ClusterRuns(Runs):
         self.cluster: Any = None
         self._plans = {}
         self._last: dict[str, Any] = {}
+        self._done: Any = None  # the trials in flight (a cluster.Completions)
+        self._flying: dict[Any, Plan] = {}  # future -> its plan
 
     def start(self) -> "ClusterRuns":
         """Connect and check the cluster: its GPU workers open their GPUs (warm once), all of one model.
@@ -134,9 +136,10 @@ class ClusterRuns(Runs):
         Raises:
             ClusterError: no answer, no GPU worker, another cudalab or CUDA, mixed GPU models.
         """
-        from cudalab.session.cluster import Cluster  # noqa: PLC0415  (Dask: only with --cluster)
+        from cudalab.session.cluster import Cluster, Completions  # noqa: PLC0415  (Dask: only with --cluster)
 
         self.cluster = Cluster.open(self.address, self.devices, self.energy)
+        self._done = Completions(self.cluster)
         try:
             self.cluster.one_model()
         except BaseException:
@@ -153,25 +156,34 @@ class ClusterRuns(Runs):
         return self.cluster.describe()
 
     def submit(self, point: RunRequest | Plan) -> Any:
-        """Send one trial to the cluster; its future."""
-        return self.cluster.submit([self.plan(point)], self.energy, self.timeout)
+        """Send one trial to the cluster; its future (:meth:`next_done` hands it back)."""
+        plan = self.plan(point)
+        fut = self.cluster.submit([plan], self.energy, self.timeout)
+        self._flying[fut] = plan
+        self._done.add(fut)
+        return fut
 
-    def next_done(self, futures: dict[Any, Any]) -> tuple[Any, Point | BaseException]:
-        """The next of ``futures`` (future -> its plan) to finish: its point, or what it ended with.
+    def next_done(self) -> tuple[Any, Point | BaseException]:
+        """The next submitted trial to finish: its future and point, or what it ended with.
 
         Raises:
             ClusterLost: the scheduler went away.
         """
         from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
 
-        fut, res = next(self.cluster.completed(futures))
+        fut, res = self._done.next()
+        plan = self._flying.pop(fut)
         if isinstance(res, BaseException):
             return fut, res
         self._last = res["where"]
-        return fut, point_of_data(futures[fut], res["points"][0], res["where"])
+        return fut, point_of_data(plan, res["points"][0], res["where"])
 
     def cancel(self, futures: Any) -> None:
         """Cancel the trials in flight (Ctrl-C: what finished is kept)."""
+        futures = list(futures)
+        self._done.drop(futures)
+        for f in futures:
+            self._flying.pop(f, None)
         self.cluster.cancel(futures)
 
     def run(self, points: Sequence[RunRequest | Plan],
