@@ -16,25 +16,12 @@ from cudalab.tuning import strategy as S
 
 optuna = pytest.importorskip("optuna")
 
-MS = "1 + abs(UNROLL - 5) / 10 + abs(threads - 256) / 1000"  # best: UNROLL=5, block 256
-SPACE = dict(n="1k", defines={"UNROLL": "1..8"}, block="64..1024:pow2", require=["threads * UNROLL <= 4096"])
+from test_tune import SPACE, fake  # noqa: F401,E402  (the space and the fake-worker fixture tune's tests use)
 
 
 def tune(storage, **kw):
     args = {**SPACE, "seed": 1, "build_ahead": 0, "storage": f"sqlite:///{storage}", "strategy": "grid", "race": 0, **kw}
     return cudalab.tune("copy", "vec4", **args)
-
-
-@pytest.fixture
-def fake(fake_workers, tmp_path, monkeypatch):
-    log = tmp_path / "ops.log"
-    monkeypatch.setenv("FAKE_WORKER_LOG", str(log))
-
-    def use(how=None):
-        fake_workers({"_ms": MS, **(how or {})})
-        return lambda: log.read_text().split().count("point") if log.exists() else 0
-
-    return use
 
 
 def load(db):
