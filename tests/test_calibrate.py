@@ -105,3 +105,19 @@ def test_compare_uses_the_floor_of_a_s_gpu_and_says_so(tmp_path, monkeypatch):
     assert res.exit_code == 0 and "gate --fail-on slower: passed" in res.output
     res = CliRunner().invoke(cli, ["compare", str(a), str(a), "--min-effect", "3%"])
     assert "noise floor" not in res.output and "≥ 3%" in res.output
+
+
+def test_a_real_run_through_the_workers_has_the_rows_calibrate_judges(fake_workers):
+    # the fake runs above name their rows as calibrate judges them; a run's --add rows are named '+NAME', and on
+    # an H100 calibrate found no 'calib' row ("the calibration kernel did not pass: no row")
+    from cudalab import catalog
+    from cudalab.families import load
+    from cudalab.session.options import RunOptions
+
+    fake_workers({})
+    spec = catalog.family("copy")
+    once = C.gpu_run(spec, load(spec.module), RunOptions(variants=C.BUILTIN, n="1k", budget=0.01, roofline=False))
+    assert set(once(0).rows) == {C.BUILTIN, C.PLAIN}
+    assert set(once(7).rows) == {C.BUILTIN, C.PLAIN, C.SLOW}
+    done = C.calibrate(2, once)
+    assert done.delay_cycles > 0 and len(done.runs) == 3

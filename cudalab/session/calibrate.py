@@ -157,7 +157,8 @@ def gpu_run(spec: Any, fam: Any, opts: Any) -> Callable[[int], Run]:
         refused = ex.refusal()
         if refused is not None:
             raise refused
-        rows = {r.variant: r for p in ex.runs for r in p.results}
+        # an --add row is named '+NAME' in a run (its table marks the user's kernels): judged here by NAME
+        rows = {r.variant.removeprefix("+"): r for p in ex.runs for r in p.results}
         info = ex.info or {}
         tele = info.get("telemetry") or {}
         return Run(rows, str(info.get("name") or "GPU"), float(tele.get("sm_mhz") or info.get("sm_clock_mhz") or 1500))
