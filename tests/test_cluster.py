@@ -200,10 +200,10 @@ def test_local_workers_have_build_threads_beside_their_gpu(dask_fake, monkeypatc
     from cudalab.plan import RunRequest, precheck
     from cudalab.session import cluster as CL
 
-    assert [CL.build_threads(g, c) for g, c in ((2, 32), (8, 128), (1, 2), (4, 2))] == [15, 15, 1, 1]
+    assert [CL.CW.build_threads(g, c) for g, c in ((2, 32), (8, 128), (1, 2), (4, 2))] == [15, 15, 1, 1]
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
     dask_fake()
-    k = CL.build_threads(2)
+    k = CL.CW.build_threads(2)
     plan = precheck(RunRequest(family="copy", variants="vec4", n="1k", block="256", defines=(("UNROLL", "3"),)))
     c = CL.Cluster.open("local", [0, 1])
     try:
@@ -263,13 +263,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_cluster(port: int, env: dict[str, str]) -> list[subprocess.Popen]:
-    """A scheduler and two GPU workers, as a user starts them (``dask scheduler``, ``dask worker``)."""
+def _start_cluster(port: int, env: dict[str, str], resources: tuple[str, str] = ("1", "GPU=1")) -> list[subprocess.Popen]:
+    """A scheduler and two GPU workers, as a user starts them (``dask scheduler``, ``dask worker``); ``resources``:
+    their ``--nthreads`` and ``--resources`` (by default without build threads, as docs/cluster.md's first
+    command was)."""
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     sched = subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
-                               "--nworkers", "2", "--nthreads", "1", "--resources", "GPU=1", "--no-dashboard",
+                               "--nworkers", "2", "--nthreads", resources[0], "--resources", resources[1], "--no-dashboard",
                                "--preload", "fake_dask_preload", "--death-timeout", "5"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return [sched, worker]
@@ -277,7 +279,8 @@ def _start_cluster(port: int, env: dict[str, str]) -> list[subprocess.Popen]:
 
 def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path):
     db, port = tmp_path / "s.db", _free_port()
-    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": MS, "_delay": 0.2}),
+    cache = tmp_path / "cache"
+    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": MS, "_delay": 0.2}), CUDALAB_CACHE=str(cache),
                PYTHONPATH=TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
     argv = [sys.executable, "-m", "cudalab", "tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8",
             "--block", "64..1024:pow2", "--require", "threads * UNROLL <= 4096", "--strategy", "grid", "--seed", "1",
@@ -304,14 +307,16 @@ def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path
         assert "the Dask scheduler went away" in err or "no answer from the Dask scheduler" in err
         before = complete()
         assert 4 <= before < 36
+        assert not list(cache.glob("build/*.cubin"))  # workers without BUILD threads: no prebuild (fakes build nothing)
     finally:
         for p in procs:
             p.kill()
             p.wait()
-    procs = _start_cluster(port, env)
+    procs = _start_cluster(port, env, ("2", "GPU=1,BUILD=1"))  # as docs/cluster.md says now: prebuilds beside
     try:
         again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         assert again.returncode == 0, again.stderr
+        assert list(cache.glob("build/*.cubin"))  # the remote workers' prebuilds, on their host
     finally:
         for p in procs:
             p.kill()

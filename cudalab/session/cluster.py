@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import importlib.util
 import logging
-import os
 import queue
 import time
 import uuid
@@ -60,18 +59,10 @@ def parse_cluster(text: str | None) -> str | None:
     return t
 
 
-def build_threads(gpus: int, cores: int | None = None) -> int:
-    """Build threads per GPU worker of a host: its cores shared among its GPU workers, less the one each GPU
-    task's thread takes; at least 1 (a build is mostly nvcc in a process of its own, and one build beside
-    each GPU is what keeps the next trial's cubin ready)."""
-    cores = cores if cores is not None else (os.cpu_count() or 2)
-    return max(1, cores // max(1, gpus) - 1)
-
-
 def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None = None) -> Any:
     """A Dask cluster on this host: a scheduler and one worker process (a Nanny's) per GPU, each seeing only
     its GPU (``CUDA_VISIBLE_DEVICES``, as dask-cuda does) and holding the resource ``GPU=1``, with
-    ``1 + K`` threads and the resource ``BUILD=K`` (:func:`build_threads`): the GPU task on one thread, the
+    ``1 + K`` threads and the resource ``BUILD=K`` (:func:`cluster_worker.build_threads`): the GPU task on one thread, the
     next trials' prebuilds on the others.
 
     Args:
@@ -81,7 +72,7 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
     from distributed import Nanny, Scheduler, SpecCluster  # noqa: PLC0415  (the cluster extra)
 
     dashboard = importlib.util.find_spec("bokeh") is not None
-    k = build_threads(len(devices))
+    k = CW.build_threads(len(devices))
     workers = {f"gpu{d}": {"cls": Nanny, "options": {
         "nthreads": 1 + k, "resources": {CW.RESOURCE: 1, CW.BUILD: k}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
         "env": {"CUDA_VISIBLE_DEVICES": str(d), **((env or {}).get(d, {}))}}} for d in devices}
@@ -182,8 +173,8 @@ class Cluster:
             time.sleep(TICK_S)
         if not gpu:
             raise ClusterError(f"--cluster {self.address}: {len(workers)} Dask worker(s) and none with a GPU (start one "
-                               f"per GPU: CUDA_VISIBLE_DEVICES=N dask worker {self._scheduler()} --nthreads 1 "
-                               "--resources GPU=1; docs/cluster.md)")
+                               f"per GPU: CUDA_VISIBLE_DEVICES=N dask worker {self._scheduler()} --nthreads 8 "
+                               "--resources GPU=1,BUILD=7; docs/cluster.md)")
         probes = {a: self.client.submit(CW.probe, energy, workers=[a], resources={CW.RESOURCE: 1},
                                         allow_other_workers=False, pure=False, key=f"cudalab-probe-{uuid.uuid4().hex}")
                   for a in gpu}

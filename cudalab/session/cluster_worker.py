@@ -40,6 +40,14 @@ RESOURCE = "GPU"
 #: prebuild holds one, so K builds at most run beside the GPU task and a thread is always free for it.
 BUILD = "BUILD"
 
+
+def build_threads(gpus: int, cores: int | None = None) -> int:
+    """Build threads per GPU worker of a host (``BUILD=K``): its cores shared among its GPU workers, less the one
+    each GPU task's thread takes; at least 1 (a build is nvcc in a process of its own: its thread mostly waits)."""
+    cores = cores if cores is not None else (os.cpu_count() or 2)
+    return max(1, cores // max(1, gpus) - 1)
+
+
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}  # "session", "energy", "error": this process's GPU session
 
