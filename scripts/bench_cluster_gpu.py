@@ -1,7 +1,9 @@
 """A tune campaign on every GPU of this host through ``--cluster local``, against one GPU (issues 44 and 48).
 
 Three campaigns of the same space, trial count and seed: without a cluster (one GPU; it also warms the build
-cache, so the two cluster campaigns below both start warm), ``--cluster local --devices 0``, and
+cache, so the two cluster campaigns below both start warm, unless ``--cold`` gives each campaign an empty
+cache of its own: then each builds every kernel it runs, the driver's build pool without a cluster, the
+workers' hosts' prebuilds with one), ``--cluster local --devices 0``, and
 ``--cluster local --devices all`` during which one Dask worker is SIGKILLed after ``--kill-at`` finished
 trials. Writes ``<gpu>-x<N>.md`` and ``.json`` (N: the GPUs) with the throughput of each, the ratio to
 N x one GPU, the winners and their medians, and whether every trial was recorded exactly once::
@@ -51,6 +53,8 @@ def kill_a_dask_worker() -> int:
 def campaign(label: str, args: argparse.Namespace, folder: Path, **kw) -> dict:
     """One campaign; its figures (wall time, trials per minute, winner, exactly-once check)."""
     killed, marks = [], {}
+    if args.cold:  # an empty build cache of its own: every build is cold (the driver's pool, or the hosts' prebuilds)
+        os.environ["CUDALAB_CACHE"] = str(folder / f"{label}-cache")
     t0 = time.monotonic()
 
     def on_event(what: str, d: dict) -> None:
@@ -75,7 +79,8 @@ def campaign(label: str, args: argparse.Namespace, folder: Path, **kw) -> dict:
     numbers = [m.number for m in res.trials]
     searched = marks.get("race", marks.get("last_trial", t0 + wall)) - marks.get("start", t0)
     best = res.feasible[0] if res.feasible else None
-    fig = {"label": label, "cluster": kw.get("cluster", ""), "devices": kw.get("devices", "0"), "wall_s": round(wall, 1),
+    fig = {"label": label, "cold": args.cold, "cluster": kw.get("cluster", ""), "devices": kw.get("devices", "0"),
+           "wall_s": round(wall, 1),
            "search_s": round(searched, 1), "trials": len(res.trials),
            "passed": sum(m.status == "passed" for m in res.trials),
            "statuses": sorted({m.status for m in res.trials}),
@@ -113,6 +118,8 @@ def main() -> None:
     ap.add_argument("--kill-at", type=int, default=10, help="SIGKILL a Dask worker after this many trials (0: none)")
     ap.add_argument("--gpus", type=int, default=None, help="GPUs on this host (default: nvidia-smi's count)")
     ap.add_argument("--gpu", default=None, help="the record's GPU name (default: nvidia-smi's)")
+    ap.add_argument("--cold", action="store_true", help="each campaign starts with an empty build cache of its own "
+                    "(cold builds: the driver's build pool without a cluster against the hosts' prebuilds with one)")
     ap.add_argument("--work", default="/tmp/bench-cluster", help="campaign files and run records")
     ap.add_argument("--campaigns", default="plain,one,all", help="which of plain, one, all, in this order")
     ap.add_argument("--out", default=None, help="folder for <gpu>-x<N>.md/.json")
@@ -160,6 +167,7 @@ def write(figs: list[dict], args: argparse.Namespace, gpu: str, gpus: int) -> No
     (out / f"{slug}.md").write_text(
         f"# {gpu} x{gpus}: a tune campaign through `--cluster local`\n\n"
         f"{rec['date']}, {rec['space']}, strategy {args.strategy}, {args.trials} trials, seed {args.seed}, "
+        f"{'each campaign from an empty build cache, ' if args.cold else ''}"
         f"{os.cpu_count()} CPU cores.\n\n`{rec['command']}`\n\n"
         "| campaign | cluster | GPUs | trials | passed | search s | trials/min | winner | winner ms | "
         "each trial once | killed worker |\n|---|---|---|---|---|---|---|---|---|---|---|\n" + rows +

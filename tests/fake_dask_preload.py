@@ -3,11 +3,13 @@
 Dask loads this in every worker process it starts (``distributed.worker.preload``, set by the tests in
 Dask's config or as ``DASK_DISTRIBUTED__WORKER__PRELOAD``); from then on
 :func:`cudalab.session.process.spawn` starts :mod:`fake_worker_main` processes, which act on the
-``FAKE_WORKER`` environment variable as in the single-host tests.
+``FAKE_WORKER`` environment variable as in the single-host tests. ``FAKE_BUILD=fail`` makes every build the Dask
+worker itself makes (a prebuild) fail as nvcc would.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -24,3 +26,11 @@ def fake_spawn(device: int, energy: bool = False) -> W.WorkerProcess:
 
 def dask_setup(worker: Any = None) -> None:
     W.spawn = fake_spawn
+    if os.environ.get("FAKE_BUILD") == "fail":  # every build on this Dask worker (its prebuilds) fails
+        from cudalab import build
+        from cudalab.errors import CompileError
+
+        def fail(*args: Any, **kw: Any) -> Any:
+            raise CompileError("nvcc could not compile (fake)", "fake.cu(1): error: fake")
+
+        build.build = fail

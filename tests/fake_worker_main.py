@@ -27,7 +27,9 @@ that can be batched; else ``events``), ``cudalab truth``'s methods told apart.
 
 ``FAKE_GPU_NAME`` and ``FAKE_CUDA`` change the GPU's name and CUDA version (a cluster of mixed GPUs).
 
-With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file.
+With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file. With ``FAKE_WORKER_CUBINS`` set,
+each point appends to that file whether its kernels' cubins were in the build cache when it arrived (a
+cluster's prebuilds).
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ def main() -> None:
             send(ev="roofline", id=msg["id"], roofline={"gbs": 200.0, "source": "memcpy_dtod", "dtod_gbs": 200.0},
                  reason="")
             continue
+        if os.environ.get("FAKE_WORKER_CUBINS") and msg["op"] == "point":  # were its kernels built before it began?
+            with open(os.environ["FAKE_WORKER_CUBINS"], "a") as log:
+                log.write(" ".join(_cubins(run)) + "\n")
         names = {k: int(v) for k, v in req.defines if str(v).lstrip("-").isdigit()}
         if req.block:
             dims = [int(x) for x in req.block.split("x")]
@@ -148,6 +153,21 @@ def main() -> None:
     send(ev="bye", telemetry={"note": "fake worker: no telemetry"})
     if how.get("_exit") == "linger":  # a context's tear-down that takes a while after the bye
         time.sleep(1.5)
+
+
+def _cubins(run: planning.Plan) -> list[str]:
+    """``UNROLL=3:cached`` (or ``:missing``) per kernel variant of ``run``: whether the build cache held its cubin
+    for this fake GPU's arch (sm_90) when the point arrived. A real worker would build it now."""
+    from cudalab import build  # noqa: PLC0415
+
+    req, out = run.request, []
+    for v in run.variants:
+        if v.kind != "kernel":
+            continue
+        lau = planning.plan_launch(v, run.family, run.problem, req.block, req.grid, overrides=req.defines)
+        hit = build.cached(run.spec.directory / v.source, dict(lau.defines), planning.variant_arch(v, "sm_90"))
+        out.append(",".join(f"{k}={x}" for k, x in req.defines) + (":cached" if hit else ":missing"))
+    return out
 
 
 if __name__ == "__main__":

@@ -193,6 +193,68 @@ def test_a_worker_that_cannot_open_its_gpu_gives_its_work_back(dask_fake, tmp_pa
         c.close()
 
 
+def test_local_workers_have_build_threads_beside_their_gpu(dask_fake, monkeypatch, tmp_path):
+    """``--cluster local``: each Dask worker has 1 + K threads and ``BUILD=K`` (the GPU task on one, prebuilds
+    on the others); a prebuild really compiles into the host's build cache, and a failing one is a line, not
+    an error."""
+    from cudalab.plan import RunRequest, precheck
+    from cudalab.session import cluster as CL
+
+    assert [CL.CW.build_threads(g, c) for g, c in ((2, 32), (8, 128), (1, 2), (4, 2))] == [15, 15, 1, 1]
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    dask_fake()
+    k = CL.CW.build_threads(2)
+    plan = precheck(RunRequest(family="copy", variants="vec4", n="1k", block="256", defines=(("UNROLL", "3"),)))
+    c = CL.Cluster.open("local", [0, 1])
+    try:
+        workers = c.client.scheduler_info(n_workers=-1)["workers"].values()
+        assert sorted((w["nthreads"], w["resources"]["GPU"], w["resources"]["BUILD"]) for w in workers) == [(1 + k, 1, k)] * 2
+        assert all(w.builds and w.arch == "sm_90" for w in c.workers)
+        assert c.prebuild(plan, c.workers[0]).result(timeout=60) == {"built": 1, "cached": 0, "error": ""}
+        assert c.prebuild(plan, c.workers[1]).result(timeout=60) == {"built": 0, "cached": 1, "error": ""}
+        assert len(list((tmp_path / "cache" / "build").glob("*.cubin"))) == 1
+    finally:
+        c.close()
+    monkeypatch.setenv("FAKE_BUILD", "fail")  # nvcc fails on the workers started from now on
+    c = CL.Cluster.open("local", [0])
+    try:
+        other = precheck(RunRequest(family="copy", variants="vec4", n="1k", block="256", defines=(("UNROLL", "4"),)))
+        got = c.prebuild(other, c.workers[0]).result(timeout=60)
+        assert got == {"built": 0, "cached": 0, "error": "nvcc could not compile (fake)"}
+    finally:
+        c.close()
+
+
+def _cubins(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def test_a_cluster_campaign_finds_its_trials_built_ahead_on_the_workers_host(dask_fake, monkeypatch, tmp_path):
+    """The driver asks each trial's prebuild with the trial: while the GPU times one trial, the next one's
+    kernel is built, so its GPU task finds the cubin in the host's cache when it begins."""
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
+    dask_fake({"_delay": 1.5})  # each trial's GPU time: a nvcc build of vec4 takes ~0.3 s here
+    res = tune(tmp_path / "b.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
+    assert [m.status for m in once_each(res)] == ["passed"] * 4
+    seen = _cubins(tmp_path / "cubins.log")
+    assert sorted(x.split(":")[0] for x in seen) == [f"UNROLL={u}" for u in "1234"]
+    # The first trial starts at once, beside its own prebuild; each later one waited behind the one before.
+    assert sum(x.endswith(":cached") for x in seen) >= 2, seen
+    assert len(list((tmp_path / "cache" / "build").glob("*.cubin"))) == 4  # every trial's build, made on the host
+
+
+def test_a_failing_prebuild_does_not_fail_its_trial(dask_fake, monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
+    monkeypatch.setenv("FAKE_BUILD", "fail")  # every prebuild fails as nvcc would
+    dask_fake({"_delay": 0.5})
+    res = tune(tmp_path / "f.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
+    assert [(m.status, m.reason) for m in once_each(res)] == [("passed", "")] * 4
+    seen = _cubins(tmp_path / "cubins.log")
+    assert len(seen) == 4 and all(x.endswith(":missing") for x in seen)  # no build made: the GPU task's to make
+
+
 def _free_port() -> int:
     import socket
 
@@ -201,13 +263,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_cluster(port: int, env: dict[str, str]) -> list[subprocess.Popen]:
-    """A scheduler and two GPU workers, as a user starts them (``dask scheduler``, ``dask worker``)."""
+def _start_cluster(port: int, env: dict[str, str], resources: tuple[str, str] = ("1", "GPU=1")) -> list[subprocess.Popen]:
+    """A scheduler and two GPU workers, as a user starts them (``dask scheduler``, ``dask worker``); ``resources``:
+    their ``--nthreads`` and ``--resources`` (by default without build threads, as docs/cluster.md's first
+    command was)."""
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     sched = subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
-                               "--nworkers", "2", "--nthreads", "1", "--resources", "GPU=1", "--no-dashboard",
+                               "--nworkers", "2", "--nthreads", resources[0], "--resources", resources[1], "--no-dashboard",
                                "--preload", "fake_dask_preload", "--death-timeout", "5"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return [sched, worker]
@@ -215,7 +279,8 @@ def _start_cluster(port: int, env: dict[str, str]) -> list[subprocess.Popen]:
 
 def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path):
     db, port = tmp_path / "s.db", _free_port()
-    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": MS, "_delay": 0.2}),
+    cache = tmp_path / "cache"
+    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": MS, "_delay": 0.2}), CUDALAB_CACHE=str(cache),
                PYTHONPATH=TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
     argv = [sys.executable, "-m", "cudalab", "tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8",
             "--block", "64..1024:pow2", "--require", "threads * UNROLL <= 4096", "--strategy", "grid", "--seed", "1",
@@ -242,14 +307,16 @@ def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path
         assert "the Dask scheduler went away" in err or "no answer from the Dask scheduler" in err
         before = complete()
         assert 4 <= before < 36
+        assert not list(cache.glob("build/*.cubin"))  # workers without BUILD threads: no prebuild (fakes build nothing)
     finally:
         for p in procs:
             p.kill()
             p.wait()
-    procs = _start_cluster(port, env)
+    procs = _start_cluster(port, env, ("2", "GPU=1,BUILD=1"))  # as docs/cluster.md says now: prebuilds beside
     try:
         again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         assert again.returncode == 0, again.stderr
+        assert list(cache.glob("build/*.cubin"))  # the remote workers' prebuilds, on their host
     finally:
         for p in procs:
             p.kill()

@@ -61,7 +61,9 @@ def parse_cluster(text: str | None) -> str | None:
 
 def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None = None) -> Any:
     """A Dask cluster on this host: a scheduler and one worker process (a Nanny's) per GPU, each seeing only
-    its GPU (``CUDA_VISIBLE_DEVICES``, as dask-cuda does) and holding the resource ``GPU=1``.
+    its GPU (``CUDA_VISIBLE_DEVICES``, as dask-cuda does) and holding the resource ``GPU=1``, with
+    ``1 + K`` threads and the resource ``BUILD=K`` (:func:`cluster_worker.build_threads`): the GPU task on one thread, the
+    next trials' prebuilds on the others.
 
     Args:
         devices: GPU indices.
@@ -70,8 +72,9 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
     from distributed import Nanny, Scheduler, SpecCluster  # noqa: PLC0415  (the cluster extra)
 
     dashboard = importlib.util.find_spec("bokeh") is not None
+    k = CW.build_threads(len(devices))
     workers = {f"gpu{d}": {"cls": Nanny, "options": {
-        "nthreads": 1, "resources": {CW.RESOURCE: 1}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
+        "nthreads": 1 + k, "resources": {CW.RESOURCE: 1, CW.BUILD: k}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
         "env": {"CUDA_VISIBLE_DEVICES": str(d), **((env or {}).get(d, {}))}}} for d in devices}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": dashboard,
                                                 "dashboard_address": ":0" if dashboard else None}}
@@ -87,6 +90,13 @@ class GpuWorker:
     gpu: str
     visible: str
     info: dict[str, Any]
+    builds: bool = False  # it has build threads (resource BUILD): prebuilds may be sent to its host
+
+    @property
+    def arch(self) -> str:
+        """Its GPU's architecture (``sm_90``; '' when the GPU did not say)."""
+        cc = str(self.info.get("compute_capability", ""))
+        return "sm_" + cc.replace(".", "") if cc else ""
 
 
 def one_line(exc: BaseException) -> str:
@@ -163,8 +173,8 @@ class Cluster:
             time.sleep(TICK_S)
         if not gpu:
             raise ClusterError(f"--cluster {self.address}: {len(workers)} Dask worker(s) and none with a GPU (start one "
-                               f"per GPU: CUDA_VISIBLE_DEVICES=N dask worker {self._scheduler()} --nthreads 1 "
-                               "--resources GPU=1; docs/cluster.md)")
+                               f"per GPU: CUDA_VISIBLE_DEVICES=N dask worker {self._scheduler()} --nthreads 8 "
+                               "--resources GPU=1,BUILD=7; docs/cluster.md)")
         probes = {a: self.client.submit(CW.probe, energy, workers=[a], resources={CW.RESOURCE: 1},
                                         allow_other_workers=False, pure=False, key=f"cudalab-probe-{uuid.uuid4().hex}")
                   for a in gpu}
@@ -190,7 +200,9 @@ class Cluster:
                 self.client.run(_no_gpu, workers=[a])  # the scheduler sends it no GPU work
                 refused.append(a)
                 continue
-            self.workers.append(GpuWorker(a, str(r["host"]), str(r["gpu"]), str(r.get("visible", "")), dict(r["info"])))
+            builds = (workers[a].get("resources") or {}).get(CW.BUILD, 0) >= 1
+            self.workers.append(GpuWorker(a, str(r["host"]), str(r["gpu"]), str(r.get("visible", "")), dict(r["info"]),
+                                          builds))
         self._await_no_gpu(refused)
         if not self.workers:
             host, why = self.given_back[0]
@@ -255,6 +267,17 @@ class Cluster:
         return self.client.submit(CW.run_plans, [p.to_dict() for p in plans], energy, timeout,
                                   resources={CW.RESOURCE: 1}, retries=RETRIES, pure=False,
                                   key=f"cudalab-point-{uuid.uuid4().hex}")
+
+    def prebuild(self, plan: Plan, worker: GpuWorker) -> Any:
+        """Build ``plan``'s kernels for ``worker``'s GPU on a build thread of ``worker``'s host (a Dask future of
+        :func:`cluster_worker.prebuild`; the trial's GPU task is not tied to it: dropping it costs nothing).
+
+        The host, not the worker: any worker of that host fills the same build cache. No retries: a build lost
+        with its worker is the GPU task's to make.
+        """
+        return self.client.submit(CW.prebuild, plan.to_dict(), worker.arch, workers=[_host(worker.address)],
+                                  resources={CW.BUILD: 1}, allow_other_workers=False, pure=False,
+                                  key=f"cudalab-build-{uuid.uuid4().hex}")
 
     def completed(self, futures: Iterable[Any]) -> Iterator[tuple[Any, dict[str, Any] | BaseException]]:
         """Each future with its result (or the exception it ended with) as it completes.
@@ -373,6 +396,11 @@ class Completions:
 
 
 _CANCELLED = object()
+
+
+def _host(address: str) -> str:
+    """The host part of a Dask address (``tcp://10.0.0.5:40123`` -> ``10.0.0.5``), as Dask's ``workers=`` takes it."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
 
 
 def _no_gpu(dask_worker: Any = None) -> None:

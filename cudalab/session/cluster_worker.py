@@ -8,6 +8,10 @@ driver), runs them through that session (so the watchdog and "a fault is one row
 returns the rows as data, with the GPU and the host that ran them. Inputs are drawn and kernels built on
 this host from the plan (its seed, its own build cache); nothing but plans and rows crosses the network.
 
+Beside its GPU task a Dask worker runs *prebuilds* (:func:`prebuild`, on its spare threads, resource ``BUILD``):
+the driver asks one for each trial it submits, so nvcc fills this host's build cache while the GPU times the
+trial before, and the GPU task finds its cubin there.
+
 A Dask worker whose GPU cannot be opened says so once, sets its ``GPU`` resource to 0 (the scheduler sends
 it no more GPU work) and hands its task back (:class:`distributed.Reschedule`).
 """
@@ -28,10 +32,21 @@ from cudalab.plan import Plan
 from cudalab.session.drive import Session
 from cudalab.session.slot import WorkerError
 
-__all__ = ["run_plans", "probe", "wire_version"]
+__all__ = ["run_plans", "probe", "prebuild", "wire_version"]
 
 #: The Dask resource a cudalab GPU worker holds (``--resources GPU=1``).
 RESOURCE = "GPU"
+#: The Dask resource of a worker's build threads (``--resources GPU=1,BUILD=K`` with ``--nthreads K+1``): a
+#: prebuild holds one, so K builds at most run beside the GPU task and a thread is always free for it.
+BUILD = "BUILD"
+
+
+def build_threads(gpus: int, cores: int | None = None) -> int:
+    """Build threads per GPU worker of a host (``BUILD=K``): its cores shared among its GPU workers, less the one
+    each GPU task's thread takes; at least 1 (a build is nvcc in a process of its own: its thread mostly waits)."""
+    cores = cores if cores is not None else (os.cpu_count() or 2)
+    return max(1, cores // max(1, gpus) - 1)
+
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}  # "session", "energy", "error": this process's GPU session
@@ -80,10 +95,20 @@ def _end() -> None:
 
 
 def _where(s: Session) -> dict[str, Any]:
-    """The GPU and host of this worker (every row says where it ran)."""
+    """The GPU and host of this worker (every row says where it ran), and its Dask address (the driver sends
+    the next trial's prebuild to that host: the next trial most likely runs on the worker that just freed)."""
     info = s.info()
     return {"host": socket.gethostname(), "gpu": str(info.get("name", "")), "visible": os.environ.get(
-        "CUDA_VISIBLE_DEVICES", ""), "info": info, "cudalab": wire_version()}
+        "CUDA_VISIBLE_DEVICES", ""), "info": info, "cudalab": wire_version(), "worker": _address()}
+
+
+def _address() -> str:
+    try:
+        from distributed import get_worker  # noqa: PLC0415
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):  # called outside a Dask worker (a test)
+        return ""
 
 
 def _give_back(why: str) -> None:
@@ -130,3 +155,31 @@ def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: fl
                            "roofline_note": r.roofline_note, "refused": r.refused, "outputs": r.outputs,
                            "inputs": r.inputs})
         return {"points": points, "incomplete": incomplete, "where": where}
+
+
+def prebuild(plan: dict[str, Any], arch: str) -> dict[str, Any]:
+    """Build a planned point's kernels for ``arch`` into this host's build cache, ahead of its GPU task.
+
+    Runs on a build thread of a Dask worker, beside the GPU task (no GPU, no lock). A build already cached
+    costs a lookup. Never raises: a build that fails here is left to the GPU task, which builds again and
+    reports nvcc's log in the trial's row, as without a prebuild.
+
+    Returns:
+        ``built``: builds nvcc made; ``cached``: builds already there; ``error``: the first failure's line ('').
+    """
+    from cudalab import build  # noqa: PLC0415
+    from cudalab.plan import plan_launch, variant_arch  # noqa: PLC0415
+
+    out: dict[str, Any] = {"built": 0, "cached": 0, "error": ""}
+    try:
+        run = Plan.from_dict(plan)
+        req = run.request
+        for v in run.variants:
+            if v.kind != "kernel":
+                continue
+            lau = plan_launch(v, run.family, run.problem, req.block, req.grid, overrides=req.defines)
+            b = build.build(run.spec.directory / v.source, dict(lau.defines), variant_arch(v, arch))
+            out["cached" if b.cached else "built"] += 1
+    except Exception as exc:  # noqa: BLE001  (the GPU task builds again and reports it in its row)
+        out["error"] = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return out

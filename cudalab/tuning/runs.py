@@ -8,6 +8,7 @@ open their GPU once and stay open between trials (no process or CUDA context per
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable, Sequence
 
 from cudalab import plan as planning
@@ -129,6 +130,9 @@ class ClusterRuns(Runs):
         self._last: dict[str, Any] = {}
         self._done: Any = None  # the trials in flight (a cluster.Completions)
         self._flying: dict[Any, Plan] = {}  # future -> its plan
+        self._builds: dict[Any, Any] = {}  # a trial's future -> its prebuild's (dropped when the trial ends)
+        self._freed: deque = deque()  # Dask addresses of workers that just finished a trial
+        self._turn = 0  # round robin over the workers while none has finished yet
 
     def start(self) -> "ClusterRuns":
         """Connect and check the cluster: its GPU workers open their GPUs (warm once), all of one model.
@@ -161,7 +165,27 @@ class ClusterRuns(Runs):
         fut = self.cluster.submit([plan], self.energy, self.timeout)
         self._flying[fut] = plan
         self._done.add(fut)
+        worker = self._builder()
+        if worker is not None:  # its kernels built on that host while the GPUs time the trials before it
+            self._builds[fut] = self.cluster.prebuild(plan, worker)
         return fut
+
+    def _builder(self) -> Any:
+        """The GPU worker whose host builds the next trial ahead (None: no prebuild).
+
+        Dask sends a trial to the GPU worker with the least work, which is the one that just finished a trial
+        (the driver submits the next one at that moment), so its host is where the build is wanted. A guess:
+        when the trial runs elsewhere the build is wasted, never wrong (the cache key holds the source, the
+        defines, the arch and nvcc's version), and that trial's worker builds for itself as without a prebuild.
+        """
+        workers = {w.address: w for w in self.cluster.workers}
+        w = None
+        while self._freed and w is None:
+            w = workers.get(self._freed.popleft())
+        if w is None:  # the first trials (or the one that finished ran on a worker not checked): take turns
+            w = self.cluster.workers[self._turn % len(self.cluster.workers)]
+            self._turn += 1
+        return w if w.builds and w.arch else None
 
     def next_done(self) -> tuple[Any, Point | BaseException]:
         """The next submitted trial to finish: its future and point, or what it ended with.
@@ -173,18 +197,22 @@ class ClusterRuns(Runs):
 
         fut, res = self._done.next()
         plan = self._flying.pop(fut)
+        self._builds.pop(fut, None)  # its trial ended: a build still queued is of no use (Dask forgets it)
         if isinstance(res, BaseException):
             return fut, res
         self._last = res["where"]
+        if res["where"].get("worker"):
+            self._freed.append(res["where"]["worker"])
         return fut, point_of_data(plan, res["points"][0], res["where"])
 
     def cancel(self, futures: Any) -> None:
         """Cancel the trials in flight (Ctrl-C: what finished is kept)."""
         futures = list(futures)
         self._done.drop(futures)
+        builds = [b for b in (self._builds.pop(f, None) for f in futures) if b is not None]
         for f in futures:
             self._flying.pop(f, None)
-        self.cluster.cancel(futures)
+        self.cluster.cancel(futures + builds)
 
     def run(self, points: Sequence[RunRequest | Plan],
             on_row: Callable[[Result], None] | None = None) -> tuple[list[Point], bool]:
@@ -212,7 +240,7 @@ class ClusterRuns(Runs):
         return pts, False
 
     def arch(self) -> str | None:
-        """None: builds happen on the workers' hosts (no build ahead here)."""
+        """None: the builds ahead happen on the workers' hosts (:meth:`submit`), none on the driver's."""
         return None
 
     def info(self) -> dict[str, Any]:
