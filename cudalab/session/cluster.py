@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import importlib.util
 import logging
-import queue
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from cudalab.errors import ClusterError, ClusterLost, UsageError
 from cudalab.plan import Plan
 from cudalab.session import cluster_worker as CW
+from cudalab.session.completions import TICK_S, Completions
 
 __all__ = ["LOCAL", "parse_cluster", "local_cluster", "GpuWorker", "Cluster", "one_line"]
 
@@ -35,8 +35,6 @@ CONNECT_S = 10.0
 OPEN_S = 300.0
 #: How many times Dask runs a task again after it raised (a worker that died mid-task is Dask's own retry).
 RETRIES = 3
-#: How often the driver wakes while it waits (Ctrl-C, a lost scheduler).
-TICK_S = 0.2
 #: Seconds without a scheduler before the run is declared lost.
 LOST_S = 10.0
 
@@ -325,77 +323,6 @@ class Cluster:
                 self._cluster.close(timeout=10)
             except Exception:
                 pass
-
-
-class Completions:
-    """Futures of a cluster, handed back as they complete, with their results already fetched.
-
-    Each future's done-callback fetches its result on Dask's callback thread and queues it, so the driver's
-    thread never waits on a round trip to a worker (it asks the strategy and records while results come in),
-    and waiting is one ``queue.get``, not a poll of the scheduler per trial.
-    """
-
-    def __init__(self, cluster: Cluster):
-        self.cluster = cluster
-        self.pending: set[Any] = set()
-        self._done: queue.Queue = queue.Queue()
-
-    def add(self, future: Any) -> None:
-        """Watch ``future`` (one result each, whichever order they complete in)."""
-        self.pending.add(future)
-        future.add_done_callback(self._fetch)
-
-    def _fetch(self, f: Any) -> None:
-        """On Dask's callback thread: the future's result, its exception, or that it was cancelled."""
-        from concurrent.futures import CancelledError  # noqa: PLC0415
-
-        from distributed.client import FuturesCancelledError  # noqa: PLC0415
-
-        if f.status == "cancelled":
-            self._done.put((f, _CANCELLED))
-        elif f.status == "error":  # Dask gave up on it (its workers kept dying, or it raised)
-            self._done.put((f, f.exception()))
-        else:  # finished, or "lost" (its result went with a worker): result() waits for Dask to compute it again
-            try:
-                self._done.put((f, f.result()))
-            except (FuturesCancelledError, CancelledError):
-                self._done.put((f, _CANCELLED))
-            except Exception as exc:  # noqa: BLE001  (this thread must not die: the driver waits on it)
-                if self.cluster.client.status not in ("running", "newly-created"):
-                    self._done.put((f, _CANCELLED))  # the scheduler went away while it fetched
-                elif f.status in ("pending", "lost"):
-                    f.add_done_callback(self._fetch)  # Dask computes it again: fetch it when it is done
-                else:
-                    self._done.put((f, exc))  # a result that cannot be fetched: one failed trial, with why
-
-    def next(self) -> tuple[Any, dict[str, Any] | BaseException]:
-        """The next future to complete and its result (or the exception it ended with).
-
-        Raises:
-            ClusterLost: the scheduler went away (the futures were cancelled under us, or no answer for
-                :data:`LOST_S`).
-        """
-        if not self.pending:
-            raise LookupError("no future in flight")  # waiting would never end
-        while True:
-            try:
-                f, got = self._done.get(timeout=TICK_S)
-            except queue.Empty:
-                self.cluster._watch()
-                continue
-            if f not in self.pending:  # cancelled by the driver (Ctrl-C) or already handed back
-                continue
-            if got is _CANCELLED:
-                raise self.cluster._lost()
-            self.pending.discard(f)
-            return f, got
-
-    def drop(self, futures: Iterable[Any]) -> None:
-        """Forget these futures (the driver cancelled them)."""
-        self.pending.difference_update(futures)
-
-
-_CANCELLED = object()
 
 
 def _host(address: str) -> str:
