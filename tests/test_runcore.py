@@ -186,8 +186,9 @@ def test_the_roofline_copies_the_runs_own_input():
     assert len(seen) == 1  # the transpose input, uploaded once, is also what the roofline copies
 
 
-def test_profile_mode_runs_one_verified_launch_and_logs_it():
-    calls = []
+def _counting_device() -> tuple["FakeDevice", list]:
+    """A fake device whose copy_naive counts its launches (the profile mode's tests)."""
+    calls: list = []
 
     def counting(out, src, rows, cols, pitch):
         calls.append(1)
@@ -195,6 +196,11 @@ def test_profile_mode_runs_one_verified_launch_and_logs_it():
 
     dev = FakeDevice({"copy_naive": counting})
     dev.launch_log = []
+    return dev, calls
+
+
+def test_profile_mode_runs_one_verified_launch_and_logs_it():
+    dev, calls = _counting_device()
     row = run(dev, variants="naive", n="16", profile=True)["naive"]
     assert row.status == Status.PASSED and row.stats is None and len(calls) == 1
 
@@ -202,14 +208,7 @@ def test_profile_mode_runs_one_verified_launch_and_logs_it():
 def test_profile_launches_repeats_the_launch_and_logs_each():
     """cudalab truth: under ncu each variant launches profile_launches times (the verified one first), each
     matched to it by ncu's launch order and their median taken."""
-    calls = []
-
-    def counting(out, src, rows, cols, pitch):
-        calls.append(1)
-        good_copy(out, src, rows, cols, pitch)
-
-    dev = FakeDevice({"copy_naive": counting})
-    dev.launch_log = []
+    dev, calls = _counting_device()
     row = run(dev, variants="naive", n="16", profile=True, profile_launches=4)["naive"]
     assert row.status == Status.PASSED and len(calls) == 4
 
