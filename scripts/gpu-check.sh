@@ -91,6 +91,10 @@ for stage in $stages; do
         # (e.g. "--spaces reduce-modern --trials 120 --repeats 3 --seconds 0.05"); kernel_tuner from
         # $KERNEL_TUNER (a folder it imports from), else that part is skipped, saying so.
         tune) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
+              # kernel_tuner 1.5 and what it needs beyond the machine's packages, as wheels in .wheelhouse/kt/
+              if [ -z "${KERNEL_TUNER:-}" ] && ls .wheelhouse/kt/*.whl >/dev/null 2>&1; then
+                  python3 -m pip install -q --no-index --no-deps --target /tmp/kt .wheelhouse/kt/*.whl && KERNEL_TUNER=/tmp/kt
+              fi
               timeout -s KILL "$limit" python3 scripts/bench_tune.py --out "$OUT/tune-docs" \
                   ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} ${TUNE_ARGS:-} ;;
         # issues 44 and 48: a tune campaign without a cluster, on one GPU and on every GPU through --cluster local
