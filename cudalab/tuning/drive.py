@@ -81,7 +81,7 @@ class _Campaign:
         for _ in range(STALE_ASKS):
             if len(self.known) + len(in_flight) >= self.prop.size:
                 return False
-            if self.redo:  # a killed campaign's trials in flight: asked again first, whatever the strategy
+            if self.redo:  # a killed campaign's trials in flight (or a repeat's neighbour): asked first
                 self.study.enqueue_trial(self.redo.popleft())
             elif self.prop.walk is not None:  # grid, random: the next valid point of the walk
                 nxt = self.prop.next_walk(set(self.known) | in_flight)
@@ -101,6 +101,10 @@ class _Campaign:
                     self.study.tell(trial, list(old.values))
                 else:
                     self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+                if self.prop.walk is None and not self.redo:  # the nearest point not yet measured runs next
+                    nxt = self.prop.nearest_unseen(point, set(self.known) | in_flight)
+                    if nxt is not None:
+                        self.redo.append(S.encode(self.p.space, nxt))
                 continue
             # A killed campaign's trial says its point and who measured it (one write).
             trial.set_user_attr(C.ATTR, {"point": point, "owner": C.owner(), **extra})

@@ -12,7 +12,9 @@ listed:
   neighbours, and a proposal that breaks a constraint is *repaired*: replaced by the nearest valid point
   (each dimension's value index scaled to [0, 1], summed distances; ties go to the first in the space's
   order), and the trial is told that point's value. The model learns the repaired point's value at the
-  proposed coordinates: the usual repair of constrained evolutionary search.
+  proposed coordinates: the usual repair of constrained evolutionary search. A proposal of a point already
+  measured is told its known value, and the nearest valid point not yet measured runs next (at its own
+  coordinates): a small space's model-based campaign otherwise spends most of its asks on repeats.
 
 A space too large to list keeps asking the cross product, and a proposal that breaks a constraint is
 refused, as before. Nothing here runs a kernel.
@@ -75,6 +77,21 @@ class Proposer:
             self._at += 1
             if point_key(point) not in skip:
                 return point
+        return None
+
+    def nearest_unseen(self, point: dict[str, str], skip: Iterable[str]) -> dict[str, str] | None:
+        """The valid point nearest ``point`` whose key is not in ``skip`` (None: every one is, or none listed).
+
+        A model-based strategy often proposes a point it has measured (a repeat: the same answer, no GPU work,
+        but an ask and a tell on the driver's clock); the campaign then runs this neighbour next, at its own
+        coordinates, instead of asking again and again."""
+        if not self.valid:
+            return None
+        skip = set(skip)
+        dist = np.round(np.abs(self._grid - np.array(self._coords(point))).sum(axis=1), 9)
+        for i in np.argsort(dist, kind="stable"):  # stable: equals in the space's order
+            if point_key(self.valid[int(i)]) not in skip:
+                return dict(self.valid[int(i)])
         return None
 
     def repair(self, point: dict[str, str]) -> dict[str, str]:

@@ -96,12 +96,17 @@ def replay(space: Space, table: dict[str, float | None], strategy: str, seeds: i
                     break
                 study.enqueue_trial(S.encode(space, nxt))
             trial = study.ask(dists)
-            key = point_key(prop.repair(S.decode(space, trial.params)))
+            point = prop.repair(S.decode(space, trial.params))
+            key = point_key(point)
             value = table.get(key)
             if key in seen or key not in table:
                 stale += 1
                 study.tell(trial, value) if value is not None else study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 seen.add(key)
+                if prop.walk is None and key in table:  # a repeat: the nearest point not yet seen is asked next
+                    nxt = prop.nearest_unseen(point, seen)
+                    if nxt is not None:
+                        study.enqueue_trial(S.encode(space, nxt))
                 continue
             stale = 0
             seen.add(key)
