@@ -44,6 +44,7 @@ class _Campaign:
         self.dists = S.distributions(p.space)
         self.prop = proposer(p)
         self.redo: deque = deque()  # parameters of interrupted trials (see _unfinished)
+        self.asked: dict[int, dict[str, str]] = {}  # trial number -> the proposal its repaired point replaced
         self.known: dict[str, C.Measured] = {}
         self.fruns: dict[str, Any] = {}
         for m in C.measured(study):
@@ -65,9 +66,9 @@ class _Campaign:
     def _record(self, trial: Any, point: dict[str, str], status: str, reason: str, values: Any,
                 attrs: dict[str, Any]) -> None:
         # One attribute, one SQLite transaction (ten of their own cost ~20 ms a trial on the driver's clock).
-        asked = {k: v for k, v in (trial.user_attrs.get(C.ATTR) or {}).items() if k == "asked"}  # kept from the ask
-        trial.set_user_attr(C.ATTR, {**attrs, **asked, "point": point, "status": status, "reason": reason[:500],
-                                     "owner": C.owner()})
+        asked = self.asked.pop(trial.number, None)
+        trial.set_user_attr(C.ATTR, {**attrs, **({"asked": asked} if asked else {}), "point": point, "status": status,
+                                     "reason": reason[:500], "owner": C.owner()})
         if values is None:
             self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
         else:
@@ -108,6 +109,8 @@ class _Campaign:
                 continue
             # A killed campaign's trial says its point and who measured it (one write).
             trial.set_user_attr(C.ATTR, {"point": point, "owner": C.owner(), **extra})
+            if extra:
+                self.asked[trial.number] = asked  # its record keeps it too (one write, no read back)
             why = self.p.space.allows(point)
             if why:
                 self._record(trial, point, "refused", f"constraint {why}", None, {})

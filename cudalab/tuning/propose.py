@@ -88,6 +88,7 @@ class Proposer:
         if not self.valid:
             return None
         skip = set(skip)
+        # rounded, so that equal distances compare equal (1 - 2/3 and 1/3 differ in the last bit)
         dist = np.round(np.abs(self._grid - np.array(self._coords(point))).sum(axis=1), 9)
         for i in np.argsort(dist, kind="stable"):  # stable: equals in the space's order
             if point_key(self.valid[int(i)]) not in skip:
@@ -96,8 +97,6 @@ class Proposer:
 
     def repair(self, point: dict[str, str]) -> dict[str, str]:
         """``point`` itself when it is valid (or nothing can be listed), else the nearest valid point."""
-        if self.keys is None or not self.valid or point_key(point) in self.keys:
+        if self.keys is None or point_key(point) in self.keys:
             return point
-        # rounded, so that equal distances compare equal (1 - 2/3 and 1/3 differ in the last bit)
-        dist = np.round(np.abs(self._grid - np.array(self._coords(point))).sum(axis=1), 9)
-        return dict(self.valid[int(np.argmin(dist))])  # argmin: the first of equals, in the space's order
+        return self.nearest_unseen(point, ()) or point
