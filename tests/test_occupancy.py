@@ -34,6 +34,14 @@ def test_registers_are_split_among_four_sub_partitions():
     assert (o.blocks, o.warps, o.limiter) == (24, 24, REGISTERS)
 
 
+def test_a_thread_is_allocated_at_least_16_registers():
+    # copy_naive: ptxas 8 registers, 1024 threads. Nsight Compute (H100, H200): 16 registers a thread,
+    # register limit 4 blocks (8 if 8 were allocated); the warps limit (2) binds either way
+    o = occupancy("sm_90", 1024, 8, 0)
+    assert (o.blocks, o.limiter, o.limits[REGISTERS]) == (2, WARPS, 4)
+    assert occupancy("sm_90", 256, 8, 0).limits[REGISTERS] == occupancy("sm_90", 256, 16, 0).limits[REGISTERS] == 16
+
+
 def test_tiny_blocks_hit_the_block_cap():
     o = occupancy("sm_90", 32, 16, 0)
     assert (o.blocks, o.pct, o.limiter) == (32, 50.0, BLOCKS)

@@ -4,7 +4,10 @@ The model is the CUDA occupancy calculator's (``cuda_occupancy.h``, the one behi
 ``cudaOccupancyMaxActiveBlocksPerMultiprocessor`` and Nsight Compute's occupancy section):
 
 * warps: ``max warps per SM // warps per block`` (a block takes whole warps);
-* registers: each warp takes ``registers per thread x 32`` rounded up to the allocation unit (256);
+* registers: each warp takes ``registers per thread x 32`` rounded up to the allocation unit (256),
+  where a launch allocates at least 16 registers a thread whatever ptxas reports (Nsight Compute's
+  ``launch__registers_per_thread`` reads 16 for copy_naive, which ptxas builds with 8, on an H100 and
+  an H200, and its register limit is that of 16; ``cuda_occupancy.h`` has no such floor);
   the register file is split into 4 SM sub-partitions and a warp's registers live in one of them, so
   ``(registers per sub-partition // registers per warp) x 4`` warps fit, then whole blocks of those;
 * shared memory: each block takes its static plus dynamic bytes plus the 1 KiB the system reserves per
@@ -42,6 +45,7 @@ class SmLimits:
         reserved_shared: bytes the system reserves per block (1 KiB since sm_80).
         shared_unit: shared memory allocation unit, bytes.
         register_unit: register allocation unit per warp.
+        min_registers: registers a thread is allocated at least (a kernel built with fewer gets these).
         sub_partitions: SM sub-partitions the register file is split among.
         max_threads_per_block: threads per block.
     """
@@ -56,6 +60,7 @@ class SmLimits:
     reserved_shared: int = 1024
     shared_unit: int = 128
     register_unit: int = 256
+    min_registers: int = 16
     sub_partitions: int = 4
     max_threads_per_block: int = 1024
 
@@ -146,7 +151,7 @@ def occupancy(arch: str, threads: int, registers: int, shared: int) -> Occupancy
     warps_per_block = -(-threads // 32)
     limits = {WARPS: lim.max_warps // warps_per_block, BLOCKS: lim.max_blocks}
     if registers > 0:
-        per_warp = _round_up(registers * 32, lim.register_unit)
+        per_warp = _round_up(max(registers, lim.min_registers) * 32, lim.register_unit)
         if per_warp * warps_per_block > lim.max_registers_per_block:
             raise LaunchConfigError(f"{registers} registers x {threads} threads: more than the "
                                     f"{lim.max_registers_per_block} registers a block may hold on {lim.arch}",
