@@ -3,10 +3,11 @@
 Three campaigns of the same space, trial count and seed: without a cluster (one GPU; it also warms the build
 cache, so the two cluster campaigns below both start warm, unless ``--cold`` gives each campaign an empty
 cache of its own: then each builds every kernel it runs, the driver's build pool without a cluster, the
-workers' hosts' prebuilds with one), ``--cluster local --devices 0``, and
-``--cluster local --devices all`` during which one Dask worker is SIGKILLed after ``--kill-at`` finished
-trials. Writes ``<gpu>-x<N>.md`` and ``.json`` (N: the GPUs) with the throughput of each, the ratio to
-N x one GPU, the winners and their medians, and whether every trial was recorded exactly once::
+workers' hosts' prebuilds with one), ``--cluster local --devices 0`` and ``--cluster local --devices all``;
+in each cluster campaign one Dask worker is SIGKILLed after ``--kill-at`` finished trials. Writes
+``<gpu>-x<N>-cluster.md`` and ``.json`` (N: the GPUs; ``<gpu>-x<N>`` is bench_devices.py's record) with the
+throughput of each, the ratio to N x one GPU, the winners and their medians, and whether every trial was
+recorded exactly once::
 
     python scripts/bench_cluster_gpu.py --trials 40 --out docs/benchmarks
 """
@@ -122,7 +123,7 @@ def main() -> None:
                     "(cold builds: the driver's build pool without a cluster against the hosts' prebuilds with one)")
     ap.add_argument("--work", default="/tmp/bench-cluster", help="campaign files and run records")
     ap.add_argument("--campaigns", default="plain,one,all", help="which of plain, one, all, in this order")
-    ap.add_argument("--out", default=None, help="folder for <gpu>-x<N>.md/.json")
+    ap.add_argument("--out", default=None, help="folder for <gpu>-x<N>-cluster.md/.json")
     args = ap.parse_args()
     try:
         names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
@@ -142,7 +143,7 @@ def main() -> None:
 
 
 def write(figs: list[dict], args: argparse.Namespace, gpu: str, gpus: int) -> None:
-    """Print the record so far and, with ``--out``, write ``<gpu>-x<N>.md`` and ``.json``."""
+    """Print the record so far and, with ``--out``, write ``<gpu>-x<N>-cluster.md`` and ``.json``."""
     by = {f["label"]: f for f in figs}
     one, many = (by.get("one") or {}).get("trials_per_min"), (by.get("all") or {}).get("trials_per_min")
     ratio = round(many / (gpus * one), 3) if one and many else None
@@ -157,7 +158,7 @@ def write(figs: list[dict], args: argparse.Namespace, gpu: str, gpus: int) -> No
     print(json.dumps(rec, indent=1), flush=True)
     if not args.out:
         return
-    slug = gpu.lower().replace(" ", "-") + f"-x{gpus}"
+    slug = gpu.lower().replace(" ", "-") + f"-x{gpus}-cluster"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{slug}.json").write_text(json.dumps(rec, indent=1) + "\n")

@@ -134,8 +134,10 @@ def write_record(record: dict[str, Any], out: Path, gpu: str) -> tuple[Path, Pat
     a failed run never leaves half a record over the last good one."""
     out.mkdir(parents=True, exist_ok=True)
     js, md = out / f"{gpu}-tune.json", out / f"{gpu}-tune.md"
+    # a part's command stands beside its figures only: a run stopped before a part's end added none
+    record = {**record, "commands": {p: c for p, c in record.get("commands", {}).items() if p in record}}
     lines = [f"# cudalab tune on {record.get('device', gpu)}", "",
-             *[f"- {part}: `{cmd}`" for part, cmd in sorted(record.get("commands", {}).items())], "",
+             *[f"- {part}: `{cmd}`" for part, cmd in sorted(record["commands"].items())], "",
              "| part | what | figure |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in summary_rows(record)]
     for path, text in ((js, json.dumps(record, indent=1, sort_keys=True) + "\n"), (md, "\n".join(lines) + "\n")):
@@ -303,19 +305,34 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     command = " ".join(["python3 scripts/bench_tune.py", *(sys.argv[1:] if argv is None else argv)])
     record = earlier_record(out / f"{gpu}-tune.json")  # a part not run now keeps its earlier figures
     record.update({"device": name, "command": command, "when": time.strftime("%Y-%m-%d %H:%M:%S")})
-    record.setdefault("commands", {}).update({p: command for p in parts})
+    commands = record.setdefault("commands", {})  # a part's command is recorded with its figures
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmpname:
         tmp = Path(tmpname)
+        # the record is written after each part (and each ground truth): a run stopped later keeps them
         if "ground" in parts:
-            record["ground"] = {s: ground(s, dbs / f"{s}.db", a.trials, a.seconds) for s in spaces}
+            record.setdefault("ground", {})  # a space measured by an earlier call keeps its figures
+            for s in spaces:
+                t0 = time.monotonic()
+                record["ground"][s] = ground(s, dbs / f"{s}.db", a.trials, a.seconds)
+                print(f"[bench_tune] ground {s}: {time.monotonic() - t0:.0f} s", flush=True)
+                commands["ground"] = command
+                write_record(record, out, gpu)
         if "replay" in parts:
             have = [s for s in spaces if (dbs / f"{s}.db").is_file()]
             strategies = [x.strip() for x in a.strategies.split(",") if x.strip()]
-            record["replay"] = {s: replay_part(s, dbs / f"{s}.db", a.seeds, a.share, strategies) for s in have}
+            record.setdefault("replay", {}).update(
+                {s: replay_part(s, dbs / f"{s}.db", a.seeds, a.share, strategies) for s in have})
+            commands["replay"] = command
+            write_record(record, out, gpu)
         if "trust" in parts:
+            t0 = time.monotonic()
             record["trust"] = trust(a.trust_space, a.repeats, a.trust_trials, a.seconds, tmp)
+            print(f"[bench_tune] trust {a.trust_space} x{a.repeats}: {time.monotonic() - t0:.0f} s", flush=True)
+            commands["trust"] = command
+            write_record(record, out, gpu)
         if "kt" in parts:
             record["kt"] = kernel_tuner_part(a.kernel_tuner, a.repeats, a.seconds, tmp)
+            commands["kt"] = command
     js, md = write_record(record, out, gpu)
     width = max((len(f"{p}  {w}") for p, w, _ in summary_rows(record)), default=10)
     print(f"\nwrote {js} and {md}")

@@ -98,7 +98,7 @@ for stage in $stages; do
               timeout -s KILL "$limit" python3 scripts/bench_tune.py --out "$OUT/tune-docs" \
                   ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} ${TUNE_ARGS:-} ;;
         # issues 44 and 48: a tune campaign without a cluster, on one GPU and on every GPU through --cluster local
-        # (a Dask worker SIGKILLed mid-campaign), the record <gpu>-xN.md/.json under $OUT/cluster-docs; then a
+        # (a Dask worker SIGKILLed mid-campaign), the record <gpu>-xN-cluster.md/.json under $OUT/cluster-docs; then a
         # sweep with and without --cluster local, compared
         cluster) ( timeout -s KILL "$limit" python3 scripts/bench_cluster_gpu.py --trials "${CLUSTER_TRIALS:-40}" \
                        --out "$OUT/cluster-docs" --work "$OUT/cluster-work" ${CLUSTER_ARGS:-}

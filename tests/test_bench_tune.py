@@ -81,3 +81,28 @@ def test_small_run_end_to_end_on_fake_workers(fake_workers, tmp_path, capsys):
     again = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
     assert again["ground"] == rec["ground"] and again["trust"] == rec["trust"]
     assert set(again["replay"]["reduce-modern"]) == {"random"} and set(again["commands"]) == set(B.PARTS)
+
+
+def test_a_run_stopped_after_a_part_keeps_that_part(fake_workers, tmp_path, monkeypatch):
+    """A GPU call's time limit stops the script mid-run: every part finished before is in the record,
+    with its command; the stopped part has neither. A later call's space adds to the earlier ones."""
+    pytest.importorskip("optuna")
+    fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10"})
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt  # what the stage's kill looks like from the record's side: no return
+
+    monkeypatch.setattr(B, "trust", stopped)
+    argv = ["--parts", "ground,trust", "--spaces", "reduce-modern", "--trials", "8", "--build-ahead", "0",
+            "--gpu", "Fake GPU", "--out", str(tmp_path)]
+    with pytest.raises(KeyboardInterrupt):
+        B.main(argv)
+    rec = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
+    assert rec["ground"]["reduce-modern"]["measured"] == 8 and "trust" not in rec
+    assert set(rec["commands"]) == {"ground"}
+    assert "- trust:" not in (tmp_path / "fake-gpu-tune.md").read_text()
+    fake_workers({"_ms": "1 + abs(threads - 256) / 1000"})
+    assert B.main(["--parts", "ground", "--spaces", "transpose-tiled", "--trials", "4", "--build-ahead", "0",
+                   "--gpu", "Fake GPU", "--out", str(tmp_path)]) == 0
+    again = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
+    assert set(again["ground"]) == {"reduce-modern", "transpose-tiled"}
