@@ -27,6 +27,7 @@ from cudalab.plan import variant_arch as plan_arch
 from cudalab.bench import Protocol
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 from cudalab.worker import heartbeat
+from cudalab.worker.kept import Drawn, draw
 from cudalab.worker.sampling import Timing, measure, sustained_energy, throttle_marks, time_case
 from cudalab.worker.verify import verified_launches
 
@@ -84,7 +85,8 @@ class FamilyRun:
 
     def __init__(self, plan: Plan, device: Any, on_result: Callable[[Result], None] | None = None,
                  inputs: dict[str, np.ndarray] | None = None,
-                 on_stage: Callable[[str, str], None] | None = None, telemetry: Any | None = None):
+                 on_stage: Callable[[str, str], None] | None = None, telemetry: Any | None = None,
+                 kept: Drawn | None = None):
         """Take a planned point (:func:`cudalab.plan.precheck` planned it, in the parent): nothing is
         planned again here.
 
@@ -95,6 +97,7 @@ class FamilyRun:
             inputs: inputs to use instead of drawing fresh ones (the roofline copies the run's own).
             on_stage: called with (variant, "compiling" | "running") for progress.
             telemetry: a :class:`cudalab.instruments.telemetry.Telemetry` (None: no NVML, no telemetry columns).
+            kept: the worker's last draw: taken when this point would draw the same (:mod:`cudalab.worker.kept`).
         """
         self.plan = plan
         self.req = plan.request
@@ -110,6 +113,12 @@ class FamilyRun:
         self.inputs: dict[str, np.ndarray] = inputs or {}
         self.reference: np.ndarray | None = None
         self.roofline_note = ""  # why no roofline was measured, when one was wanted
+        # what the worker keeps: its last draw if this point would draw the same (cudalab.worker.kept), else prepare()'s
+        self.drawn = kept if kept is not None and not self.inputs and kept.serves(plan) else None
+        self.reused = self.drawn is not None
+        if self.drawn is not None:
+            self.inputs, self.reference = dict(self.drawn.inputs), self.drawn.reference
+            self.rng.bit_generator.state = self.drawn.state  # setup's own draws go on as after the draw
 
     def run(self, ctx: Context | None = None) -> list[Result]:
         """Run every selected variant, then the roofline; rows arrive through ``on_result`` as they finish.
@@ -139,7 +148,10 @@ class FamilyRun:
             OutOfMemoryError: the plan does not fit (the line names the largest ``--n`` that does).
         """
         free, _ = self.device.mem_info()
-        p = memplan.plan(self.family, self.problem, free, memplan.host_available())
+        host = memplan.host_available()
+        if host is not None and self.reused:  # the kept inputs are this point's own, resident already: not twice
+            host += self.drawn.nbytes
+        p = memplan.plan(self.family, self.problem, free, host)
         if not (p.device_fits and p.host_fits):
             opts = dict(self.problem.options)
             memplan.check(p, memplan.largest_n(self.family, self.problem.dtype, opts, free, p.host_free),
@@ -149,7 +161,8 @@ class FamilyRun:
         """Draw the inputs (unless given) and compute the reference, once per point."""
         with heartbeat.host_work():  # seconds of NumPy at the largest sizes: no kernel to hang here
             if not self.inputs:
-                self.inputs = self.family.make_inputs(self.problem, self.rng)
+                self.drawn = draw(self.plan, self.rng)  # read-only: the worker keeps them for later points
+                self.inputs, self.reference = dict(self.drawn.inputs), self.drawn.reference
             if self.reference is None:
                 self.reference = self.family.reference(self.problem, self.inputs)
 
@@ -158,7 +171,7 @@ class FamilyRun:
         if not self.variants:
             return self.results
         self.check_memory()
-        self.on_stage("inputs", "preparing")
+        self.on_stage("inputs", "reused" if self.reused else "preparing")
         self.prepare()
         for v in self.variants:
             row = self.run_variant(ctx, v, self.inputs, self.reference)

@@ -17,8 +17,8 @@ Operations (parent → worker), each an object with ``op``:
 Events (worker → parent), each an object with ``ev``:
 
 - ``ready`` (``device``: the GPU's facts, ``pid``) or ``error`` (``message``, ``exit_code``): once, first.
-- ``stage`` (``variant``, ``stage``: ``preparing`` | ``compiling`` | ``running``, ``watch``: whether
-  the watchdog times this stage) and ``beat`` (alive between GPU waits).
+- ``stage`` (``variant``, ``stage``: ``preparing`` | ``reused`` (the last point's inputs: :mod:`cudalab.worker.kept`) |
+  ``compiling`` | ``running``, ``watch``: whether the watchdog times this stage) and ``beat`` (alive between GPU waits).
 - ``row`` (``row``: a :class:`~cudalab.records.results.Result` dict; ``output``: the result array with
   ``keep_outputs``), ``done`` (``id``; ``inputs`` with ``keep_outputs``), ``refused`` (``id``,
   ``message``, ``exit_code``: the point cannot run at all, e.g. its memory plan does not fit).

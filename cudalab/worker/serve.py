@@ -109,6 +109,9 @@ class Worker:
         self.tele = tele
         self.note = note
         self.current: tuple[int, Any, Any] | None = None  # (point id, FamilyRun, Context) kept for its roofline
+        # the last point's host inputs and reference (an executor.Drawn), for a next point that would draw the
+        # same: a tune campaign's trials share problem and seed (cudalab.worker.kept says why and when)
+        self.kept: Any = None
 
     def serve(self, inp: TextIO, first: tuple[str, Any] | None = None) -> None:
         """Answer operations until ``exit``, the end of input, or a lost context.
@@ -162,7 +165,9 @@ class Worker:
             run = prepared
             run.device, run.on_stage, run.telemetry = self.dev, stage, self.tele
         else:
-            run = executor.FamilyRun(Plan.from_dict(plan), self.dev, on_stage=stage, telemetry=self.tele)
+            run = executor.FamilyRun(Plan.from_dict(plan), self.dev, on_stage=stage, telemetry=self.tele,
+                                     kept=self.kept)
+        self.kept = run.drawn  # a set this point does not take goes now, before it draws and checks its memory
         kinds.update({v.name: v.kind for v in run.variants})
         ctx = executor.Context(self.dev, run.rng)
         self.current = (pid, run, ctx)
@@ -199,6 +204,8 @@ class Worker:
         except CudalabError as exc:  # the memory plan does not fit now: the point, not a row
             self.chan.send(ev="refused", id=pid, message=str(exc), exit_code=exc.exit_code)
             return
+        finally:
+            self.kept = run.drawn  # what it drew (or took), for the next point
         lost = context_error(self.dev)
         if lost:  # an error no row caught (a family's clean-up, say): a fresh worker goes on
             raise ContextLost(lost)
@@ -241,6 +248,10 @@ class Worker:
                 self.current[2].release()
             except Exception:  # a broken context frees nothing; the process ends soon after
                 pass
+            # its host arrays go now (only self.kept may hold them on), not when the cyclic collector comes
+            # round: the run's row callback refers back to the run, and a gigabyte input would outlive it
+            run = self.current[1]
+            run.inputs, run.reference, run.drawn = {}, None, None
             self.current = None
 
 
