@@ -78,7 +78,8 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
     """Search a kernel variant's parameters with a real strategy and name a winner you can trust.
 
     Every trial is an ordinary run point (built, verified, timed in the GPU worker); the campaign is an
-    Optuna study (SQLite by default), and the same command continues it.
+    Optuna study (SQLite by default), and the same command continues it. The first trial is the family's
+    own configuration when it is in the space, so it can win: the table marks it "(default)".
 
     \b
     Examples:
@@ -198,7 +199,9 @@ def _show(res: Any) -> None:
         if race is not None:
             verdict = ("winner" if key == race.winner else race.verdicts[key].verdict if key in race.verdicts
                        else f"dropped: {race.dropped[key][:40]}" if key in race.dropped else "")
-        cells = [key, f"{med:.4f}" if med is not None else "–", f"±{iqr:.4f}" if iqr is not None else "",
+        # the user's own configuration, so "keep yours" and "change to this" read off the table alike
+        cells = [f"{key} (default)" if key == res.default_key else key, f"{med:.4f}" if med is not None else "–",
+                 f"±{iqr:.4f}" if iqr is not None else "",
                  f"{rate:,.0f}{unit}" if rate else "–", f"{m.attrs['pct']:.1f}%" if m.attrs.get("pct") else "–",
                  f"{sp:.3f}×" if sp else "–", verdict]
         if len(res.objectives) > 1:
@@ -221,6 +224,12 @@ def _show(res: Any) -> None:
         ties = f"; tied within the tolerance: {', '.join(race.ties)}" if race.ties else ""
         click.echo(f"winner after {race.rounds} racing rounds: {race.winner}{vs}{ties}")
         click.echo(f"racing tolerance {race.tolerance:.2%}" + (f": {race.calibrated}" if race.calibrated else ""))
+    if res.winner and res.winner == res.default_key:  # the default was a trial (its first): it can win
+        what = "the winner" if race is not None and race.winner else "the best trial (not raced)"
+        click.echo(f"{what} is the family's default configuration: the fastest configuration found, keep it")
+    elif race is not None and res.default_key in race.ties:
+        click.echo("the family's default configuration is tied with the winner within the tolerance: keeping it "
+                   "costs nothing measurable")
     if res.command:
         click.echo(f"rerun: {res.command}")
     if res.incomplete:
@@ -238,7 +247,7 @@ def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, t
     n = trials or max(1, len(table) // 10)
     names = [s.strip() for s in (strategy or "tpe,random").split(",")]
     t0 = time.monotonic()
-    results = [RP.replay(space, table, s, seeds, n) for s in names]
+    results = [RP.replay(space, table, s, seeds, n, first=attrs.get("default")) for s in names]
     marks = RP.checkpoints(n, len(table))
     title = (f"replay of {attrs.get('family')}/{attrs.get('variant')} ({len(table)} configurations measured): "
              f"median fraction of the best after N trials (seeds at >= 95%)")

@@ -4,6 +4,11 @@ The order is the bad-input contract's: everything that can be refused (names, va
 an empty space, the budget, the storage, another campaign's file) is refused before a GPU worker
 starts. A trial asks the strategy for a point, refuses on the CPU what the constraints or the launch
 rules refuse (recorded, no build), and runs the rest as ordinary run points (:mod:`cudalab.tuning.runs`).
+
+The first trial of every strategy is the family's own configuration when it is a valid point of the space
+(:class:`~cudalab.tuning.propose.Proposer`): a tuner must not name a winner slower than what the user runs,
+and a default it never sampled was only raced beside the best, never able to win. Measured as a trial it can
+win the race; a default outside the space is still raced beside the best (the "vs default" column), not winning.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class _Campaign:
         self.dists = S.distributions(p.space)
         self.prop = proposer(p)
         self.redo: deque = deque()  # parameters of interrupted trials (see _unfinished)
+        self.opened = False  # the default configuration was offered to a model-based strategy (see ask)
         self.asked: dict[int, dict[str, str]] = {}  # trial number -> the proposal its repaired point replaced
         self.known: dict[str, C.Measured] = {}
         self.fruns: dict[str, Any] = {}
@@ -82,8 +88,14 @@ class _Campaign:
         for _ in range(STALE_ASKS):
             if len(self.known) + len(in_flight) >= self.prop.size:
                 return False
+            first = None
+            if not self.redo and not self.opened:  # once: after it, the default is measured or in flight
+                self.opened = True
+                first = self.prop.opening(set(self.known) | in_flight)
             if self.redo:  # a killed campaign's trials in flight (or a repeat's neighbour): asked first
                 self.study.enqueue_trial(self.redo.popleft())
+            elif first is not None:  # the default configuration: a model-based strategy's first trial
+                self.study.enqueue_trial(S.encode(self.p.space, first))
             elif self.prop.walk is not None:  # grid, random: the next valid point of the walk
                 nxt = self.prop.next_walk(set(self.known) | in_flight)
                 if nxt is None:
@@ -245,8 +257,9 @@ class _Campaign:
 
 
 def proposer(p: CampaignPlan) -> Proposer:
-    """The campaign's walk or repair over its valid points (:mod:`cudalab.tuning.propose`)."""
-    return Proposer(p.space, p.strategy, p.opts.seed, p.valid_points)
+    """The campaign's walk or repair over its valid points, the default configuration first
+    (:mod:`cudalab.tuning.propose`)."""
+    return Proposer(p.space, p.strategy, p.opts.seed, p.valid_points, first=_default_point(p))
 
 
 def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None] | None = None,
@@ -330,7 +343,8 @@ def _unfinished(study: Any, space: Space) -> list[dict[str, Any]]:
 
 
 def _race(camp: _Campaign, emit: Callable[[str, dict[str, Any]], None]) -> R.RaceResult | None:
-    """Race the best K measured configurations (and measure the default one beside them)."""
+    """Race the best K measured configurations, and measure the default one beside them when it is not among
+    them (outside the space, or a trial not in the best K): the speedup's baseline, which never wins."""
     p = camp.p
     ok = sorted((m for m in camp.known.values() if m.values is not None), key=lambda m: m.values)
     if not ok:

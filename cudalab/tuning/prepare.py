@@ -17,7 +17,7 @@ from cudalab.tuning import strategy as S
 from cudalab.tuning.options import TuneOptions
 from cudalab.tuning.runs import precheck
 from cudalab.tuning.space import BLOCK, ENUMERATE_LIMIT, Space
-from cudalab.tuning.spaces import kernel_variant, make_space, table_for
+from cudalab.tuning.spaces import default_point, kernel_variant, make_space, table_for
 
 __all__ = ["DEFAULT_TRIALS", "CampaignPlan", "plan", "trial_request"]
 
@@ -92,7 +92,9 @@ def plan(opts: TuneOptions) -> CampaignPlan:
     fp = space.fingerprint(context)
     name = opts.name or f"{spec.name}-{v.name}"
     url = opts.storage or C.default_storage(name)[0]
-    meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe())}
+    # the family's own configuration, as the campaign measures it first: a replay starts with it too
+    dflt = default_point(spec, fam, v, space, dict(base.options))
+    meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe()), "default": json.dumps(dflt)}
     budget = opts.trials or (valid if strategy == "grid" or (valid or 0) <= DEFAULT_TRIALS else DEFAULT_TRIALS)
     return CampaignPlan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget,
                         valid_points)

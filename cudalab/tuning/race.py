@@ -75,7 +75,9 @@ class RaceResult:
 def race(run: Callable[[Sequence[Any]], tuple[list[Any], bool]], contenders: Sequence[Contender], variant: str,
          tolerance: float = 0.01, max_rounds: int = 8, extra: Sequence[Contender] = (),
          on_round: Callable[[int, "RaceResult"], None] | None = None) -> RaceResult:
-    """Race ``contenders`` (each round also measures ``extra``, the default configuration, which never wins).
+    """Race ``contenders`` (each round also measures ``extra``, the default configuration when it is not a
+    contender, which never wins: the campaign measures a default in its space as its first trial, so it
+    can be a contender).
 
     Args:
         run: runs a list of requests in order and returns (their runs, interrupted): :meth:`Runs.run`.

@@ -4,13 +4,18 @@ Each strategy runs as in a campaign, but a trial's value is looked up in the cam
 exhaustive ``--strategy grid`` campaign knows every point; a point it never measured counts as
 infeasible). After each evaluation (repeats and refused points cost nothing, as in a campaign) the
 best time so far is compared with the best of the campaign: ``fraction`` 1.0 is the best found.
+
+As in a live campaign, each replayed strategy's first evaluation is the family's own configuration when the
+campaign measured it (a valid point: the campaign measured nothing the constraints refuse): a walk starts
+with it, a model-based strategy has it enqueued before its first ask and learns from it. The default comes
+from the campaign (written since campaigns measure it first), else from the family's catalog entry.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -39,7 +44,8 @@ class Replay:
 
 
 def load_campaign(url: str, name: str | None = None) -> tuple[Space, dict[str, float | None], dict[str, Any]]:
-    """A finished campaign's space, its measurements (point key -> time, None: infeasible) and its attributes.
+    """A finished campaign's space, its measurements (point key -> time, None: infeasible) and its attributes,
+    ``default`` among them: the family's own configuration as a point (None when it cannot be known).
 
     Raises:
         UsageError: the storage cannot be opened, holds no campaign, or several without ``name``.
@@ -67,11 +73,39 @@ def load_campaign(url: str, name: str | None = None) -> tuple[Space, dict[str, f
         table[point_key(m.point)] = m.values[0] if m.values is not None else None
     if not any(v is not None for v in table.values()):
         raise UsageError(f"{url}: campaign {name!r} has no passed trial to replay against")
+    attrs["default"] = _default_of(attrs, space)
     return space, table, attrs
 
 
-def replay(space: Space, table: dict[str, float | None], strategy: str, seeds: int, trials: int) -> Replay:
+def _default_of(attrs: dict[str, Any], space: Space) -> dict[str, str] | None:
+    """The campaign's default configuration: as it wrote it, else the family's catalog entry's (a campaign
+    written before it recorded its default); None when neither can say."""
+    if isinstance(attrs.get("default"), str):
+        try:
+            got = json.loads(attrs["default"])
+        except ValueError:
+            got = None
+        if isinstance(got, dict):
+            return {str(k): str(v) for k, v in got.items()}
+    from cudalab import catalog  # noqa: PLC0415
+    from cudalab.errors import CudalabError  # noqa: PLC0415
+    from cudalab.families import load  # noqa: PLC0415
+    from cudalab.tuning.spaces import default_point  # noqa: PLC0415
+
+    try:
+        spec = catalog.family(str(attrs.get("family")))
+        return default_point(spec, load(spec.module), spec.variant(str(attrs.get("variant"))), space)
+    except (CudalabError, KeyError):  # a family no longer there (or renamed): the replay starts as the strategy does
+        return None
+
+
+def replay(space: Space, table: dict[str, float | None], strategy: str, seeds: int, trials: int,
+           first: Mapping[str, str] | None = None) -> Replay:
     """Run ``strategy`` ``seeds`` times against ``table`` for ``trials`` evaluations each.
+
+    Args:
+        first: the family's own configuration (``load_campaign``'s ``default``): the first evaluation of
+            each seed when ``table`` holds it, as in a live campaign.
 
     Raises:
         UsageError: a bad strategy, seed count or trial count.
@@ -84,9 +118,15 @@ def replay(space: Space, table: dict[str, float | None], strategy: str, seeds: i
     curves = np.zeros((seeds, trials))
     # The campaign's valid points are the ones it measured (a ground truth measured every one).
     valid = [pt for pt in space.points() if point_key(pt) in table] if space.size() <= ENUMERATE_LIMIT else None
+    if first is not None:  # the default in the space's order, and only when the campaign measured it
+        first = {d.name: str(first.get(d.name)) for d in space.dims}
+        first = first if point_key(first) in table else None
     for seed in range(seeds):
-        prop = Proposer(space, strategy, seed, valid)  # walked or repaired as in a campaign
+        prop = Proposer(space, strategy, seed, valid, first=first)  # walked or repaired as in a campaign
         study = optuna.create_study(sampler=S.sampler("random" if prop.walk is not None else strategy, seed, space))
+        opening = prop.opening(())
+        if opening is not None:  # a model-based strategy's first trial: the default, as in a campaign
+            study.enqueue_trial(S.encode(space, opening))
         seen: set[str] = set()
         done, so_far, stale = 0, None, 0
         while done < trials and stale < 500 and len(seen) < prop.size:

@@ -93,7 +93,8 @@ class TuneResult:
         r = self.race
         out["tune"] = {
             "family": self.family, "variant": self.variant, "campaign": self.name, "storage": self.url,
-            "objectives": list(self.objectives), "winner": self.winner, "command": self.command,
+            "objectives": list(self.objectives), "winner": self.winner, "default": self.default_key,
+            "command": self.command,
             "space": self.space, "incomplete": self.incomplete,
             "trials": [{"number": m.number, "point": m.point, "status": m.status, "reason": m.reason,
                         "values": list(m.values) if m.values is not None else None} for m in self.trials],
