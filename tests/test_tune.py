@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -148,6 +149,8 @@ def test_replay_of_a_grid_campaign(fake, tmp_path, invoke):
     res = invoke("tune", "--replay", str(db), "--strategy", "tpe,random", "--seeds", "2", "--trials", "5")
     assert res.exit_code == 0, res.output
     assert "tpe" in res.stdout and "N=5" in res.stdout
+    # the default goes first in a replay as in a live campaign, and the line says what it reaches on its own
+    assert re.search(r"first trial is the family's default configuration.*\(\d+\.\d% of the best\)", res.stdout)
 
 
 def test_two_objectives_give_a_pareto_front(fake, tmp_path):

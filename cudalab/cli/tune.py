@@ -239,6 +239,7 @@ def _show(res: Any) -> None:
 def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, trials: int | None) -> None:
     from cudalab import report  # noqa: PLC0415
     from cudalab.tuning import replay as RP  # noqa: PLC0415
+    from cudalab.tuning.result import point_key  # noqa: PLC0415
 
     url = campaign if "://" in campaign else f"sqlite:///{Path(campaign).resolve()}"
     if "://" not in campaign and not Path(campaign).is_file():
@@ -253,4 +254,10 @@ def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, t
              f"median fraction of the best after N trials (seeds at >= 95%)")
     report.console().print(report.simple_table(["strategy", *[f"N={m}" for m in marks]], RP.table_rows(results, marks),
                                                title=title))
+    dflt = attrs.get("default")
+    key = point_key({d.name: str(dflt.get(d.name)) for d in space.dims}) if dflt else ""
+    if table.get(key) is not None:  # say it: a space whose default is its best makes every strategy look perfect
+        best = min(v for v in table.values() if v is not None)
+        click.echo(f"each seed's first trial is the family's default configuration, as in a live campaign: "
+                   f"{key} ({100 * best / table[key]:.1f}% of the best)")
     click.echo(f"{len(names)} strategies × {seeds} seeds in {time.monotonic() - t0:.1f} s")
