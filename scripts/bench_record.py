@@ -203,19 +203,20 @@ def _rc_ok(w: dict) -> bool:
     return w["rc"] in ((0, 1) if w.get("saves", True) else (0,))
 
 
-def record_markdown(info: dict, cmd: str, checks, runs: dict, extra: dict, cat) -> list[str]:
-    """The record: header, targets, each section, then every job's table."""
+def record_markdown(info: dict, cmd: str, checks, runs: dict, extra: dict, cat, made: str | None = None) -> list[str]:
+    """The record: header (``made``: which call ran what where, for a record of several), targets, each section,
+    then every job's table."""
     tele = info.get("telemetry") or {}
     clocks = (f"measured during the samples (NVML, median): SM {tele['sm_mhz']} MHz, memory {tele.get('mem_mhz')} MHz"
               if tele.get("sm_mhz") else f"nominal SM {info['sm_clock_mhz']} MHz, memory {info['mem_clock_mhz']} MHz "
               f"({tele.get('note', 'no telemetry')})")
     md = [f"# cudalab benchmark record: {info['name']}", "",
           f"Measured {datetime.date.today().isoformat()} with cudalab {__version__} by `{cmd}` (a real run; nothing "
-          "typed in).", "",
+          "typed in).", "", *([made, ""] if made else []),
           f"GPU: {info['name']}, sm_{info['compute_capability'].replace('.', '')}, {info['sm_count']} SMs, clocks "
           f"{clocks}, L2 {info['l2_bytes'] / 2**20:.0f} MiB, {info['total_memory'] / 2**30:.0f} GiB; driver "
           f"{info.get('driver_release') or '?'} (CUDA {info['driver_version']} driver API), CUDA {info['cuda_version']} "
-          f"(pycuda build), CuPy {cupy_version() or 'absent'}.", ""]
+          f"(pycuda build), CuPy {info.get('cupy', cupy_version()) or 'absent'}.", ""]
     if tele.get("throttle"):
         md += [f"Clock events seen during the samples: {', '.join(tele['throttle'])}.", ""]
     md += ["Timing: CUDA events, each sample enqueued behind a spin kernel (no host latency between the events), "

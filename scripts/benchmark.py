@@ -29,6 +29,22 @@ along); the record names both commands. On each GPU, from the repository root:
 bash scripts/gpu-check.sh bench, then the same with call 2's arguments.) The record is call 2's
 <gpu>.md, <gpu>.json and runs.tar.gz.
 
+One record from two GPUs at once. On a machine with two GPUs of one model the two calls run side by side,
+each on its own GPU, and a third merges their records without a GPU (``--sections none``; ``--merge``
+again, or a comma list, for several records: a later one's jobs and sections replace an earlier one's of
+the same name). truth, table36 and ceiling read jobs' figures (SECTION_JOBS), so the second call runs
+those jobs itself; a section whose jobs neither its call ran nor a merged record holds is not started,
+and the record says so. Merging records of two GPU models is refused. The record lists each call
+(``calls``: command, host, GPU bus id, CUDA_VISIBLE_DEVICES, start and end, sections, jobs) and its
+header says which GPU ran what and whether at the same time:
+
+    CUDA_VISIBLE_DEVICES=0 python3 scripts/benchmark.py --out $OUT/bench-gpu0 --sections jobs,large &
+    CUDA_VISIBLE_DEVICES=1 python3 scripts/benchmark.py --out $OUT/bench-gpu1 --only copy,transpose,reduce \
+        --sections jobs,wall,saved,ncu,energy,truth,table36,ceiling &
+    wait; python3 scripts/benchmark.py --sections none --merge $OUT/bench-gpu0 --merge $OUT/bench-gpu1 --out $OUT/bench
+
+(``bash scripts/gpu-check.sh bench-lanes`` runs these three, with ``--deadline``; its header says how.)
+
 ``--deadline S``: a section is not started when the seconds since this script began plus the
 section's expected seconds (EXPECTED_S) would pass S; the record says "not run" for it, with the call
 that adds it: ``--sections NAME --merge`` the record so far (a third call, if one of the two ran
@@ -39,8 +55,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import re
+import os
 import shutil
 import sys
 import time
@@ -56,10 +71,11 @@ from cudalab.families.model import cupy_version  # noqa: E402
 from cudalab.worker import gpu  # noqa: E402
 from cudalab.worker import executor as runner  # noqa: E402
 from cudalab.bench import Protocol  # noqa: E402
-from cudalab.records.results import Result, Roofline  # noqa: E402
 
 import bench_ceiling as C  # noqa: E402
+import bench_merge as M  # noqa: E402
 import bench_sections as S  # noqa: E402
+from bench_merge import SECTION_KEY, SECTIONS, refuse, slug_of  # noqa: E402
 from bench_record import best, best_rate, record_markdown, section_checks, targets  # noqa: E402,F401
 
 #: The GEMM ladders without the host row (NumPy on the CPU: seconds a call at 4096³, skipped above).
@@ -93,13 +109,9 @@ JOBS = [
      {"n": "2^24", "dtype": "int32", "variants": "host-binary,binary", "options": (("queries", 2**24),)}),
 ]
 
-#: Every section, in the order it runs ("jobs" first: the others read its figures).
-SECTIONS = ("jobs", "large", "wall", "saved", "ncu", "energy", "truth", "table36", "ceiling")
-#: The record's key of each section (jobs: the record's runs).
-SECTION_KEY = {"large": "large", "wall": "time_to_table", "saved": "saved_runs", "ncu": "ncu_walls",
-               "energy": "energy", "truth": "timing_truth", "table36": "table36", "ceiling": "ceiling"}
-#: Keys of the JSON record that sections wrote (read back by --merge).
-EXTRA_KEYS = (*SECTION_KEY.values(), "time_profile")
+#: The jobs a section reads (its kernels, Table 3-5's times, the transpose's figure against its target): a call that
+#: runs the section neither runs nor merges any of them -> the section is not started, and the record says why.
+SECTION_JOBS = {"truth": S.TRUTH_JOBS, "table36": ("reduce 2^24 int32",), "ceiling": ("transpose 16384²",)}
 #: Rough seconds of each section on an H100/H200 (records of 2026-11-23: large 255 s with cuBLAS's 46340³ row;
 #: truth 15 kernels x 2 processes under ncu; ceiling's sweeps, spread and probe). --deadline uses them.
 EXPECTED_S = {"large": 190, "wall": 60, "saved": 20, "ncu": 80, "energy": 10, "truth": 190, "table36": 15,
@@ -131,9 +143,14 @@ def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
                          "trace": traceback.format_exc(), "seconds": time.time() - t0}
     _release_cupy()  # CuPy's pools (cuBLAS, CUB rows) keep blocks the large section's commands need
     info = dev.info.to_dict()
+    try:  # which GPU of the host this was (a record merged from several calls names each call's)
+        info["pci_bus_id"] = gpu.pci_bus_id(0)
+    except Exception:  # the record is still worth writing without it
+        info["pci_bus_id"] = None
     if tele is not None:
         info["telemetry"] = tele.telemetry.summary() if tele.telemetry is not None else {"note": tele.note}
     info["free_bytes"] = dev.mem_info()[0]
+    info["cupy"] = cupy_version()   # the measuring call's: a merge may run where CuPy is not
     if tele is not None and tele.telemetry is not None:
         tele.telemetry.close()
     dev.close()
@@ -168,11 +185,11 @@ def _problem(p):
     return p.to_dict() if hasattr(p, "to_dict") else p
 
 
-def record_payload(info: dict, cmd: str, checks, runs: dict, extra: dict) -> dict:
+def record_payload(info: dict, cmd: str, checks, runs: dict, extra: dict, calls=()) -> dict:
     """The JSON record (what --merge reads back)."""
     return {
-        "cudalab": __version__, "date": datetime.date.today().isoformat(), "command": cmd, "device": info,
-        "cupy": cupy_version(),
+        "cudalab": __version__, "date": datetime.date.today().isoformat(), "command": cmd, "calls": list(calls),
+        "device": info, "cupy": info.get("cupy", cupy_version()),
         "targets": [{"target": n, "measured": m, "met": ok} for n, m, ok in checks],
         **extra,
         "runs": {job: {k: (v if k in ("family", "request", "error", "trace", "seconds") else None) for k, v in run.items()}
@@ -182,64 +199,26 @@ def record_payload(info: dict, cmd: str, checks, runs: dict, extra: dict) -> dic
     }
 
 
-def write_record(out: Path, slug: str, info: dict, cmd: str, checks, runs: dict, extra: dict, cat) -> None:
+def write_record(out: Path, slug: str, info: dict, cmd: str, checks, runs: dict, extra: dict, cat, calls=()) -> None:
     """Write <slug>.md and <slug>.json (again after each section: a cut-off run keeps a record)."""
-    md = record_markdown(info, cmd, checks, runs, extra, cat)
+    md = record_markdown(info, cmd, checks, runs, extra, cat, made=M.describe(list(calls), runs, info))
     (out / f"{slug}.md").write_text("\n".join(md) + "\n")
-    report.write_json(out / f"{slug}.json", record_payload(info, cmd, checks, runs, extra))
+    report.write_json(out / f"{slug}.json", record_payload(info, cmd, checks, runs, extra, calls))
     print(f"wrote {out / slug}.md and .json", file=sys.stderr)
 
 
-def load_earlier(path: Path, name: str | None = None) -> dict:
-    """An earlier call's JSON record (a file, or the folder holding ``<slug of name>.json``) as this script
-    holds a record: runs with Result and Roofline rows again, the sections' figures, its command and device.
-
-    Raises:
-        SystemExit: no such record, or one from another GPU than ``name``.
-    """
-    if path.is_dir():
-        if name is None:
-            raise SystemExit(f"benchmark.py: --merge {path}: a folder needs this GPU's name")
-        path = path / f"{slug_of(name)}.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"benchmark.py: --merge {path}: {exc}") from None
-    dev = data.get("device") or {}
-    if name is not None and dev.get("name") != name:
-        raise SystemExit(f"benchmark.py: --merge {path}: a record of {dev.get('name')!r}, this GPU is {name!r}")
-    runs = {}
-    for job, run in (data.get("runs") or {}).items():
-        req = dict(run.get("request") or {})
-        if "options" in req:
-            req["options"] = tuple(tuple(o) for o in req["options"])
-        got = {"family": run["family"], "request": req, "seconds": run.get("seconds")}
-        if run.get("error"):
-            got |= {"error": run["error"], "trace": run.get("trace", "")}
-        else:
-            got |= {"rows": [Result.from_dict(r) for r in run.get("rows") or ()],
-                    "roofline": Roofline.from_dict(run.get("roofline")), "problem": run.get("problem")}
-        runs[job] = got
-    return {"path": str(path), "command": data.get("command", "?"), "device": dev, "runs": runs,
-            "extra": {k: data[k] for k in EXTRA_KEYS if k in data}}
-
-
-def slug_of(name: str) -> str:
-    """A GPU's name as the record's file name (``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``)."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 def chosen_sections(sections: str, skip: str) -> list[str]:
-    """The sections this call runs, in SECTIONS' order.
+    """The sections this call runs, in SECTIONS' order ("none": none, for a call that only merges records).
 
     Raises:
-        SystemExit: a name that is no section.
+        SystemExit: (exit 2, one line) a name that is no section.
     """
-    want = set(SECTIONS) if sections in ("", "all") else set(filter(None, sections.split(",")))
+    want = (set(SECTIONS) if sections in ("", "all") else set() if sections == "none"
+            else set(filter(None, sections.split(","))))
     drop = set(filter(None, skip.split(",")))
     unknown = (want | drop) - set(SECTIONS)
     if unknown:
-        raise SystemExit(f"benchmark.py: no section {', '.join(sorted(unknown))}; sections: {', '.join(SECTIONS)}")
+        refuse(f"no section {', '.join(sorted(unknown))}; sections: {', '.join(SECTIONS)} (or none)")
     return [s for s in SECTIONS if s in want and s not in drop]
 
 
@@ -251,58 +230,92 @@ def over_deadline(name: str, elapsed: float, deadline: float | None) -> str | No
             f"--deadline {deadline:g}; add it with `--sections {name} --merge` this record")
 
 
+def missing_jobs(name: str, runs: dict) -> str | None:
+    """Why section ``name`` is not started: it reads jobs of which ``runs`` holds none (None: start it)."""
+    need = SECTION_JOBS.get(name)
+    if not need or any(job in runs for job in need):
+        return None
+    families = ",".join(dict.fromkeys(fam for job, fam, _ in JOBS if job in need))
+    return (f"not started: it reads the job{'s' if len(need) > 1 else ''} {', '.join(need)}, which this call did not "
+            f"run and no merged record holds; run {'them' if len(need) > 1 else 'it'} in the same call: "
+            f"`--sections jobs,{name} --only {families}`")
+
+
+def own_command(args, merges: int) -> str:
+    """This call's command as the record names it (the output folder as docs/benchmarks, merged records as
+    EARLIER, and the GPU it was given where CUDA_VISIBLE_DEVICES says)."""
+    cmd = "python3 scripts/benchmark.py --out docs/benchmarks" + "".join(
+        f" --{k} {v}" for k, v in (("only", args.only), ("sections", None if args.sections == "all" else args.sections),
+                                   ("skip", args.skip), ("deadline", args.deadline and f"{args.deadline:g}")) if v)
+    cmd += " --merge EARLIER" if merges == 1 else "".join(f" --merge EARLIER{i + 1}" for i in range(merges))
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return (f"CUDA_VISIBLE_DEVICES={cvd} " if cvd is not None else "") + cmd
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/benchmarks")
     ap.add_argument("--only", default=None, help="comma list of families (the jobs section)")
     ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--sections", default="all", help=f"comma list of sections to run: {','.join(SECTIONS)} (default all)")
+    ap.add_argument("--sections", default="all",
+                    help=f"comma list of sections to run: {','.join(SECTIONS)} (default all; none: only merge)")
     ap.add_argument("--skip", default="", help="comma list of sections to leave out")
-    ap.add_argument("--merge", default=None, help="an earlier call's record (.json, or its folder) on this GPU to add to")
+    ap.add_argument("--merge", action="append", default=None,
+                    help="an earlier call's record (.json, or its folder) of this GPU model to add to; again (or a "
+                         "comma list) for several, later ones replacing earlier ones' jobs and sections")
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds: start no section that would end after this (see EXPECTED_S)")
     args = ap.parse_args()
-    t_start = time.monotonic()
+    t_start, started = time.monotonic(), M.now()
     chosen = chosen_sections(args.sections, args.skip)
+    paths = M.merge_paths(args.merge)
+    if not chosen and not paths:
+        refuse("--sections none runs nothing: name the records to merge (--merge A --merge B)")
     only = set(args.only.split(",")) if args.only else None
     cat = catalog.load_catalog()
     jobs = [j for j in JOBS if j[1] in cat]
     jobs += [(f"{name} (defaults)", name, {}) for name in cat if name not in {j[1] for j in JOBS}]
     if only:
         jobs = [j for j in jobs if j[1] in only]
-    runs, info = run_jobs(jobs if "jobs" in chosen else [], args.budget)
+    # a call that only merges opens no GPU: its record's device is the earlier calls'
+    runs, gpu_info = run_jobs(jobs if "jobs" in chosen else [], args.budget) if chosen else ({}, None)
+    own_jobs = list(runs)
+    earlier = M.load_all(paths, gpu_info["name"] if gpu_info else None)
+    info = gpu_info or M.device_of(earlier, {})
+    own = own_command(args, len(paths))
     slug = slug_of(info["name"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cmd = "python3 scripts/benchmark.py --out docs/benchmarks" + "".join(
-        f" --{k} {v}" for k, v in (("only", args.only), ("sections", None if args.sections == "all" else args.sections),
-                                   ("skip", args.skip), ("deadline", args.deadline and f"{args.deadline:g}"),
-                                   ("merge", args.merge and "EARLIER")) if v)
     extra: dict = {}
-    if args.merge:
-        earlier = load_earlier(Path(args.merge), info["name"])
-        runs = {**earlier["runs"], **runs}
-        extra = dict(earlier["extra"])
-        if "jobs" not in chosen:  # the clocks and telemetry of the call that ran the jobs
-            info = {**earlier["device"], "free_bytes": info["free_bytes"]}
-        cmd = f"{earlier['command']}, then {cmd}"
-        tar = Path(earlier["path"]).with_name("runs.tar.gz")
-        if tar.is_file() and "saved" not in chosen and tar.resolve() != (out / "runs.tar.gz").resolve():
+    calls: list[dict] = []
+    cmd = own
+    if earlier:
+        earlier_runs, extra, calls = M.combine(earlier)
+        runs = earlier_runs | runs
+        if "jobs" not in chosen:  # the clocks and telemetry of the call whose jobs' figures the record holds
+            info = M.device_of(earlier, runs) | ({"free_bytes": gpu_info["free_bytes"]} if gpu_info else {})
+        cmd = f"{'; '.join(e['command'] for e in earlier)}, then {own}"
+        tar = M.runs_tar(earlier)
+        if tar is not None and "saved" not in chosen and tar.resolve() != (out / "runs.tar.gz").resolve():
             shutil.copyfile(tar, out / "runs.tar.gz")
+    me = M.this_call(own, gpu_info, [s for s in chosen if s == "jobs"], own_jobs, started)
+    calls = [*calls, me]
 
     def write():
-        write_record(out, slug, info, cmd, targets(runs) + section_checks(extra), runs, extra, cat)
+        me["ended"] = M.now()
+        write_record(out, slug, info, cmd, targets(runs) + section_checks(extra), runs, extra, cat, calls)
 
     write()
     for name in chosen:
         if name == "jobs":
             continue
         key = SECTION_KEY[name]
-        why = over_deadline(name, time.monotonic() - t_start, args.deadline)
+        why = over_deadline(name, time.monotonic() - t_start, args.deadline) or missing_jobs(name, runs)
         if why:
             print(f"== section {name}: {why}", file=sys.stderr, flush=True)
-            if not (isinstance(extra.get(key), (list, dict)) and extra[key] and "skipped" not in extra[key]):
+            if not M.has_figures(extra.get(key)):
                 extra[key] = {"skipped": why, "section": name}
+            me["not_started"].append(name)
             write()
             continue
         if name == "large":
@@ -330,6 +343,7 @@ def main() -> int:
                 extra[key] = section("ceiling", C.ceiling, runs, "transpose 16384²", "transpose", b.variant, "16384")
             else:
                 extra.pop(key, None)
+        me["sections"].append(name)
         write()
     checks = targets(runs) + section_checks(extra)
     print(f"benchmark.py: {time.monotonic() - t_start:.0f} s", file=sys.stderr)

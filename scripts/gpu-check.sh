@@ -4,25 +4,99 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ
+#                                          cluster occ bench-lanes
 #                                          (default: info tests ncu sanitizer bench)
 #
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
 # after $STAGE_TIMEOUT seconds (default 480) so one hang cannot eat the whole lease. Extra pytest
 # arguments for the test stages: $PYTEST_ARGS (e.g. "-x -k transpose").
+#
+# Lanes, on a machine with several GPUs: stage groups separated by "/" run at the same time, group N on
+# GPU N (CUDA_VISIBLE_DEVICES=N for its processes, CUDA_DEVICE_ORDER=PCI_BUS_ID so that N is also
+# nvidia-smi's N), each group's stages one after another; the install runs once before the lanes; one
+# summary at the end names each stage's GPU. $OUT/lane<N>.log says which GPU lane N got. A lane whose GPU
+# is not there is not run (one line; its stages "not run" in the summary). A stage appears in one lane
+# only (its log is $OUT/<stage>.log); cluster and bench-lanes use every GPU themselves: not in lanes.
+# On two GPUs the GPU tests (about 240 s, then ncu 116 s and sanitizer 203 s in sequence on an H200):
+#
+#   bash scripts/gpu-check.sh info tests / ncu sanitizer    # longer lane ~320 s (estimated from the above)
+#
+# (tests in lane 0: tests/test_isolation_gpu.py asks NVML's GPU 0, by index, which processes compute on it.)
+#
+# bench-lanes: the benchmark record from two GPUs at once (scripts/benchmark.py, "One record from two
+# GPUs at once"): each group of $BENCH_LANES (benchmark.py arguments, groups separated by "/"; default
+# below) runs on its own GPU with --deadline $STAGE_TIMEOUT - 30 into $OUT/bench-gpu<N>/ (log
+# $OUT/bench-lanes-gpu<N>.log), then `benchmark.py --sections none --merge ... ` writes the one record
+# to $OUT/bench/ ($BENCH_ARGS go to every lane). The whole record (about 17 minutes on one GPU) in one
+# call of 10 minutes once installed (a section that would pass the deadline is "not run" in the record,
+# with the call that adds it):
+#
+#   STAGE_TIMEOUT=540 bash scripts/gpu-check.sh bench-lanes
 set -u -o pipefail
 OUT=${OUT:-/tmp/cudalab-out}
 mkdir -p "$OUT"
+stages=${*:-"info tests ncu sanitizer bench"}
+limit=${STAGE_TIMEOUT:-480}
+# bench-lanes: lane 0 the jobs and the large sizes; lane 1 the other sections and the jobs they read
+BENCH_LANES_DEFAULT="--sections jobs,large / --only copy,transpose,reduce --sections jobs,wall,saved,ncu,energy,truth,table36,ceiling"
+
+gpu_count() {  # the GPUs of this machine as nvidia-smi lists them (0 without nvidia-smi)
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU '
+}
+
+# Lanes: the stage groups, checked before anything is installed or run
+lanes=()
+if [[ $stages == */* ]]; then
+    IFS=/ read -r -a lanes <<< "$stages"
+    seen=" "
+    for group in "${lanes[@]}"; do
+        for stage in $group; do
+            case $stage in cluster|bench-lanes)
+                echo "gpu-check: $stage uses every GPU itself: run it without lanes (no /)"; exit 2 ;; esac
+            [[ $seen == *" $stage "* ]] && { echo "gpu-check: $stage in two lanes (one log each: \$OUT/$stage.log)"; exit 2; }
+            seen+="$stage "
+        done
+    done
+fi
+
 if ! python3 -c "import pycuda, cudalab" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl || exit 2
     python3 -m pip install -q --no-index --no-build-isolation -e '.[gpu,test]' || exit 2
 fi
 export PYTHONUNBUFFERED=1 LC_ALL=C
-stages=${*:-"info tests ncu sanitizer bench"}
-limit=${STAGE_TIMEOUT:-480}
-summary=()
-for stage in $stages; do
-    t0=$(date +%s)
+
+bench_lanes() {  # each group of $BENCH_LANES on its own GPU at the same time, then their records merged
+    local groups args i r rc=0 pids=() merge=()
+    IFS=/ read -r -a groups <<< "${BENCH_LANES:-$BENCH_LANES_DEFAULT}"
+    if [ "$(gpu_count)" -lt ${#groups[@]} ]; then
+        echo "bench-lanes: ${#groups[@]} lanes need ${#groups[@]} GPUs, nvidia-smi lists $(gpu_count): not run"
+        return 2
+    fi
+    for i in "${!groups[@]}"; do
+        rm -rf "$OUT/bench-gpu$i"   # a record left by an earlier call must not be merged
+        read -r -a args <<< "${groups[$i]} ${BENCH_ARGS:-}"   # benchmark.py's arguments, split at spaces
+        echo "=== GPU $i: python3 scripts/benchmark.py ${args[*]} (log bench-lanes-gpu$i.log, record bench-gpu$i/)"
+        CUDA_VISIBLE_DEVICES=$i CUDA_DEVICE_ORDER=PCI_BUS_ID timeout -s KILL "$limit" python3 scripts/benchmark.py \
+            --out "$OUT/bench-gpu$i" --deadline $((limit - 30)) "${args[@]}" > "$OUT/bench-lanes-gpu$i.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}"; r=$?
+        echo "GPU $i: exit $r: $(tail -n 1 "$OUT/bench-lanes-gpu$i.log" | cut -c1-120)"
+        [ "$r" -ne 0 ] && rc=$r
+        if ls "$OUT/bench-gpu$i"/*.json > /dev/null 2>&1; then
+            merge+=(--merge "$OUT/bench-gpu$i")
+        else
+            echo "GPU $i wrote no record: the merge goes without it"; rc=1
+        fi
+    done
+    [ ${#merge[@]} -gt 0 ] || return 1
+    timeout -s KILL 120 python3 scripts/benchmark.py --sections none "${merge[@]}" --out "$OUT/bench" || return $?
+    return $rc
+}
+
+stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its log)
+    local stage=$1
     case $stage in
         info) nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
               python3 -m cudalab info ;;
@@ -134,10 +208,62 @@ PY
         # "--parts truth --jobs smem-square,transpose-1k" or "--parts calibrate --pairs 100 --calibrate-seconds 240").
         truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs" \
                    ${TRUTH_ARGS:---jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30} ;;
+        bench-lanes) bench_lanes ;;
         *) echo "unknown stage $stage"; false ;;
-    esac > "$OUT/$stage.log" 2>&1
+    esac
+}
+
+summary=()
+run_stage() {  # stage $1 into $OUT/$1.log, its line added to the summary ($2: its lane's GPU, in lanes)
+    local t0 rc
+    t0=$(date +%s)
+    stage_cmd "$1" > "$OUT/$1.log" 2>&1
     rc=$?
-    summary+=("$(printf '%-10s rc=%-3s %5ss  %s' "$stage" "$rc" "$(( $(date +%s) - t0 ))" "$(tail -n 1 "$OUT/$stage.log" | cut -c1-90)")")
-done
+    summary+=("$(printf '%-10s rc=%-3s %5ss  %s%s' "$1" "$rc" "$(( $(date +%s) - t0 ))" "${2:+GPU $2  }" \
+                 "$(tail -n 1 "$OUT/$1.log" | cut -c1-90)")")
+}
+
+run_lane() {  # lane $1: its stages one after another on GPU $1; its summary lines into $lanedir/$1
+    local lane=$1 cuda smi same
+    shift
+    export CUDA_VISIBLE_DEVICES=$lane CUDA_DEVICE_ORDER=PCI_BUS_ID
+    # Which GPU this lane got: CUDA's device 0 here (cudalab finds its telemetry in NVML by this bus id, never by
+    # index) against nvidia-smi's GPU $lane; bus ids compared on their last 12 characters (CUDA writes a 4-digit
+    # PCI domain, nvidia-smi an 8-digit one)
+    cuda=$(python3 -m cudalab.worker.busid 0 2>&1)
+    smi=$(nvidia-smi -i "$lane" --query-gpu=pci.bus_id --format=csv,noheader 2>&1)
+    same="NOT the GPU nvidia-smi numbers $lane"
+    cuda=${cuda,,} smi=${smi,,}
+    [ ${#cuda} -ge 12 ] && [ "${cuda: -12}" = "${smi: -12}" ] && same="the GPU nvidia-smi numbers $lane"
+    printf 'lane %s (stages: %s): CUDA_VISIBLE_DEVICES=%s, CUDA device 0 is %s: %s (bus %s)\n' \
+        "$lane" "$*" "$lane" "$cuda" "$same" "$smi" > "$OUT/lane$lane.log"
+    summary=()
+    for stage; do run_stage "$stage" "$lane"; done
+    printf '%s\n' "${summary[@]}" > "$lanedir/$lane"
+}
+
+if [ ${#lanes[@]} -eq 0 ]; then
+    for stage in $stages; do run_stage "$stage"; done
+else
+    lanedir=$(mktemp -d)
+    gpus=$(gpu_count)
+    pids=()
+    for i in "${!lanes[@]}"; do
+        read -r -a group <<< "${lanes[$i]}"
+        [ ${#group[@]} -eq 0 ] && continue
+        if [ "$i" -ge "$gpus" ]; then
+            echo "gpu-check: lane $i wants GPU $i, nvidia-smi lists $gpus GPU(s): not running ${group[*]}"
+            for stage in "${group[@]}"; do
+                printf '%-10s rc=%-3s %5ss  GPU %s  %s\n' "$stage" - 0 "$i" "not run: no GPU $i on this machine"
+            done > "$lanedir/$i"
+            continue
+        fi
+        run_lane "$i" "${group[@]}" &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid"; done
+    for i in "${!lanes[@]}"; do [ -f "$lanedir/$i" ] && summary+=("$(cat "$lanedir/$i")"); done
+    rm -rf "$lanedir"
+fi
 echo "=== gpu-check summary"
 printf '%s\n' "${summary[@]}"

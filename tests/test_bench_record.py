@@ -541,7 +541,7 @@ def bench(monkeypatch):
     return importlib.import_module("benchmark")
 
 
-def test_the_docstrings_two_calls_run_every_section_once(bench):
+def test_the_docstrings_two_calls_run_every_section_once(bench, capsys):
     import re
 
     recipe = bench.__doc__.split("One record in two calls")[1].split("(through scripts/gpu-check.sh")[0]
@@ -553,8 +553,11 @@ def test_the_docstrings_two_calls_run_every_section_once(bench):
     assert sum(bench.EXPECTED_S[n] for n in calls[1].split(",")) < 540
     assert bench.chosen_sections("all", "") == list(bench.SECTIONS)          # large runs unless skipped
     assert "large" not in bench.chosen_sections("all", "large")
-    with pytest.raises(SystemExit, match="no section lagre"):
+    assert bench.chosen_sections("none", "") == []
+    with pytest.raises(SystemExit) as exc:
         bench.chosen_sections("jobs,lagre", "")
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.startswith("benchmark.py: no section lagre; sections: jobs,")
 
 
 def test_the_new_jobs_are_there_and_the_slow_rows_are_left_out(bench, rec):
@@ -582,6 +585,8 @@ def test_deadline_skips_a_section_that_would_end_too_late(bench, rec):
 def _fake_calls(monkeypatch, bench, name="NVIDIA H100 80GB HBM3"):
     """benchmark.main's GPU work faked: two jobs and every section's figures."""
     from cudalab.records.results import Roofline
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)   # a GPU given by it is named in the record's command
 
     info = {"name": name, "compute_capability": "9.0", "sm_count": 132, "sm_clock_mhz": 1980, "mem_clock_mhz": 2619,
             "l2_bytes": 50 * 2**20, "total_memory": 80 * 2**30, "driver_version": "13.0", "cuda_version": "13.0",
@@ -642,9 +647,12 @@ def test_two_calls_make_one_record(monkeypatch, bench, tmp_path):
                                       "wall,saved,ncu,energy,truth,table36,ceiling"])
     calls.clear()
     assert bench.main() == 0
+    # table36 reads the job reduce 2^24 int32, which call 1 (--only transpose,hgemm) did not run: not started
     assert ran[1] == [] and calls == ["wall", "profile", "saved", "ncu", "energy",
-                                      ("truth", ["hgemm 8192³ bf16", "transpose 16384²"]), "table36", "ceiling"]
+                                      ("truth", ["hgemm 8192³ bf16", "transpose 16384²"]), "ceiling"]
     rec = json.loads((two / "nvidia-h100-80gb-hbm3.json").read_text())
+    assert rec["table36"]["skipped"].startswith("not started: it reads the job reduce 2^24 int32") \
+        and "`--sections jobs,table36 --only reduce`" in rec["table36"]["skipped"]
     assert rec["command"].startswith("python3 scripts/benchmark.py --out docs/benchmarks --only transpose,hgemm "
                                      "--sections jobs,large, then python3 scripts/benchmark.py")
     assert {"large", "time_to_table", "energy", "ceiling"} <= set(rec) and rec["device"]["telemetry"]["sm_mhz"] == 1980
@@ -658,7 +666,7 @@ def test_two_calls_make_one_record(monkeypatch, bench, tmp_path):
     assert "## Large problems" in md and "## Tensor-core GEMM ladder" in md and "## Time to table" in md
 
 
-def test_merge_refuses_a_record_of_another_gpu(monkeypatch, bench, tmp_path):
+def test_merge_refuses_a_record_of_another_gpu(monkeypatch, bench, tmp_path, capsys):
     import sys
 
     _fake_calls(monkeypatch, bench, name="NVIDIA H200")
@@ -667,8 +675,12 @@ def test_merge_refuses_a_record_of_another_gpu(monkeypatch, bench, tmp_path):
     _fake_calls(monkeypatch, bench)
     monkeypatch.setattr(sys, "argv", ["benchmark.py", "--out", str(tmp_path / "b"), "--sections", "large",
                                       "--merge", str(tmp_path / "nvidia-h200.json")])
-    with pytest.raises(SystemExit, match="a record of 'NVIDIA H200', this GPU is 'NVIDIA H100 80GB HBM3'"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
         bench.main()
+    assert exc.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "a record of 'NVIDIA H200', this GPU is 'NVIDIA H100 80GB HBM3'" in line
 
 
 def test_a_call_past_its_deadline_keeps_the_record_and_names_what_is_missing(monkeypatch, bench, tmp_path):
