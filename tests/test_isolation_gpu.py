@@ -6,6 +6,7 @@ CUDA context in the user's process."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -87,7 +88,10 @@ def test_the_users_process_holds_no_cuda_context(tmp_path):
     pynvml = pytest.importorskip("pynvml")
     pynvml.nvmlInit()
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        # the GPU this process's CUDA sees first: NVML ignores CUDA_VISIBLE_DEVICES (gpu-check's lanes set it,
+        # with CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML's own order)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+        handle = pynvml.nvmlDeviceGetHandleByIndex(int(visible) if visible.isdigit() else 0)
         proc = _cudalab(["transpose", "--n", "8192", "--variant", "naive,bankopt", "--budget", "2"])
         seen: set[int] = set()
         children: set[int] = set()
