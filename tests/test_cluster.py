@@ -274,7 +274,17 @@ def _start_cluster(port: int, env: dict[str, str], resources: tuple[str, str] = 
                                "--nworkers", "2", "--nthreads", resources[0], "--resources", resources[1], "--no-dashboard",
                                "--preload", "fake_dask_preload", "--death-timeout", "5"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_workers(port, 2)
     return [sched, worker]
+
+
+def _wait_for_workers(port: int, n: int, timeout: float = 90.0) -> None:
+    """Until ``n`` workers have joined the scheduler, as a user sees them join before starting a campaign:
+    on a loaded 2-core machine two worker processes take longer than the driver's 10 s wait to import."""
+    from distributed import Client
+
+    with Client(f"tcp://127.0.0.1:{port}", timeout=timeout, set_as_default=False) as client:
+        client.wait_for_workers(n, timeout=timeout)
 
 
 def test_the_scheduler_killed_and_the_same_command_resumes_the_campaign(tmp_path):
