@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ bench-lanes
+#                                          cluster occ bench-lanes tunedemo
 #                                          (default: info tests ncu sanitizer bench)
 #
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
@@ -21,7 +21,7 @@
 #
 #   bash scripts/gpu-check.sh info tests / ncu sanitizer    # longer lane ~320 s (estimated from the above)
 #
-# (tests in lane 0: tests/test_isolation_gpu.py asks NVML's GPU 0, by index, which processes compute on it.)
+# (tests/test_isolation_gpu.py asks NVML about the GPU CUDA_VISIBLE_DEVICES names, so tests may run in any lane.)
 #
 # bench-lanes: the benchmark record from two GPUs at once (scripts/benchmark.py, "One record from two
 # GPUs at once"): each group of $BENCH_LANES (benchmark.py arguments, groups separated by "/"; default
@@ -160,8 +160,9 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
         badgpu) for args in "transpose --variant block -D ROWS=0" "transpose --budget nan" "transpose --seed -1" \
                             "reduce --budget inf" "transpose --variant block -D TILE=1%0"; do
                     echo "=== cudalab $args"; timeout -s KILL 60 python3 -m cudalab $args --n 1024; echo "exit $?"; done ;;
-        # issue 43: cudalab tune's ground truth, replay, trust and kernel_tuner (scripts/bench_tune.py); the
-        # record and the campaigns under $OUT/tune-docs (copy them to docs/benchmarks/). Sized by $TUNE_ARGS
+        # issue 43: cudalab tune's ground truth, replay, trust and kernel_tuner (scripts/bench_tune.py), added to
+        # the checkout's docs/benchmarks record of this GPU (a space or part measured in an earlier call keeps its
+        # figures), then copied to $OUT/tune-docs (copy them back to docs/benchmarks/). Sized by $TUNE_ARGS
         # (e.g. "--spaces reduce-modern --trials 120 --repeats 3 --seconds 0.05"); kernel_tuner from
         # $KERNEL_TUNER (a folder it imports from), else that part is skipped, saying so.
         tune) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
@@ -169,8 +170,16 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
               if [ -z "${KERNEL_TUNER:-}" ] && ls .wheelhouse/kt/*.whl >/dev/null 2>&1; then
                   python3 -m pip install -q --no-index --no-deps --target /tmp/kt .wheelhouse/kt/*.whl && KERNEL_TUNER=/tmp/kt
               fi
-              timeout -s KILL "$limit" python3 scripts/bench_tune.py --out "$OUT/tune-docs" \
-                  ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} ${TUNE_ARGS:-} ;;
+              timeout -s KILL "$limit" python3 scripts/bench_tune.py --out docs/benchmarks \
+                  ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} ${TUNE_ARGS:-}
+              rc=$?; mkdir -p "$OUT/tune-docs"; cp -r docs/benchmarks/*-tune.* docs/benchmarks/tune "$OUT/tune-docs/"
+              (exit $rc) ;;
+        # issue 43: the README's run, a real campaign of the matmul warptile with its table and plot
+        tunedemo) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
+                  rm -f /tmp/demo.tune.db
+                  timeout -s KILL "$limit" env COLUMNS=120 python3 -m cudalab tune matmul --variant warptile \
+                      --trials "${DEMO_TRIALS:-40}" --seed 1 --storage sqlite:////tmp/demo.tune.db \
+                      --json "$OUT/tune-matmul.json" --plot "$OUT/tune-matmul.png" ;;
         # issues 44 and 48: a tune campaign without a cluster, on one GPU and on every GPU through --cluster local
         # (a Dask worker SIGKILLed mid-campaign), the record <gpu>-xN-cluster.md/.json under $OUT/cluster-docs; then a
         # sweep with and without --cluster local, compared
