@@ -104,7 +104,7 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
         devices: spread the points over these GPUs (``"all"`` or a list), one worker each.
         timeout: seconds a kernel may run before its worker is killed and its row is ``timeout``.
         drop_throttled: ``--drop-throttled``: samples NVML saw throttled left out of the statistics.
-        launch: ``--launch``: how a kernel under 20 µs is timed (``auto``, ``batch``, ``graph``, ``events``).
+        launch: ``--launch``: how a kernel under 20 µs is timed (``auto``, ``batch``, ``graph``, ``cupti``, ``events``).
         progress: show progress on stderr (a bar on a terminal, lines otherwise).
         show: print the tables as the command line does.
         **options: the family's own options (``tile=16``, ``alpha=1.5``; lists sweep).

@@ -42,8 +42,9 @@ class Protocol:
             least this long and read its power from NVML's energy counter (0: off).
         launch: how a short kernel (under ``batch_below_ms``) is timed: ``auto`` (today: ``batch``), ``batch``
             (N launches enqueued between two events), ``graph`` (the N launches captured once in a CUDA graph
-            and replayed; cold: a flush node before each, the flush timed alone and taken out) or ``events``
-            (one launch per event pair, never batched).
+            and replayed; cold: a flush node before each, the flush timed alone and taken out), ``cupti`` (N
+            launches, each timed by its own GPU start and end from CUPTI's activity records; cold: a flush before
+            each, not counted) or ``events`` (one launch per event pair, never batched).
         drop_throttled: leave samples taken while the GPU was throttled (NVML: SM clock under 75% of
             nominal, or a power/thermal reason) out of the statistics, unless every sample was.
     """
@@ -64,9 +65,11 @@ class Protocol:
 
 
 #: ``--launch`` values (:attr:`Protocol.launch`).
-LAUNCH_METHODS = ("auto", "batch", "graph", "events")
+LAUNCH_METHODS = ("auto", "batch", "graph", "cupti", "events")
 #: What ``--launch auto`` picks for a short kernel: the batch of events until a committed truth record
-#: (``docs/benchmarks/<gpu>-truth.md``, ``cudalab truth``) shows the graph closer to ncu on the GPUs measured.
+#: (``docs/benchmarks/<gpu>-truth.md``, ``cudalab truth``) shows another method (graph, cupti) closer to ncu on
+#: the GPUs measured. Only such a record may change it: cupti is not measured on a GPU yet, and it needs an
+#: optional package (a worker without it would time by batch anyway, with a note on every row).
 AUTO_LAUNCH = "batch"
 
 

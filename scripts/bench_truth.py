@@ -51,6 +51,8 @@ JOBS: dict[str, list[str]] = {
     "search-binary-64k": ["search", "--n", "2^20", "--variant", "binary", "--queries", "65536"],
     "search-linear-1m": ["search", "--n", "2^20", "--variant", "linear"],
 }
+#: The methods of ``cudalab truth`` recorded beside the tables' figure (a document without one: '–').
+METHODS = ("events", "batch", "graph", "cupti")
 #: The table's claim (issue 46): within 5% of ncu, or 0.3 µs.
 WITHIN, WITHIN_MS = 0.05, 0.3e-3
 #: calibrate's bar (issue 46): at most 1% faster/slower verdicts A/A, a 2% slowdown caught in 80% of pairs.
@@ -86,10 +88,11 @@ def truth_rows(job: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
                     "status": r.get("status"), "method": auto.get("method") or "", "table_ms": auto.get("median_ms"),
                     "ncu_ms": ncu, "ncu_note": (per.get("ncu") or {}).get("note", ""),
                     "diff": _diff(auto.get("median_ms"), ncu), "pass": within(auto.get("median_ms"), ncu)}
-            for m in ("events", "batch", "graph"):
+            for m in METHODS:
                 f = per.get(m) or {}
                 line[m] = {"ms": f.get("median_ms"), "iqr_ms": f.get("iqr_ms"), "timed_by": f.get("timed_by", ""),
-                           "diff": _diff(f.get("median_ms"), ncu), "pass": within(f.get("median_ms"), ncu)}
+                           "note": f.get("note", ""), "diff": _diff(f.get("median_ms"), ncu),
+                           "pass": within(f.get("median_ms"), ncu)}
             out.append(line)
     return out
 
@@ -108,7 +111,11 @@ def truth_summary(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for temp in ("cold", "hot"):
         mine = [ln for ln in short if ln["temp"] == temp]
         out[temp] = {"n": len(mine), "tables_pass": sum(ln["pass"] is True for ln in mine),
-                     **{f"{m}_pass": sum(ln[m]["pass"] is True for ln in mine) for m in ("events", "batch", "graph")},
+                     **{f"{m}_pass": sum(ln[m]["pass"] is True for ln in mine) for m in METHODS},
+                     # short lines another method timed (cupti-python missing, a capture refused, a kernel that
+                     # cannot repeat: events): their verdict is not the method's own
+                     **{f"{m}_other": sum(ln[m]["ms"] is not None and ln[m]["timed_by"] not in (m, "")
+                                          for ln in mine) for m in METHODS},
                      "worst": max((abs(ln["diff"]) for ln in mine if ln["diff"] is not None), default=None)}
     out["all_pass"] = bool(short) and all(ln["pass"] is True for ln in short)
     return out
@@ -150,6 +157,23 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:+.1%}"
 
 
+def _method_cell(f: dict[str, Any] | None, method: str) -> str:
+    """``2.046 (-8.6%)``; ``(batch)`` after it where another method timed the row (cupti-python missing, say)."""
+    if not f:
+        return "–"
+    text = f"{_us(f['ms'])} ({_pct(f['diff'])})"
+    by = f.get("timed_by") or method
+    return text + (f" ({by})" if f["ms"] is not None and by != method else "")
+
+
+def _pass_cell(counts: dict[str, Any], method: str) -> str:
+    """A method's pass count, and how many of its lines another method timed (their verdict is not its)."""
+    if f"{method}_pass" not in counts:
+        return "–"
+    other = counts.get(f"{method}_other", 0)
+    return f"{counts[f'{method}_pass']}" + (f" ({other} timed by another method)" if other else "")
+
+
 def _ok(x: bool | None) -> str:
     return "–" if x is None else "pass" if x else "FAIL"
 
@@ -169,20 +193,26 @@ def markdown(rec: dict[str, Any]) -> str:
                f"variant (cold: `--cache-control all`, hot: `none`). Pass = within 5% or 0.3 µs. `--launch auto` picks "
                f"**{t.get('auto_launch', '?')}** under 20 µs today. Rows ncu timed at 20 µs or more are listed but not "
                f"counted ({s['over_20us']}); rows without an ncu figure: {s['no_ncu']}.", "",
-               "| temp | rows | tables pass | events pass | batch pass | graph pass | worst tables diff |",
-               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+               "| temp | rows | tables pass | " + " | ".join(f"{m} pass" for m in METHODS) + " | worst tables diff |",
+               "| --- | ---: | ---: | " + " | ".join("---:" for _ in METHODS) + " | ---: |"]
         for temp in ("cold", "hot"):
             c = s[temp]
-            md.append(f"| {temp} | {c['n']} | {c['tables_pass']} | {c['events_pass']} | {c['batch_pass']} | "
-                      f"{c['graph_pass']} | {_pct(c['worst']) if c['worst'] is not None else '–'} |")
+            md.append(f"| {temp} | {c['n']} | {c['tables_pass']} | "
+                      + " | ".join(_pass_cell(c, m) for m in METHODS)
+                      + f" | {_pct(c['worst']) if c['worst'] is not None else '–'} |")
         md += ["", f"All short rows within the bar: **{'yes' if s['all_pass'] else 'no'}**.", "",
-               "| job | point | variant | temp | tables use | tables µs | ncu µs | diff | verdict | events | batch | graph |",
-               "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+               "| job | point | variant | temp | tables use | tables µs | ncu µs | diff | verdict | "
+               + " | ".join(METHODS) + " |",
+               "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | " + " | ".join("---:" for _ in METHODS) + " |"]
         for ln in t["lines"]:
-            cells = [f"{_us(ln[m]['ms'])} ({_pct(ln[m]['diff'])})" for m in ("events", "batch", "graph")]
+            cells = [_method_cell(ln.get(m), m) for m in METHODS]
             md.append(f"| {ln['job']} | {ln['point']} | {ln['variant']} | {ln['temp']} | {ln['method'] or '–'} | "
                       f"{_us(ln['table_ms'])} | {_us(ln['ncu_ms'])} | {_pct(ln['diff'])} | {_ok(ln['pass'])} | "
                       + " | ".join(cells) + " |")
+        # why a method did not time its own lines (cupti-python missing, CUPTI refused), once per reason
+        fell = {(m, (ln.get(m) or {}).get("note")) for ln in t["lines"] for m in ("graph", "cupti")}
+        for m, note in sorted((m, n) for m, n in fell if n):
+            md.append(f"\n{m}: {note}")
         for job, err in t.get("errors", {}).items():
             md.append(f"\n`{job}`: {err}")
         md.append("")
@@ -398,7 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     s = (rec.get("truth") or {}).get("summary")
     if s:
         print(f"truth: cold {s['cold']['tables_pass']}/{s['cold']['n']}, hot {s['hot']['tables_pass']}/{s['hot']['n']} "
-              f"within 5% or 0.3 us (graph: {s['cold']['graph_pass']}/{s['hot']['graph_pass']})")
+              f"within 5% or 0.3 us (graph: {s['cold']['graph_pass']}/{s['hot']['graph_pass']}, "
+              f"cupti: {s['cold']['cupti_pass']}/{s['hot']['cupti_pass']})")
     return 0
 
 

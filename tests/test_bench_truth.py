@@ -15,12 +15,14 @@ B = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(B)
 
 
-def doc(table_ms: float, ncu_ms: float, graph_ms: float = 0.0030, auto: str = "batch") -> dict:
+def doc(table_ms: float, ncu_ms: float, graph_ms: float = 0.0030, auto: str = "batch", cupti_by: str = "cupti") -> dict:
     figs = []
     for temp in ("cold", "hot"):
         figs += [(temp, "events", Figure(0.0060, 0.0001, 20, "events")),
                  (temp, "batch", Figure(table_ms, 0.00001, 20, "batch", 64)),
                  (temp, "graph", Figure(graph_ms, 0.00001, 20, "graph", 64)),
+                 (temp, "cupti", Figure(ncu_ms * 1.01, 0.00001, 20, cupti_by, 64,
+                                        "" if cupti_by == "cupti" else "timed by batch: cupti-python is not installed")),
                  (temp, "ncu", Figure(ncu_ms, 0.00001, 9, "ncu"))]
     t = Truth("smem-square", (Row("1 block", "row-row", "kernel", tuple(figs)),), {"name": "NVIDIA H100 80GB HBM3"}, 10,
               auto_launch=auto)
@@ -34,7 +36,8 @@ def test_a_row_within_five_percent_passes_and_one_beyond_fails():
     assert good[0]["method"] == "batch" and good[0]["diff"] == pytest.approx(0.04)
     assert good[0]["graph"]["pass"] is False and good[0]["events"]["pass"] is False   # 3.0 and 6.0 µs against 10
     s = B.truth_summary(good + bad)
-    assert s["cold"] == {"n": 2, "tables_pass": 1, "events_pass": 0, "batch_pass": 1, "graph_pass": 0,
+    assert s["cold"] == {"n": 2, "tables_pass": 1, "events_pass": 0, "batch_pass": 1, "graph_pass": 0, "cupti_pass": 2,
+                         "events_other": 0, "batch_other": 0, "graph_other": 0, "cupti_other": 0,
                          "worst": pytest.approx(0.10)}
     assert s["all_pass"] is False and B.truth_summary(good)["all_pass"] is True
 
@@ -76,3 +79,17 @@ def test_the_markdown_names_every_part_and_the_verdicts():
     assert "100 were asked, 60 fit in 150 s" in md and "**0 of 200**" in md
     assert "| vec4 | passed | 1000 | 12 | 1400 |" in md and "none flagged" in md and "`x`: ncu: not found" in md
     assert B.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_cupti_is_recorded_and_a_line_another_method_timed_is_said():
+    own = B.truth_rows("smem", doc(table_ms=0.0104, ncu_ms=0.0100))
+    fell = B.truth_rows("smem", doc(table_ms=0.0104, ncu_ms=0.0100, cupti_by="batch"))
+    assert own[0]["cupti"]["pass"] is True and own[0]["cupti"]["diff"] == pytest.approx(0.01)
+    s = B.truth_summary(own + fell)
+    assert s["cold"]["cupti_pass"] == 2 and s["cold"]["cupti_other"] == 1
+    md = B.markdown({"argv": [], "gpu": {"name": "GPU"}, "truth": {"ncu_launches": 10, "auto_launch": "batch",
+                                                                   "lines": own + fell, "summary": s}})
+    assert "| temp | rows | tables pass | events pass | batch pass | graph pass | cupti pass |" in md
+    assert "| cold | 2 | 2 | 0 | 2 | 0 | 2 (1 timed by another method) |" in md
+    assert "| 10.100 (+1.0%) |" in md and "| 10.100 (+1.0%) (batch) |" in md
+    assert "cupti: timed by batch: cupti-python is not installed" in md

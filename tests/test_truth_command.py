@@ -19,7 +19,7 @@ from cudalab.session import truth as T
 from fake_tools import FakeRun, ncu_csv, planned_rows
 
 #: Each method's time a launch (ms) in the fake worker, told apart per method, temperature and variant.
-MS = ("{'events': 0.0050, 'batch': 0.0030, 'graph': 0.0032}[launch] + 0.0004 * hot "
+MS = ("{'events': 0.0050, 'batch': 0.0030, 'graph': 0.0032, 'cupti': 0.0034}[launch] + 0.0004 * hot "
       "+ (0.0001 if variant == 'bankopt' else 0.0)")
 #: The fake worker's median of a row whose time is ``ms`` (3 samples at ms, 7 at ms * 1.001).
 def row_median(ms: float) -> float:
@@ -76,7 +76,7 @@ def test_every_method_lands_in_its_own_column_cold_and_hot(fake_workers, fake_nc
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["schema"] == T.SCHEMA and doc["auto_launch"] == AUTO_LAUNCH
-    assert doc["methods"] == ["events", "batch", "graph", "ncu"] and doc["temps"] == ["cold", "hot"]
+    assert doc["methods"] == ["events", "batch", "graph", "cupti", "ncu"] and doc["temps"] == ["cold", "hot"]
     assert doc["ncu"]["ran"] is True and doc["ncu"]["launches"] == 5
     assert sorted(fake_ncu.caches) == ["all", "none"]  # one ncu run cold (ncu's flush), one hot
     rows = {r["variant"]: r for r in doc["rows"]}
@@ -85,9 +85,10 @@ def test_every_method_lands_in_its_own_column_cold_and_hot(fake_workers, fake_nc
         extra = 0.0001 if name == "bankopt" else 0.0
         for temp, hot in (("cold", 0), ("hot", 1)):
             per = r[temp]
-            for method, ms in (("events", 0.0050), ("batch", 0.0030), ("graph", 0.0032)):
+            for method, ms in (("events", 0.0050), ("batch", 0.0030), ("graph", 0.0032), ("cupti", 0.0034)):
                 assert per[method]["median_ms"] == pytest.approx(row_median(ms + 0.0004 * hot + extra)), (name, temp, method)
                 assert per[method]["timed_by"] == method
+                assert per[method]["vs_ncu"] == pytest.approx(per[method]["median_ms"] / per["ncu"]["median_ms"] - 1)
             # ncu: launches 2..5 of the variant (the first, 99 µs, left out), its own durations
             want = sorted(ncu_ns(i, no, bool(hot)) for i in range(1, 5))
             assert per["ncu"]["median_ms"] == pytest.approx((want[1] + want[2]) / 2 / 1e6)
@@ -99,11 +100,14 @@ def test_every_method_lands_in_its_own_column_cold_and_hot(fake_workers, fake_nc
             assert auto["agrees"] is T.agrees(auto["median_ms"], per["ncu"]["median_ms"])
     # the table: both temperatures, every method's column, the tables' method and its distance
     assert "cold" in res.output and "hot" in res.output
-    for header in ("events µs", "batch µs", "graph µs", "ncu µs", "tables use", "vs ncu"):
+    for header in ("events µs", "batch µs", "graph µs", "cupti µs", "ncu µs", "tables use", "vs ncu", "cupti vs ncu"):
         assert header in res.output
     assert f"{AUTO_LAUNCH} ×64" in res.output
     block = next(ln for ln in res.output.splitlines() if ln.strip().startswith("block "))
-    assert "3.003" in block and "5.005" in block and "3.203" in block  # batch, events, graph (cold) in µs
+    # batch, events, graph, cupti (cold) in µs
+    assert "3.003" in block and "5.005" in block and "3.203" in block and "3.403" in block
+    cupti_vs = (row_median(0.0034) - rows["block"]["cold"]["ncu"]["median_ms"]) / rows["block"]["cold"]["ncu"]["median_ms"]
+    assert f"{cupti_vs:+.1%}" in block
 
 
 def test_the_tables_method_is_events_for_a_long_kernel(fake_workers, invoke, tmp_path):

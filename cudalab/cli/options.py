@@ -146,12 +146,15 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--energy"], is_flag=True,
                      help="Measure each GPU row's energy: its launches back to back for a second while NVML's "
                           "energy counter runs (about a second more per row; needs NVML)."),
-        click.Option(["--launch"], type=click.Choice(["auto", "batch", "graph", "events"]), default="auto",
+        # the choices are cudalab.bench.LAUNCH_METHODS, written out: this module stays light (no NumPy)
+        click.Option(["--launch"], type=click.Choice(["auto", "batch", "graph", "cupti", "events"]), default="auto",
                      show_default=True,
                      help="How a kernel under 20 µs is timed: batch = N launches between two events; graph = the N "
                           "launches captured once in a CUDA graph and replayed (cold: an L2 flush node before each, "
-                          "the flush timed alone and taken out); events = one launch per event pair; auto = batch "
-                          "(README, columns: which is closer to ncu)."),
+                          "the flush timed alone and taken out); cupti = N launches, each timed by its own GPU start "
+                          "and end from CUPTI's activity records (cold: an L2 flush before each, not counted; needs "
+                          "cupti-python, else batch and the row says why); events = one launch per event pair; "
+                          "auto = batch (cudalab truth: which is closer to ncu)."),
         click.Option(["--drop-throttled"], is_flag=True,
                      help="Leave samples taken while the GPU was throttled (NVML: SM clock under 75% of nominal, "
                           "or a power/thermal reason) out of the statistics; the row counts them either way."),

@@ -1,5 +1,5 @@
-"""``cudalab truth FAMILY``: each variant timed by events, a batch, a CUDA graph and ncu, cold and hot, side by side
-(see :mod:`cudalab.session.truth`)."""
+"""``cudalab truth FAMILY``: each variant timed by events, a batch, a CUDA graph, CUPTI's activity records and ncu,
+cold and hot, side by side (see :mod:`cudalab.session.truth`)."""
 
 from __future__ import annotations
 
@@ -68,9 +68,10 @@ truth_group = FamilyToolGroup(
     "truth", tool_params=truth_options, handler=run_truth, summary="Time by every method against ncu:",
     context_settings=CONTEXT,
     help="""Time each selected variant by every method side by side, cold and hot: events around one launch,
-    events over a batch of N launches, a CUDA graph of N launches, and Nsight Compute's gpu__time_duration
-    (when ncu is found). Each method's median and IQR; the method cudalab's tables use for the row
-    (--launch auto) and its distance from ncu.
+    events over a batch of N launches, a CUDA graph of N launches, each launch's own GPU start and end from
+    CUPTI's activity records (needs cupti-python), and Nsight Compute's gpu__time_duration (when ncu is
+    found). Each method's median and IQR; the method cudalab's tables use for the row (--launch auto) and its
+    distance from ncu, and cupti's.
 
     Takes the family command's problem options (--variant, --n, --shape, -D, --block ...).
 

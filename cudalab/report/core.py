@@ -47,7 +47,9 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
             f"or {protocol.budget_s:g} s), {protocol.warmup} warm-up, "
             f"{'L2 flushed before each sample' if protocol.flush_l2 else 'hot L2 (--hot)'}, each sample enqueued behind a spin kernel"
         )
-        batched = sorted({int(r.extra["batch"]) for r in results if r.extra.get("batch")})
+        # the batch's rows only: a graph's or cupti's N launches are described by their own lines below
+        batched = sorted({int(r.extra["batch"]) for r in results
+                          if r.extra.get("batch") and r.extra.get("timed_by", "batch") == "batch"})
         if batched:
             ns = "/".join(str(n) for n in batched)
             l2 = (f"L2 flushed before each batch of {ns}, not each launch (launches 2..N find a warm L2)"
@@ -60,6 +62,11 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
                if protocol.flush_l2 else "hot L2")
         lines.append(f"timed by graph ×N: the N launches of a sample captured once in a CUDA graph and replayed; {how}; "
                      "−µs = the launch overhead removed (one launch between two events, less the time per launch)")
+    if protocol is not None and any(r.extra.get("timed_by") == "cupti" for r in results):
+        how = "an L2 flush before each launch, not counted" if protocol.flush_l2 else "hot L2"
+        lines.append(f"timed by cupti ×N: N launches a sample, each launch's own GPU start and end from CUPTI's "
+                     f"activity records (its kernels, memsets and copies summed; the flushes, the spin and the gaps "
+                     f"between launches not counted); {how}")
     fell = [f"{r.variant} ({r.extra['timed_by_note']})" for r in results if r.extra.get("timed_by_note")]
     if fell:
         lines.append("timed by * : " + "; ".join(fell))

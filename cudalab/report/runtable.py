@@ -101,7 +101,8 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
 
 
 def timed_by(extra: dict[str, Any]) -> str:
-    """What timed a row: ``events``, ``batch`` or ``graph`` (rows saved before it was kept: batch when batched)."""
+    """What timed a row: ``events``, ``batch``, ``graph`` or ``cupti`` (rows saved before it was kept: batch when
+    batched)."""
     return str(extra.get("timed_by") or ("batch" if extra.get("batch") else "events"))
 
 

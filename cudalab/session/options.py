@@ -28,7 +28,7 @@ class RunOptions:
         defines: ``-D`` texts (``UNROLL=2,4,8``: a sweep).
         seed: the inputs' random seed (None: fresh).
         budget, min_samples, hot, roofline, energy: the timing protocol.
-        launch: how a kernel under 20 µs is timed (``--launch``: auto, batch, graph, events).
+        launch: how a kernel under 20 µs is timed (``--launch``: auto, batch, graph, cupti, events).
         drop_throttled: leave samples NVML saw throttled out of the statistics (``--drop-throttled``).
         exclusive, lock_clocks, force: what the GPU must be (``--exclusive``, ``--lock-clocks MHZ``) and whether
             the memory plan may be overridden (``--force``).

@@ -1,8 +1,9 @@
 """``cudalab truth FAMILY``: each variant timed by every method side by side, and against Nsight Compute.
 
 The methods are the family run's own (``--launch``): ``events`` (one launch per event pair), ``batch`` (N launches
-between two events, the L2 flushed once a batch) and ``graph`` (the N launches replayed as a CUDA graph; cold: a
-flush node before each launch, the flush's own time taken out). Each method is one
+between two events, the L2 flushed once a batch), ``graph`` (the N launches replayed as a CUDA graph; cold: a
+flush node before each launch, the flush's own time taken out) and ``cupti`` (N launches, each timed by its own
+GPU start and end from CUPTI's activity records; cold: a flush before each launch, not counted). Each method is one
 :class:`~cudalab.session.options.RunOptions` (``launch=METHOD``, cold or ``hot``); every point of every method is
 planned once and all of them run in one GPU worker session, with the same inputs (one seed). Beside them,
 ncu's ``gpu__time_duration``: each variant launched :data:`NCU_LAUNCHES` times in one process under ncu
@@ -11,7 +12,8 @@ ncu's ``gpu__time_duration``: each variant launched :data:`NCU_LAUNCHES` times i
 
 The method cudalab's tables use for a row is what ``--launch auto`` picks (:data:`cudalab.bench.AUTO_LAUNCH`
 for a kernel under 20 µs, one launch per event pair otherwise): the row of the ``AUTO_LAUNCH`` run says which
-timed it (``timed_by``). Its distance from ncu is the figure this command exists for. No pycuda here: the
+timed it (``timed_by``). Its distance from ncu is the figure this command exists for; beside it, the distance of
+each method of :data:`COMPARED` (a candidate for ``auto`` that no record has measured yet). No pycuda here: the
 timing runs in the GPU worker, ncu in its own child (:mod:`cudalab.ncu`, imported when ncu is asked).
 """
 
@@ -32,11 +34,13 @@ from cudalab.records.results import PASSED, Result, Status
 from cudalab.session import sweep
 from cudalab.session.options import RunOptions
 
-__all__ = ["METHODS", "TEMPS", "NCU", "NCU_LAUNCHES", "SCHEMA", "Figure", "Row", "Truth", "agrees", "plan_methods",
-           "truth"]
+__all__ = ["METHODS", "COMPARED", "TEMPS", "NCU", "NCU_LAUNCHES", "SCHEMA", "Figure", "Row", "Truth", "agrees",
+           "plan_methods", "truth"]
 
 #: The timing methods, in the order the table shows them (each a ``--launch`` value).
-METHODS = ("events", "batch", "graph")
+METHODS = ("events", "batch", "graph", "cupti")
+#: The methods whose own distance from ncu the tables show beside the tables' (the JSON has every method's).
+COMPARED = ("cupti",)
 #: Cold (an L2 flush before each sample, or each launch of a graph) and hot (``--hot``).
 TEMPS = ("cold", "hot")
 #: The column of ncu's figure.
@@ -128,7 +132,7 @@ class Row:
     reason: str = ""
 
     def get(self, temp: str, method: str) -> Figure | None:
-        """The figure of ``method`` (``events``, ``batch``, ``graph``, ``ncu``) at ``temp`` (None: not measured)."""
+        """The figure of ``method`` (one of :data:`METHODS`, or ``ncu``) at ``temp`` (None: not measured)."""
         return next((f for t, m, f in self.figures if t == temp and m == method), None)
 
     def table(self, temp: str) -> Figure | None:
@@ -140,24 +144,30 @@ class Row:
         f = self.table(temp)
         return f.timed_by if f is not None and f.median_ms is not None else ""
 
-    def vs_ncu(self, temp: str) -> float | None:
-        """(tables' figure - ncu's) / ncu's (None: either is missing)."""
-        mine, theirs = self.table(temp), self.get(temp, NCU)
+    def vs_ncu(self, temp: str, method: str | None = None) -> float | None:
+        """(figure - ncu's) / ncu's of ``method``'s figure, the tables' by default (None: either is missing)."""
+        mine = self.table(temp) if method is None else self.get(temp, method)
+        theirs = self.get(temp, NCU)
         if mine is None or theirs is None or mine.median_ms is None or not theirs.median_ms:
             return None
         return (mine.median_ms - theirs.median_ms) / theirs.median_ms
 
-    def agrees(self, temp: str) -> bool | None:
-        """Whether the tables' figure is within 5% (or 0.3 µs) of ncu's (None: either is missing)."""
-        mine, theirs = self.table(temp), self.get(temp, NCU)
+    def agrees(self, temp: str, method: str | None = None) -> bool | None:
+        """Whether ``method``'s figure (the tables' by default) is within 5% (or 0.3 µs) of ncu's (None: either
+        is missing)."""
+        mine = self.table(temp) if method is None else self.get(temp, method)
+        theirs = self.get(temp, NCU)
         return agrees(mine.median_ms if mine else None, theirs.median_ms if theirs else None)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON: per temperature, each method's figure and the tables' (``auto``) with its distance."""
+        """Plain dict for JSON: per temperature, each method's figure with its distance from ncu, and the tables'
+        (``auto``) with its distance."""
         out: dict[str, Any] = {"point": self.point, "variant": self.variant, "kind": self.kind, "status": self.status,
                                "reason": self.reason}
         for temp in TEMPS:
-            per = {m: f.to_dict() for t, m, f in self.figures if t == temp}
+            per = {m: f.to_dict() if m == NCU else dict(f.to_dict(), vs_ncu=self.vs_ncu(temp, m),
+                                                        agrees=self.agrees(temp, m))
+                   for t, m, f in self.figures if t == temp}
             mine = self.table(temp)
             per["auto"] = {"launch": AUTO_LAUNCH, "method": self.table_method(temp),
                            "median_ms": mine.median_ms if mine is not None else None, "vs_ncu": self.vs_ncu(temp),
@@ -179,6 +189,7 @@ class Truth:
     auto_launch: str = AUTO_LAUNCH
     #: What the tables (:mod:`cudalab.report.truth`) show, so they need not import this module (it imports ncu).
     methods: tuple[str, ...] = METHODS
+    compared: tuple[str, ...] = COMPARED
     temps: tuple[str, ...] = TEMPS
     within: tuple[float, float] = (WITHIN, WITHIN_MS)
 
@@ -190,7 +201,8 @@ class Truth:
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (:data:`SCHEMA`)."""
         return {"schema": SCHEMA, "family": self.family, "gpu": self.gpu, "auto_launch": self.auto_launch,
-                "methods": list(METHODS) + [NCU], "temps": list(TEMPS),
+                "methods": list(METHODS) + [NCU], "compared": list(COMPARED),
+                "temps": list(TEMPS),
                 "within": {"fraction": WITHIN, "ms": WITHIN_MS},
                 "ncu": {"ran": not self.ncu_note, "note": self.ncu_note, "launches": self.ncu_launches,
                         "cache_control": NCU_CACHE},

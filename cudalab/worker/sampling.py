@@ -20,6 +20,10 @@ their input restored before every launch, and timing reset + run in a batch minu
 would subtract two noisy numbers of similar size (the reset is a copy of the whole input, as long
 as the kernel). Those kernels run 25-70 µs, above the threshold anyway; they reach the stopping
 rule through the confidence interval of the median (:func:`cudalab.bench.stop_reason`).
+
+``--launch graph`` and ``--launch cupti`` take over after the probes have sized N
+(:mod:`cudalab.worker.graphs`, :mod:`cudalab.worker.cupti_timing`, the latter imported only when asked:
+cupti-python is optional); a row either cannot time is timed by a batch (or events) and its note says why.
 """
 
 from __future__ import annotations
@@ -68,9 +72,11 @@ class Timing:
         host_gaps: timed samples kept though still overtaken after RETIME_MAX retries (or after an
             earlier sample had been): host latency may lie inside them.
         method: what timed the samples: ``events`` (one launch per event pair), ``batch`` (N launches
-            enqueued between two events) or ``graph`` (N launches replayed as a CUDA graph).
+            enqueued between two events), ``graph`` (N launches replayed as a CUDA graph) or ``cupti`` (N
+            launches, each timed by its own CUPTI activity records).
         flush_ms: a cold graph's flush per launch, timed alone and taken out of each sample.
-        note: why the method asked for was not used (a case a graph cannot capture).
+        note: why the method asked for was not used (``timed by batch: ...``: a case a graph cannot capture,
+            CUPTI missing or refusing).
         spans: per timed sample (in ``stats.samples`` order), the host clock's (start, end) around it:
             the GPU ran it inside that span (telemetry's polls say whether it ran throttled).
     """
@@ -183,23 +189,32 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         return sample(1, SPIN_SINGLE_MAX_MS)
 
     method = AUTO_LAUNCH if proto.launch == "auto" else proto.launch
-    graphs = method == "graph" and case.can_repeat and hasattr(dev, "capture")
-    note = "" if graphs or method != "graph" else "timed by events: this row cannot be replayed as a graph"
-    if not graphs and (method == "events" or not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0):
-        return replace(timed(single, warmup=True), note=note)
+    why = _cannot(method, case, dev)  # why graph or cupti cannot time this row ('' when it can, or not asked)
+    own = method in ("graph", "cupti") and not why
+    if not own and (method == "events" or not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0):
+        return replace(timed(single, warmup=True), note=_fell("events", why))
     for _ in range(proto.warmup):
         single()
     probes = [single() for _ in range(PROBES)]
     n = batch_size(float(np.median(probes)), proto)
-    if graphs:
+    if own and method == "graph":
         try:
             g = graph_samples(dev, case, proto, n, heartbeat.beat, clock)
             return Timing(g.stats, g.stop, batch=n, single_ms=float(np.median(probes)), launches=count[0],
                           spans=g.spans, method="graph", flush_ms=g.flush_ms)
         except GpuError as exc:  # a library call or a copy the capture refused: events time it, the row says why
-            note = f"timed by events: the graph capture failed ({exc})"
+            why = f"the graph capture failed ({exc})"
+    elif own:
+        from cudalab.worker import cupti_timing  # noqa: PLC0415  (only --launch cupti: cupti-python is optional)
+
+        try:
+            c = cupti_timing.cupti_samples(dev, case, proto, n, heartbeat.beat, clock)
+            return Timing(c.stats, c.stop, batch=n, single_ms=float(np.median(probes)),
+                          launches=count[0] + c.launches, spin=c.spin, spans=c.spans, method="cupti")
+        except cupti_timing.CuptiUnavailable as exc:  # a GPU error of the row itself is not caught: it fails it
+            why = str(exc)
     if n == 1:
-        return replace(timed(single, warmup=False), note=note)
+        return replace(timed(single, warmup=False), note=_fell("events", why))
     state["enqueue_ms"] = SPIN_GUESS_MS * n
 
     def batch(k: int) -> float:
@@ -208,7 +223,22 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
     # One batch refines N: back to back, a launch costs less than the probe's lone launch did.
     n = max(n, batch_size(batch(n), proto)) if proto.max_batch > n else n
     return timed(lambda: batch(n), warmup=False, batch=n, single_ms=float(np.median(probes)), method="batch",
-                 note=note)
+                 note=_fell("batch", why))
+
+
+def _cannot(method: str, case: Any, dev: Any) -> str:
+    """Why ``method`` (graph, cupti) cannot time ``case`` before anything is tried ('' when it may)."""
+    if method == "graph" and not (case.can_repeat and hasattr(dev, "capture")):
+        return "this row cannot be replayed as a graph"
+    if method == "cupti" and not case.can_repeat:
+        # its input must be restored between launches (the in-place reductions): the batch's rule
+        return "this row cannot repeat without a reset between launches"
+    return ""
+
+
+def _fell(used: str, why: str) -> str:
+    """The row's note when another method timed it than the one asked: ``timed by batch: <why>``."""
+    return f"timed by {used}: {why}" if why else ""
 
 
 def throttle_marks(window: Any, timing: Timing, drop: bool) -> tuple[Stats, dict]:
