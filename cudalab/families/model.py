@@ -185,7 +185,7 @@ class SetupContext:
             host, driver or library row.
         problem: the run's size.
         inputs: the run's inputs (drawn once a run, shared by every row and the roofline).
-        run: the run's shared state (:class:`cudalab.worker.executor.Context`); reach it through :attr:`device`,
+        run: the run's shared state (:class:`cudalab.worker.context.Context`); reach it through :attr:`device`,
             :attr:`rng`, :meth:`upload` and :meth:`shared`.
     """
 

@@ -27,6 +27,7 @@ from cudalab.plan import variant_arch as plan_arch
 from cudalab.bench import Protocol
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
 from cudalab.worker import heartbeat
+from cudalab.worker.context import Context
 from cudalab.worker.kept import Drawn, draw
 from cudalab.worker.sampling import Timing, measure, sustained_energy, throttle_marks, time_case
 from cudalab.worker.verify import verified_launches
@@ -39,43 +40,6 @@ HOST_SKIP_S = 2.0
 #: A host sample longer than this is taken once (the verified run's own time): NumPy's rows are a
 #: baseline, and a quarter second each for several samples was most of a small table's wait.
 HOST_ONE_SAMPLE_S = 0.25
-
-
-class Context:
-    """A run's shared state: the device, the random generator and a per-run cache (a family's
-    ``setup`` reaches it through its :class:`~cudalab.families.model.SetupContext`)."""
-
-    def __init__(self, device: Any, rng: np.random.Generator):
-        self.device = device
-        self.rng = rng
-        self._shared: dict[Any, Any] = {}
-        self._keep: list[np.ndarray] = []
-
-    def upload(self, host: np.ndarray, pitched: bool = False) -> Any:
-        """The device copy of a host array, uploaded once per run (keyed by the array itself, so
-        every variant, and the roofline copy of the same input, share it)."""
-        key = ("upload", id(host), pitched)
-        if key not in self._shared:
-            self._keep.append(host)  # keeps id(host) unique for the life of this context
-            self._shared[key] = self.device.to_device(host, pitched=pitched)
-        return self._shared[key]
-
-    def shared(self, key: str, make: Callable[[], Any]) -> Any:
-        """Return the object stored under ``key``, making it once (e.g. uploaded inputs)."""
-        if key not in self._shared:
-            self._shared[key] = make()
-        return self._shared[key]
-
-    def release(self, keep: np.ndarray | None = None) -> None:
-        """Free everything made through :meth:`shared` and :meth:`upload`, except the upload of ``keep``
-        (the roofline's source: the run's peak stays that of one variant)."""
-        kept = {k: v for k, v in self._shared.items() if keep is not None and k[:2] == ("upload", id(keep))}
-        for key, obj in self._shared.items():
-            free = getattr(obj, "free", None)
-            if key not in kept and callable(free):
-                free()
-        self._shared = kept
-        self._keep = [keep] if kept else []
 
 
 # --- running --------------------------------------------------------------------------------------

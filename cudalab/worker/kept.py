@@ -12,7 +12,7 @@ nothing; a plain sweep fixes a fresh seed per point (``precheck``), so its point
 ``--seed`` made their draws the same.
 
 Only the host side is shared: each point uploads its own device copies (its own
-:class:`~cudalab.worker.executor.Context`) and poisons its outputs as before. The arrays are read-only, so
+:class:`~cudalab.worker.context.Context`) and poisons its outputs as before. The arrays are read-only, so
 a family that wrote into its host inputs fails loudly instead of handing a later point altered data. One
 set is kept, the last one: a point that cannot take it lets it go before it draws or checks its memory.
 """
