@@ -146,12 +146,29 @@ def test_a_long_kernel_cupti_cannot_time_is_timed_by_events_and_says_so(monkeypa
     assert t.method == "events" and t.note.startswith("timed by events: cupti-python is not installed")
 
 
-def test_a_row_that_cannot_repeat_never_reaches_cupti(monkeypatch):
+@pytest.mark.parametrize("proto,kernel_ms", [(PROTO, 0.005), (HOT, 0.003)])
+def test_a_row_that_cannot_repeat_is_reset_before_each_launch_and_the_reset_is_not_the_rows(monkeypatch, proto,
+                                                                                               kernel_ms):
+    """An in-place row (reduce's classic ladder) consumes its input: each launch must start from a reset one, and
+    the reset's copy (here a long memset) must not be counted, as the flushes are not."""
     gpu = gpu_with(monkeypatch)
-    case = Case(run=lambda: gpu.kernel(ns=3_000), result=lambda: None, reset=lambda: None)
-    t = time_case(gpu, case, PROTO)
-    assert t.method == "events" and t.note == "timed by events: this row cannot repeat without a reset between launches"
-    assert gpu.calls == []
+    state = {"fresh": False, "resets": 0}
+
+    def reset():
+        state["fresh"] = True
+        state["resets"] += 1
+        gpu.memset(ns=20_000)
+
+    def run():
+        assert state["fresh"], "launched on a consumed input"
+        state["fresh"] = False
+        gpu.kernel(ns=3_000, cold_ns=5_000)
+
+    t = time_case(gpu, Case(run=run, result=lambda: None, reset=reset), proto)
+    assert t.method == "cupti" and t.note == "" and t.batch > 1
+    assert t.stats.samples == pytest.approx([kernel_ms] * t.stats.n)
+    cupti_launches = t.batch * (t.stats.n + proto.warmup)
+    assert state["resets"] >= cupti_launches
 
 
 def test_the_rows_own_gpu_error_is_not_taken_for_cuptis(monkeypatch):

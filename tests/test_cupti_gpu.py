@@ -53,3 +53,22 @@ def test_truth_gives_cuptis_figure_cold_and_hot(invoke, tmp_path):
         f = r[temp]["cupti"]
         assert f["median_ms"] and f["median_ms"] > 0 and f["timed_by"] == "cupti" and not f["note"], (temp, f)
     assert "cupti µs" in res.output and "cupti vs ncu" in res.output
+
+
+@pytest.mark.gpu
+def test_launch_cupti_times_an_in_place_reduction_reset_before_each_launch(invoke, tmp_path):
+    """reduce's classic rows consume their input: cupti resets it before every launch (the copy not counted), and
+    the row still passes its check; events (one launch between two events) read more than cupti's GPU time."""
+    _cupti_or_skip()
+    meds = {}
+    for launch in ("cupti", "events"):
+        out = tmp_path / f"reduce-{launch}.json"
+        res = invoke("reduce", "--n", "2^16", "--variant", "neighbored", "--budget", "0.2", "-q", "--no-roofline",
+                     "--launch", launch, "--json", out)
+        assert res.exit_code == 0, res.output
+        row = json.loads(out.read_text())["points"][0]["results"][0]
+        assert row["status"] == "passed", row
+        assert row["extra"]["timed_by"] == launch and "timed_by_note" not in row["extra"], row["extra"]
+        meds[launch] = row["stats"]["median"]
+    # events carry a launch's overhead (H200, cudalab truth: 7.3 µs events against ncu's 4.2 for this row)
+    assert meds["cupti"] < meds["events"], meds

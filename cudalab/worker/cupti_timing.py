@@ -232,6 +232,10 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
     state = {"enqueue_ms": SPIN_GUESS_MS * n, "spun": False, "launches": 0}
     spans: list[tuple[float, float]] = []
 
+    # A row that cannot repeat (an in-place reduction) is reset before each launch. The reset's copies are
+    # made outside the launch's bracket, so their records are not the row's, as the flushes are not.
+    fresh = not case.can_repeat
+
     def sample() -> float:
         t0 = clock()
         case.reset()
@@ -239,7 +243,9 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
             state["spun"] = bool(spin(min(SPIN_MAX_MS, 1.5 * state["enqueue_ms"] + 0.05)))
         marks: list[tuple[int, int]] = []
         e0 = clock()
-        for _ in range(n):
+        for i in range(n):
+            if fresh and i:
+                case.reset()
             if proto.flush_l2:
                 dev.flush_l2()
             a = rec.timestamp()

@@ -230,9 +230,6 @@ def _cannot(method: str, case: Any, dev: Any) -> str:
     """Why ``method`` (graph, cupti) cannot time ``case`` before anything is tried ('' when it may)."""
     if method == "graph" and not (case.can_repeat and hasattr(dev, "capture")):
         return "this row cannot be replayed as a graph"
-    if method == "cupti" and not case.can_repeat:
-        # its input must be restored between launches (the in-place reductions): the batch's rule
-        return "this row cannot repeat without a reset between launches"
     return ""
 
 
