@@ -434,9 +434,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _commit() -> str:
+    """HEAD, with ``+dirty`` when the code differs from it (the GPU machine gets a working tree over the
+    session's first commit, so its HEAD alone can name code that did not run)."""
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=10).stdout.strip() or "?"
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
+                                "cudalab", "scripts", "cuda_src"], capture_output=True, text=True, timeout=10)
+        return head + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "?"
 

@@ -136,8 +136,13 @@ def write_record(record: dict[str, Any], out: Path, gpu: str) -> tuple[Path, Pat
     a failed run never leaves half a record over the last good one."""
     out.mkdir(parents=True, exist_ok=True)
     js, md = out / f"{gpu}-tune.json", out / f"{gpu}-tune.md"
-    # a part's command stands beside its figures only: a run stopped before a part's end added none
-    record = {**record, "commands": {p: c for p, c in record.get("commands", {}).items() if p in record}}
+    # a part's command (a ground truth's and a replay's: per space, "ground SPACE") stands beside its figures
+    # only: a run stopped before a part's end added none
+    def measured(key: str) -> bool:
+        part, _, space = key.partition(" ")
+        return part in record and (not space or space in record[part])
+
+    record = {**record, "commands": {k: c for k, c in record.get("commands", {}).items() if measured(k)}}
     lines = [f"# cudalab tune on {record.get('device', gpu)}", "",
              *[f"- {part}: `{cmd}`" for part, cmd in sorted(record["commands"].items())], "",
              "| part | what | figure |", "|---|---|---|"]
@@ -318,14 +323,14 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
                 t0 = time.monotonic()
                 record["ground"][s] = ground(s, dbs / f"{s}.db", a.trials, a.seconds)
                 print(f"[bench_tune] ground {s}: {time.monotonic() - t0:.0f} s", flush=True)
-                commands["ground"] = command
+                commands[f"ground {s}"] = command
                 write_record(record, out, gpu)
         if "replay" in parts:
             have = [s for s in spaces if (dbs / f"{s}.db").is_file()]
             strategies = [x.strip() for x in a.strategies.split(",") if x.strip()]
             record.setdefault("replay", {}).update(
                 {s: replay_part(s, dbs / f"{s}.db", a.seeds, a.share, strategies) for s in have})
-            commands["replay"] = command
+            commands.update({f"replay {s}": command for s in have})
             write_record(record, out, gpu)
         if "trust" in parts:
             t0 = time.monotonic()

@@ -80,7 +80,9 @@ def test_small_run_end_to_end_on_fake_workers(fake_workers, tmp_path, capsys):
                    "--gpu", "Fake GPU", "--out", str(tmp_path)]) == 0
     again = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
     assert again["ground"] == rec["ground"] and again["trust"] == rec["trust"]
-    assert set(again["replay"]["reduce-modern"]) == {"random"} and set(again["commands"]) == set(B.PARTS)
+    assert set(again["replay"]["reduce-modern"]) == {"random"}
+    assert set(again["commands"]) == {"ground reduce-modern", "replay reduce-modern", "trust", "kt"}
+    assert again["commands"]["replay reduce-modern"].endswith("--strategies random --gpu Fake GPU --out " + str(tmp_path))
 
 
 def test_a_run_stopped_after_a_part_keeps_that_part(fake_workers, tmp_path, monkeypatch):
@@ -99,10 +101,13 @@ def test_a_run_stopped_after_a_part_keeps_that_part(fake_workers, tmp_path, monk
         B.main(argv)
     rec = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
     assert rec["ground"]["reduce-modern"]["measured"] == 8 and "trust" not in rec
-    assert set(rec["commands"]) == {"ground"}
+    assert set(rec["commands"]) == {"ground reduce-modern"}
     assert "- trust:" not in (tmp_path / "fake-gpu-tune.md").read_text()
     fake_workers({"_ms": "1 + abs(threads - 256) / 1000"})
     assert B.main(["--parts", "ground", "--spaces", "transpose-tiled", "--trials", "4", "--build-ahead", "0",
                    "--gpu", "Fake GPU", "--out", str(tmp_path)]) == 0
     again = json.loads((tmp_path / "fake-gpu-tune.json").read_text())
     assert set(again["ground"]) == {"reduce-modern", "transpose-tiled"}
+    # each ground truth keeps the command that measured it, not the last call's
+    assert "--trials 8" in again["commands"]["ground reduce-modern"]
+    assert "--trials 4" in again["commands"]["ground transpose-tiled"]
