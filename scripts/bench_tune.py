@@ -32,6 +32,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,9 +117,13 @@ def summary_rows(record: dict[str, Any]) -> list[tuple[str, str, str]]:
         if k.get("skipped"):
             rows.append(("kt", "kernel_tuner", f"skipped: {k['skipped']}"))
         else:
-            rows.append(("kt", "kernel_tuner", f"{k['winners']['distinct']} winners in {k['winners']['campaigns']} "
-                                               f"campaigns, {k['wall_s']:.0f} s a campaign"))
-            rows.append(("kt", "cudalab", f"cold {k['cudalab_cold_s']:.0f} s, warm {k['cudalab_warm_s']:.0f} s"))
+            if k.get("winners"):
+                warm = f", warm {k['kt_warm_s']:.0f} s" if k.get("kt_warm_s") is not None else ""
+                cold = f"first (cold) {k['kt_cold_s']:.0f} s{warm}" if "kt_cold_s" in k else f"{k['wall_s']:.0f} s a campaign"
+                rows.append(("kt", "kernel_tuner", f"{k['winners']['distinct']} winners in {k['winners']['campaigns']} "
+                                                   f"campaigns (of {k.get('asked', k['winners']['campaigns'])}), {cold}"))
+            if "cudalab_cold_s" in k:
+                rows.append(("kt", "cudalab", f"cold {k['cudalab_cold_s']:.0f} s, warm {k['cudalab_warm_s']:.0f} s"))
     return rows
 
 
@@ -237,8 +242,12 @@ def _transpose_kt(kt: Any, n: int) -> tuple[str, float]:
     return f"block={best['block_size_x']}x{best['block_size_y']} STREAM={best['STREAM']} TS_LDHINT={best['TS_LDHINT']}", wall
 
 
-def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path) -> dict[str, Any]:
-    """kernel_tuner beside cudalab on transpose's tiled space (8192², the [[tune]] table's size)."""
+def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path,
+                      on_progress: Callable[[dict[str, Any]], None] = lambda part: None) -> dict[str, Any]:
+    """kernel_tuner beside cudalab on transpose's tiled space (8192², the [[tune]] table's size): cudalab's
+    campaign with a cold and a warm build cache, then ``repeats`` kernel_tuner campaigns (the first with
+    PyCUDA's compiler cache as the machine has it, on a fresh machine empty: cold). ``on_progress`` gets the
+    part as measured so far after each campaign, so a call stopped by its time limit keeps them."""
     if not path:
         return {"skipped": "no --kernel-tuner PATH given (kernel_tuner 1.5 is not installed on the GPU machine)"}
     sys.path.insert(0, str(Path(path).resolve()))
@@ -248,12 +257,7 @@ def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path)
         return {"skipped": f"kernel_tuner does not import from {path}: {exc}"}
     import cudalab  # noqa: PLC0415
 
-    winners, walls = [], []
-    for _ in range(repeats):
-        w, s = _transpose_kt(kt, 8192)
-        winners.append(w)
-        walls.append(s)
-    timing = {}
+    out: dict[str, Any] = {"version": getattr(kt, "__version__", "?"), "asked": repeats}
     for kind in ("cold", "warm"):  # cold: an empty build cache; warm: the same cache again
         env_cache = os.environ.get("CUDALAB_CACHE")
         os.environ["CUDALAB_CACHE"] = str(tmp / "cache")
@@ -262,13 +266,22 @@ def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path)
         t0 = time.perf_counter()
         cudalab.tune("transpose", "tiled-64x8", strategy="grid", storage=f"sqlite:///{tmp / f'kt-{kind}.db'}",
                      name=f"kt-{kind}", seed=0, race=0, budget=seconds, **TUNE_KW)
-        timing[f"cudalab_{kind}_s"] = time.perf_counter() - t0
+        out[f"cudalab_{kind}_s"] = time.perf_counter() - t0
         if env_cache is None:
             os.environ.pop("CUDALAB_CACHE", None)
         else:
             os.environ["CUDALAB_CACHE"] = env_cache
-    return {"version": getattr(kt, "__version__", "?"), "winners": winner_changes(winners), "wall_s": sum(walls) / len(walls),
-            "walls_s": walls, **timing}
+    on_progress(dict(out))
+    winners: list[str] = []
+    walls: list[float] = []
+    for _ in range(repeats):
+        w, s = _transpose_kt(kt, 8192)
+        winners.append(w)
+        walls.append(s)
+        out.update(winners=winner_changes(winners), walls_s=list(walls), wall_s=sum(walls) / len(walls),
+                   kt_cold_s=walls[0], kt_warm_s=statistics.median(walls[1:]) if len(walls) > 1 else None)
+        on_progress(dict(out))
+    return out
 
 
 def _device_name() -> str:
@@ -289,6 +302,7 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="replayed strategies (default tpe,gp,random)")
     ap.add_argument("--share", type=float, default=0.10, help="the replay's budget: this share of the configurations")
     ap.add_argument("--repeats", type=int, default=10, help="trust campaigns, and kernel_tuner campaigns (default 10)")
+    ap.add_argument("--kt-repeats", type=int, default=None, help="kernel_tuner campaigns (default: --repeats)")
     ap.add_argument("--trust-space", default="reduce-modern", choices=sorted(SPACES))
     ap.add_argument("--trust-trials", type=int, default=None, help="configurations a trust campaign measures (default: all)")
     ap.add_argument("--seconds", type=float, default=0.1, help="timing budget of one trial (the protocol's, default 0.1)")
@@ -339,7 +353,12 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
             commands["trust"] = command
             write_record(record, out, gpu)
         if "kt" in parts:
-            record["kt"] = kernel_tuner_part(a.kernel_tuner, a.repeats, a.seconds, tmp)
+            def kt_so_far(part: dict[str, Any]) -> None:
+                record["kt"] = part
+                commands["kt"] = command
+                write_record(record, out, gpu)
+
+            record["kt"] = kernel_tuner_part(a.kernel_tuner, a.kt_repeats or a.repeats, a.seconds, tmp, kt_so_far)
             commands["kt"] = command
     js, md = write_record(record, out, gpu)
     width = max((len(f"{p}  {w}") for p, w, _ in summary_rows(record)), default=10)

@@ -111,3 +111,34 @@ def test_a_run_stopped_after_a_part_keeps_that_part(fake_workers, tmp_path, monk
     # each ground truth keeps the command that measured it, not the last call's
     assert "--trials 8" in again["commands"]["ground reduce-modern"]
     assert "--trials 4" in again["commands"]["ground transpose-tiled"]
+
+
+def test_the_kernel_tuner_part_keeps_each_campaign_as_it_ends(fake_workers, tmp_path, monkeypatch):
+    """kernel_tuner (a fake here) beside cudalab: cudalab's cold and warm campaigns first, then each kernel_tuner
+    campaign written into the record as it ends, so a call's time limit keeps the finished ones; the first
+    campaign is reported as the cold one."""
+    pytest.importorskip("optuna")
+    fake_workers({"_ms": "1 + abs(threads - 256) / 1000"})
+    kt = tmp_path / "kt" / "kernel_tuner"
+    kt.mkdir(parents=True)
+    (kt / "__init__.py").write_text("__version__ = '1.5'\n")
+    walls = iter([30.0, 10.0, 12.0, 11.0])
+    monkeypatch.setattr(B, "_transpose_kt", lambda kt, n: ("block=64x8 STREAM=0 TS_LDHINT=0", next(walls)))
+    real = B.write_record
+    seen = []
+
+    def spy(record, out, gpu):
+        seen.append(json.loads(json.dumps(record.get("kt", {}))))
+        return real(record, out, gpu)
+
+    monkeypatch.setattr(B, "write_record", spy)
+    monkeypatch.setattr(B, "TUNE_KW", {**B.TUNE_KW, "trials": 6})
+    assert B.main(["--parts", "kt", "--kernel-tuner", str(tmp_path / "kt"), "--repeats", "4", "--build-ahead", "0",
+                   "--gpu", "Fake GPU", "--out", str(tmp_path)]) == 0
+    rec = json.loads((tmp_path / "fake-gpu-tune.json").read_text())["kt"]
+    assert rec["winners"] == {"campaigns": 4, "distinct": 1, "counts": {"block=64x8 STREAM=0 TS_LDHINT=0": 4}}
+    assert rec["kt_cold_s"] == 30.0 and rec["kt_warm_s"] == 11.0 and rec["cudalab_cold_s"] > 0
+    # written after cudalab's campaigns and after each kernel_tuner campaign
+    assert [len(k.get("walls_s", [])) for k in seen[:5]] == [0, 1, 2, 3, 4]
+    md = (tmp_path / "fake-gpu-tune.md").read_text()
+    assert "1 winners in 4 campaigns (of 4), first (cold) 30 s, warm 11 s" in md
