@@ -284,6 +284,33 @@ def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path,
     return out
 
 
+def merge_into(record: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Add another call's record of the same GPU (two calls at once, one GPU each) to ``record``: its ground
+    truths and replays space by space, its trust and kt parts whole, each with its command. Returns what it
+    added (``ground SPACE``, ``trust``...).
+
+    Raises:
+        ValueError: the records name different GPUs.
+    """
+    if other.get("device") and record.get("device") and other["device"] != record["device"]:
+        raise ValueError(f"a record of {other['device']} cannot go into one of {record['device']}")
+    added: list[str] = []
+    for part in ("ground", "replay"):
+        for space, figures in other.get(part, {}).items():
+            record.setdefault(part, {})[space] = figures
+            added.append(f"{part} {space}")
+    for part in ("trust", "kt"):
+        if part in other:
+            record[part] = other[part]
+            added.append(part)
+    theirs = other.get("commands", {})
+    for key in added:  # an old record's command is per part ("ground"), a newer one's per space
+        cmd = theirs.get(key) or theirs.get(key.split()[0]) or other.get("command")
+        if cmd:
+            record.setdefault("commands", {})[key] = cmd
+    return added
+
+
 def _device_name() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
@@ -308,10 +335,12 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     ap.add_argument("--seconds", type=float, default=0.1, help="timing budget of one trial (the protocol's, default 0.1)")
     ap.add_argument("--kernel-tuner", default=None, help="a folder (or wheel) kernel_tuner 1.5 imports from")
     ap.add_argument("--build-ahead", type=int, default=None, help="build threads ahead of the GPU (default: the cores less one)")
+    ap.add_argument("--merge", action="append", default=[], metavar="JSON",
+                    help="add another call's record of the same GPU (repeatable; with --parts none, only merge)")
     ap.add_argument("--gpu", default=None, help="the record's name (default: the GPU's, as nvidia-smi names it)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"), help="where the record goes")
     a = ap.parse_args(argv)
-    parts = [p.strip() for p in a.parts.split(",") if p.strip()]
+    parts = [p.strip() for p in a.parts.split(",") if p.strip() and p.strip() != "none"]
     spaces = [s.strip() for s in a.spaces.split(",") if s.strip()]
     bad = [p for p in parts if p not in PARTS] + [s for s in spaces if s not in SPACES]
     if bad or (a.trials is not None and a.trials < 1) or a.seeds < 1 or a.repeats < 1 or not 0 < a.share <= 1:
@@ -327,6 +356,12 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     command = " ".join(["python3 scripts/bench_tune.py", *(sys.argv[1:] if argv is None else argv)])
     record = earlier_record(out / f"{gpu}-tune.json")  # a part not run now keeps its earlier figures
     record.update({"device": name, "command": command, "when": time.strftime("%Y-%m-%d %H:%M:%S")})
+    for path in a.merge:
+        try:
+            print(f"[bench_tune] merged from {path}: {', '.join(merge_into(record, json.loads(Path(path).read_text())))}")
+        except (OSError, ValueError) as exc:
+            print(f"bench_tune: cannot merge {path}: {exc}", file=sys.stderr)
+            return 2
     commands = record.setdefault("commands", {})  # a part's command is recorded with its figures
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmpname:
         tmp = Path(tmpname)

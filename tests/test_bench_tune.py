@@ -142,3 +142,32 @@ def test_the_kernel_tuner_part_keeps_each_campaign_as_it_ends(fake_workers, tmp_
     assert [len(k.get("walls_s", [])) for k in seen[:5]] == [0, 1, 2, 3, 4]
     md = (tmp_path / "fake-gpu-tune.md").read_text()
     assert "1 winners in 4 campaigns (of 4), first (cold) 30 s, warm 11 s" in md
+
+
+def test_records_of_two_calls_at_once_merge_part_by_part_with_their_commands(tmp_path, capsys):
+    """Trust on one GPU and kernel_tuner on the other, each call writing its own record: --merge adds both to
+    the GPU's record with each part's command; a record of another GPU is refused in one line, nothing written."""
+    base = {"device": "NVIDIA H200", "ground": {"a": {"measured": 2, "passed": 2, "best_ms": 1.0, "wall_s": 3}},
+            "commands": {"ground a": "cmd-a"}}
+    B.write_record(base, tmp_path, "nvidia-h200")
+    trust = {"device": "NVIDIA H200", "command": "cmd-trust", "commands": {"trust": "cmd-trust"},
+             "trust": {"space": "s", "agree": 10, "campaigns": 10, "distinct": 1}}
+    kt = {"device": "NVIDIA H200", "command": "cmd-kt", "commands": {"kt": "cmd-kt"},
+          "kt": {"skipped": "x"}, "ground": {"b": {"measured": 1, "passed": 1, "best_ms": 2.0, "wall_s": 1}}}
+    files = []
+    for i, r in enumerate((trust, kt)):
+        files.append(tmp_path / f"r{i}.json")
+        files[-1].write_text(json.dumps(r))
+    assert B.main(["--parts", "none", "--merge", str(files[0]), "--merge", str(files[1]), "--gpu", "NVIDIA H200",
+                   "--out", str(tmp_path)]) == 0
+    rec = json.loads((tmp_path / "nvidia-h200-tune.json").read_text())
+    assert set(rec["ground"]) == {"a", "b"} and rec["trust"]["agree"] == 10 and rec["kt"] == {"skipped": "x"}
+    assert rec["commands"] == {"ground a": "cmd-a", "ground b": "cmd-kt", "trust": "cmd-trust", "kt": "cmd-kt"}
+    other = tmp_path / "h100.json"
+    other.write_text(json.dumps({**trust, "device": "NVIDIA H100"}))
+    before = (tmp_path / "nvidia-h200-tune.json").read_text()
+    capsys.readouterr()
+    assert B.main(["--parts", "none", "--merge", str(other), "--gpu", "NVIDIA H200", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "H100" in err
+    assert (tmp_path / "nvidia-h200-tune.json").read_text() == before
