@@ -27,7 +27,8 @@ that can be batched; else ``events``), ``cudalab truth``'s methods told apart.
 
 ``FAKE_GPU_NAME`` and ``FAKE_CUDA`` change the GPU's name and CUDA version (a cluster of mixed GPUs).
 
-With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file. With ``FAKE_WORKER_CUBINS`` set,
+With ``FAKE_WORKER_BUSY`` set (a folder), a file named after the worker's pid is there while a point sleeps
+its ``_delay``: a test that kills a worker picks one with a trial in flight. With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file. With ``FAKE_WORKER_CUBINS`` set,
 each point appends to that file whether its kernels' cubins were in the build cache when it arrived (a
 cluster's prebuilds).
 """
@@ -40,6 +41,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from cudalab import plan as planning
 from cudalab.bench import AUTO_LAUNCH, summarize
@@ -106,7 +108,12 @@ def main() -> None:
             mine = [k for k in by_point if k.split("#")[0] == v.name]
             b = how[mine[0]] if mine else how.get(f"{v.name}@{req.n}", how.get(v.name, "pass"))
             if how.get("_delay"):
+                busy = os.environ.get("FAKE_WORKER_BUSY")  # a folder: this worker's pid while it sleeps in a point
+                if busy:
+                    Path(busy, str(os.getpid())).touch()
                 time.sleep(float(how["_delay"]))
+                if busy:
+                    Path(busy, str(os.getpid())).unlink(missing_ok=True)
             send(ev="stage", variant=v.name, stage="compiling", watch=False)
             send(ev="stage", variant=v.name, stage="running", watch=True)
             if b == "hang":

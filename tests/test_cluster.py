@@ -82,8 +82,11 @@ def test_a_grid_campaign_on_four_gpus_records_every_trial_once_on_every_worker(d
     assert res.record.device.get("cluster") == "local" and len(res.record.device["devices"]) == 4
 
 
-def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake, tmp_path):
+def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake, tmp_path, monkeypatch):
     dask_fake({"_delay": 0.3})
+    busy = tmp_path / "busy"   # the fake workers' pids while a trial sleeps in them (tests/fake_worker_main.py)
+    busy.mkdir()
+    monkeypatch.setenv("FAKE_WORKER_BUSY", str(busy))
     killed = []
 
     def parent(pid: int) -> int:
@@ -100,11 +103,26 @@ def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake
 
     def on_event(what, d):
         if what == "trial" and d["done"] == 4 and not killed:
-            out = subprocess.run(["pgrep", "-f", "fake_worker_main"], capture_output=True, text=True).stdout.split()
-            mine = [int(p) for p in out if ours(int(p)) and parent(int(p)) != os.getpid()]
-            dask_worker = parent(mine[0])  # a Dask worker of this test's cluster, with trials in flight
-            os.kill(dask_worker, signal.SIGKILL)
-            killed.append(dask_worker)
+            # a Dask worker of this test's cluster whose GPU worker is inside a trial now (under load a worker can
+            # be between trials at any given moment: killing one then proves nothing about a trial in flight)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                out = subprocess.run(["pgrep", "-f", "fake_worker_main"], capture_output=True, text=True).stdout.split()
+                mine = {int(p) for p in out if ours(int(p)) and parent(int(p)) != os.getpid()}
+                inside = []
+                for f in busy.iterdir():
+                    try:
+                        if int(f.name) in mine:
+                            inside.append((f.stat().st_mtime, int(f.name)))
+                    except FileNotFoundError:  # that trial ended while we looked
+                        pass
+                inside.sort()
+                if inside:
+                    dask_worker = parent(inside[-1][1])
+                    os.kill(dask_worker, signal.SIGKILL)
+                    killed.append(dask_worker)
+                    return
+                time.sleep(0.01)
 
     res = cudalab.tune("copy", "vec4", **{**SPACE, "seed": 1, "build_ahead": 0, "cluster": "local",
                                           "devices": "0,1", "storage": f"sqlite:///{tmp_path / 'k.db'}",

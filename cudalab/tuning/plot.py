@@ -4,6 +4,7 @@ the Pareto front (matplotlib, optional)."""
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from cudalab.report import plot as P
@@ -17,7 +18,9 @@ def _importances(res: Any) -> dict[str, float]:
     optuna = quiet_optuna()
     try:
         study = optuna.load_study(study_name=res.name, storage=res.url)
-        return dict(optuna.importance.get_param_importances(study, target=lambda t: t.values[0]))
+        with warnings.catch_warnings():  # Optuna warns that a target means "lower is better": it does, here
+            warnings.simplefilter("ignore", UserWarning)
+            return dict(optuna.importance.get_param_importances(study, target=lambda t: t.values[0]))
     except Exception:  # noqa: BLE001  (fewer than two passed trials, one free parameter: no figure, no error)
         return {}
 
@@ -26,7 +29,8 @@ def plot_campaign(res: Any, path: str | os.PathLike) -> None:
     """Draw ``res`` (a :class:`~cudalab.tuning.result.TuneResult`) to ``path`` (.png, .svg or .pdf)."""
     plt = P._pyplot()
     two = len(res.objectives) > 1
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    # constrained layout: the importances' long names (WT_STAGES) must not reach into the curve's legend
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     ax = axes[0]
     trials = sorted(res.trials, key=lambda m: m.number)
     if two:
@@ -50,6 +54,9 @@ def plot_campaign(res: Any, path: str | os.PathLike) -> None:
                 ys.append(best)
         ax.scatter(xs_all, ys_all, s=10, color="0.6", label="trial")
         ax.step(xs, ys, where="post", color="C0", label="best so far")
+        if ys_all and min(ys_all) > 0 and max(ys_all) / min(ys_all) > 4:
+            # a few slow configurations (8x the best in the matmul warptile) would flatten the curve near the best
+            ax.set_yscale("log")
         ax.set_xlabel("trials")
         ax.set_ylabel(f"{res.objectives[0]} ({'ms' if res.objectives[0] == 'time' else 'mJ'})")
         ax.legend()
