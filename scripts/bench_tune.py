@@ -123,7 +123,10 @@ def summary_rows(record: dict[str, Any]) -> list[tuple[str, str, str]]:
                 rows.append(("kt", "kernel_tuner", f"{k['winners']['distinct']} winners in {k['winners']['campaigns']} "
                                                    f"campaigns (of {k.get('asked', k['winners']['campaigns'])}), {cold}"))
             if "cudalab_cold_s" in k:
-                rows.append(("kt", "cudalab", f"cold {k['cudalab_cold_s']:.0f} s, warm {k['cudalab_warm_s']:.0f} s"))
+                busy = [f"{k.get(f'cudalab_{c}_gpu_busy_pct'):.0f}% {c}" for c in ("cold", "warm")
+                        if k.get(f"cudalab_{c}_gpu_busy_pct") is not None]
+                rows.append(("kt", "cudalab", f"cold {k['cudalab_cold_s']:.0f} s, warm {k['cudalab_warm_s']:.0f} s"
+                                              + (f" (GPU busy {', '.join(busy)})" if busy else "")))
     return rows
 
 
@@ -264,9 +267,10 @@ def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path,
         if kind == "cold":
             shutil.rmtree(tmp / "cache", ignore_errors=True)
         t0 = time.perf_counter()
-        cudalab.tune("transpose", "tiled-64x8", strategy="grid", storage=f"sqlite:///{tmp / f'kt-{kind}.db'}",
-                     name=f"kt-{kind}", seed=0, race=0, budget=seconds, **TUNE_KW)
+        res = cudalab.tune("transpose", "tiled-64x8", strategy="grid", storage=f"sqlite:///{tmp / f'kt-{kind}.db'}",
+                           name=f"kt-{kind}", seed=0, race=0, budget=seconds, **TUNE_KW)
         out[f"cudalab_{kind}_s"] = time.perf_counter() - t0
+        out[f"cudalab_{kind}_gpu_busy_pct"] = getattr(res, "gpu_busy_pct", None)  # NVML's, while the trials ran
         if env_cache is None:
             os.environ.pop("CUDALAB_CACHE", None)
         else:

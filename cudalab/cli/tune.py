@@ -131,7 +131,7 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
 
 
 class _Live:
-    """The live line on stderr: trials done / budget, the best so far, builds queued, the ETA."""
+    """The live line on stderr: trials done / budget, the best so far, builds queued, GPU busy, the ETA."""
 
     def __init__(self, quiet: bool):
         self.quiet, self.tty, self.open = quiet, sys.stderr.isatty(), False
@@ -155,6 +155,8 @@ class _Live:
             text = (f"[{d['done']}/{d['budget']}] best {best.values[0]:.4g} ({' '.join(f'{k}={v}' for k, v in best.point.items())})"
                     if best else f"[{d['done']}/{d['budget']}] no passed trial yet")
             text += (f" · in flight {d['in_flight']}" if "in_flight" in d else f" · builds queued {d['builds']}")
+            if d.get("gpu_busy") is not None:
+                text += f" · GPU busy {d['gpu_busy']:.0f}%"
             text += f" · ETA {int(eta) // 60}:{int(eta) % 60:02d}"
         elif what == "race":
             text = f"racing the best {len(d['contenders'])}"
@@ -214,8 +216,9 @@ def _show(res: Any) -> None:
     con.print(report.simple_table(cols, rows, title=title, wrap=("configuration", "race")))
     bad = [m for m in res.trials if m.values is None and m.status not in ("refused", "interrupted")]
     refused = sum(1 for m in res.trials if m.status == "refused")
+    busy = f"; GPU busy {res.gpu_busy_pct:.0f}% while they ran (NVML)" if res.gpu_busy_pct is not None else ""
     click.echo(f"{len(res.trials)} trials: {len(res.feasible)} passed, {len(bad)} infeasible "
-               f"(incorrect, failed or timed out), {refused} refused before any build")
+               f"(incorrect, failed or timed out), {refused} refused before any build{busy}")
     if race is not None and race.winner:
         up = race.runner_up()
         v = race.verdicts.get(up)

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from cudalab.bench import Protocol
 from cudalab.errors import ClusterLost, LaunchConfigError, UsageError
+from cudalab.instruments.busy import BusyMeter, gpu_of
 from cudalab.records import noise
 from cudalab.records.results import PASSED, SKIPPED
 from cudalab.tuning import campaign as C
@@ -43,8 +44,9 @@ STALE_ASKS = 500
 class _Campaign:
     """The running state of one campaign (its study, its trials, its GPU session)."""
 
-    def __init__(self, p: CampaignPlan, study: Any, runs: Runs, on_event: Callable[[str, dict[str, Any]], None]):
-        self.p, self.study, self.runs, self.emit = p, study, runs, on_event
+    def __init__(self, p: CampaignPlan, study: Any, runs: Runs, on_event: Callable[[str, dict[str, Any]], None],
+                 meter: BusyMeter | None = None):
+        self.p, self.study, self.runs, self.emit, self.meter = p, study, runs, on_event, meter
         self.optuna = S.quiet_optuna()
         self.dists = S.distributions(p.space)
         self.prop = proposer(p)
@@ -199,6 +201,7 @@ class _Campaign:
                 interrupted = self.run_one(trial, point, req)
                 self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
                                     "builds": self.pool.queued(), "elapsed": time.monotonic() - self.started,
+                                    "gpu_busy": self.meter.percent if self.meter is not None else None,
                                     "last": self.known.get(point_key(point))})
                 if interrupted:
                     return True
@@ -286,12 +289,17 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
     if getattr(runs, "concurrent", False):
         emit("cluster", {"text": runs.describe()})
-    code = 0
+    code, busy = 0, None
+    # GPU busy % for the live line and the result: this host's GPU only (a cluster's are on other hosts)
+    meter = None if getattr(runs, "concurrent", False) else BusyMeter(lambda: gpu_of(runs.worker_pids)).start()
     try:
         with interrupts() as caught:
-            camp = _Campaign(p, study, runs, emit)
+            camp = _Campaign(p, study, runs, emit, meter)
             camp.redo.extend(redo)
             interrupted = camp.loop()
+            busy = meter.percent if meter is not None else None
+            if meter is not None:
+                meter.stop()
             race_result, default_key = None, point_key(_default_point(p))
             if len(opts.objectives) == 1 and opts.race > 0 and camp.lost is None:
                 try:
@@ -304,12 +312,14 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         elif interrupted or caught.signum is not None:
             code = 128 + (caught.signum or 2)
     finally:
+        if meter is not None:
+            meter.stop()
         if code:
             runs.kill()
         else:
             runs.close()
     return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
-                            default_key=default_key)
+                            default_key=default_key, gpu_busy_pct=busy)
 
 
 def _runs(opts: TuneOptions) -> Runs:

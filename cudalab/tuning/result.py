@@ -37,6 +37,9 @@ class TuneResult:
         record: the run record of the raced configurations (None when nothing was raced).
         command: the ``cudalab`` command that reruns the winner.
         incomplete, exit_code: interrupted (130) or not (0).
+        space: the search space as :meth:`~cudalab.tuning.space.Space.describe` gives it.
+        gpu_busy_pct: the GPU's mean utilization (NVML) while the trials ran, before the race (None: not
+            known, as on a cluster or without NVML).
     """
 
     family: str
@@ -53,6 +56,7 @@ class TuneResult:
     incomplete: bool = False
     exit_code: int = 0
     space: dict[str, Any] = field(default_factory=dict)
+    gpu_busy_pct: float | None = None
 
     @property
     def feasible(self) -> list[C.Measured]:
@@ -95,7 +99,7 @@ class TuneResult:
             "family": self.family, "variant": self.variant, "campaign": self.name, "storage": self.url,
             "objectives": list(self.objectives), "winner": self.winner, "default": self.default_key,
             "command": self.command,
-            "space": self.space, "incomplete": self.incomplete,
+            "space": self.space, "incomplete": self.incomplete, "gpu_busy_pct": self.gpu_busy_pct,
             "trials": [{"number": m.number, "point": m.point, "status": m.status, "reason": m.reason,
                         "values": list(m.values) if m.values is not None else None} for m in self.trials],
             "race": None if r is None else {
@@ -108,7 +112,7 @@ class TuneResult:
 
     @classmethod
     def build(cls, p: Any, study: Any, fruns: dict[str, Any], race: Any, device: dict[str, Any],
-              incomplete: bool, exit_code: int, default_key: str) -> "TuneResult":
+              incomplete: bool, exit_code: int, default_key: str, gpu_busy_pct: float | None = None) -> "TuneResult":
         """The result of plan ``p`` from its study and what this process ran."""
         trials = tuple(C.measured(study))
         pareto: tuple[C.Measured, ...] = ()
@@ -123,7 +127,7 @@ class TuneResult:
         command = rerun_command(p, point) if point is not None else ""
         record = _record(p, race, device, incomplete, command) if race is not None and race.runs else None
         return cls(p.spec.name, p.variant.name, p.name, p.url, tuple(p.opts.objectives), trials, race, pareto,
-                   default_key, record, command, incomplete, exit_code, p.space.describe())
+                   default_key, record, command, incomplete, exit_code, p.space.describe(), gpu_busy_pct)
 
 
 def rerun_command(p: Any, point: Mapping[str, str]) -> str:

@@ -101,6 +101,10 @@ class Runs:
         """The GPU's facts (a run record's ``device``)."""
         return self.session.info()
 
+    def worker_pids(self) -> set[int]:
+        """The process ids of the workers now (NVML finds their GPU by them: :func:`cudalab.instruments.busy.gpu_of`)."""
+        return {int(w.pid) for w in (s.worker for s in list(self.session.slots)) if getattr(w, "pid", None)}
+
     def close(self) -> None:
         """End the workers politely."""
         self.session.close()

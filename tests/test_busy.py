@@ -1,0 +1,118 @@
+"""GPU busy % (issue 43's live line): NVML's utilization polled from the parent in a thread, on a fake NVML; no
+figure rather than an error when NVML cannot say; ``cudalab tune`` shows it live and in its result."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from cudalab.instruments.busy import BusyMeter, gpu_of
+
+
+class FakeNvml:
+    def __init__(self, values, refuse_every=0):
+        self.values, self.refuse_every, self.calls, self.shut = list(values), refuse_every, 0, False
+
+    def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802  (NVML's name)
+        assert handle == "gpu0"
+        self.calls += 1
+        if self.refuse_every and self.calls % self.refuse_every == 0:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return SimpleNamespace(gpu=self.values[(self.calls - 1) % len(self.values)], memory=0)
+
+    def nvmlShutdown(self):  # noqa: N802
+        self.shut = True
+
+
+def _run(meter: BusyMeter, polls: int) -> BusyMeter:
+    meter.start()
+    deadline = time.monotonic() + 5
+    while meter.readings < polls and time.monotonic() < deadline:
+        time.sleep(0.005)
+    meter.stop()
+    return meter
+
+
+def test_the_mean_of_the_polls_and_nvml_shut_after():
+    nvml = FakeNvml([100, 50])
+    m = _run(BusyMeter(lambda: (nvml, "gpu0"), period_s=0.01), 4)
+    assert m.readings >= 4 and 70 <= m.percent <= 80 and nvml.shut
+
+
+def test_a_refused_poll_is_left_out_not_counted_idle():
+    nvml = FakeNvml([90], refuse_every=2)
+    m = _run(BusyMeter(lambda: (nvml, "gpu0"), period_s=0.01), 3)
+    assert m.percent == 90 and nvml.calls > m.readings
+
+
+@pytest.mark.parametrize("opener", [lambda: None, lambda: 1 / 0])
+def test_no_nvml_no_figure_and_no_error(opener):
+    m = _run(BusyMeter(opener, period_s=0.01), 1)
+    assert m.percent is None and m.readings == 0
+
+
+def test_one_reading_is_not_a_figure():
+    m = BusyMeter(lambda: (FakeNvml([40]), "gpu0"), period_s=0.01)
+    m._readings.append(40)
+    assert m.percent is None
+
+
+def test_tune_shows_gpu_busy_live_and_records_it(fake_workers, tmp_path, monkeypatch, invoke):
+    pytest.importorskip("optuna")
+    from cudalab.tuning import drive
+
+    fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10", "_delay": 0.05})
+    nvml = FakeNvml([80, 60])
+    asked = []
+    monkeypatch.setattr(drive, "gpu_of", lambda pids: asked.append(pids()) or (nvml, "gpu0"))
+    monkeypatch.setattr("cudalab.instruments.busy.PERIOD_S", 0.01)
+    monkeypatch.setattr(BusyMeter.__init__, "__defaults__", (0.01,))
+    monkeypatch.chdir(tmp_path)
+    res = invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8", "--block", "256",
+                 "--trials", "8", "--seed", "2", "--build-ahead", "0", "--race", "0", "--json", "t.json")
+    assert res.exit_code == 0, res.output
+    assert "GPU busy 70%" in res.stderr and "; GPU busy 70% while they ran (NVML)" in res.stdout
+    assert json.loads((tmp_path / "t.json").read_text())["tune"]["gpu_busy_pct"] == pytest.approx(70, abs=10)
+    assert asked and all(isinstance(p, int) for p in asked[0])  # the workers' pids, to find their GPU by
+
+
+class TwoGpus:
+    """NVML of two GPUs; our worker (pid 42) shows on the second after ``late`` looks."""
+
+    def __init__(self, late=2, hide=False, count=2):
+        self.looks, self.late, self.hide, self.count, self.shut = 0, late, hide, count, False
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return self.count
+
+    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
+        return f"gpu{i}"
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):  # noqa: N802
+        if self.hide:
+            raise RuntimeError("NVML_ERROR_NO_PERMISSION")
+        if h == "gpu0":
+            self.looks += 1
+            return [SimpleNamespace(pid=7)]          # another process, on the other GPU
+        return [SimpleNamespace(pid=42)] if self.looks > self.late else []
+
+    def nvmlShutdown(self):  # noqa: N802
+        self.shut = True
+
+
+def test_the_gpu_is_the_one_the_worker_computes_on_found_when_its_context_appears():
+    nvml = TwoGpus(late=2)
+    assert gpu_of(lambda: {42}, wait_s=10, nvml=nvml, sleep=lambda s: None) == (nvml, "gpu1")
+    assert nvml.looks == 3 and not nvml.shut
+
+
+def test_one_gpu_needs_no_looking_and_a_hidden_list_gives_no_figure():
+    one = TwoGpus(hide=True, count=1)
+    assert gpu_of(lambda: {42}, nvml=one) == (one, "gpu0")
+    hidden = TwoGpus(hide=True)
+    assert gpu_of(lambda: {42}, wait_s=0, nvml=hidden, sleep=lambda s: None) is None and hidden.shut
+    never = TwoGpus(late=10**9)
+    assert gpu_of(lambda: {42}, wait_s=0, nvml=never, sleep=lambda s: None) is None
