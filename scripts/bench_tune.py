@@ -271,6 +271,7 @@ def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path,
                            name=f"kt-{kind}", seed=0, race=0, budget=seconds, **TUNE_KW)
         out[f"cudalab_{kind}_s"] = time.perf_counter() - t0
         out[f"cudalab_{kind}_gpu_busy_pct"] = getattr(res, "gpu_busy_pct", None)  # NVML's, while the trials ran
+        out[f"cudalab_{kind}_time"] = getattr(res, "time_account", None)  # where the rest goes
         if env_cache is None:
             os.environ.pop("CUDALAB_CACHE", None)
         else:

@@ -116,3 +116,37 @@ def test_one_gpu_needs_no_looking_and_a_hidden_list_gives_no_figure():
     assert gpu_of(lambda: {42}, wait_s=0, nvml=hidden, sleep=lambda s: None) is None and hidden.shut
     never = TwoGpus(late=10**9)
     assert gpu_of(lambda: {42}, wait_s=0, nvml=never, sleep=lambda s: None) is None
+
+
+# --- where a campaign's time goes (tuning/account.py) ---------------------------------------------------------
+
+def test_the_account_adds_each_bucket_and_says_it_in_one_line():
+    from cudalab.tuning.account import TimeAccount, describe
+
+    now = [100.0]
+    acct = TimeAccount(clock=lambda: now[0])
+    for bucket, s in (("trials", 30.0), ("builds", 2.0), ("search", 1.0), ("trials", 0.5), ("race", 0.0)):
+        with acct.timed(bucket):
+            now[0] += s
+    d = acct.to_dict()
+    assert d == {"trials": 30.5, "builds": 2.0, "search": 1.0, "race": 0.0, "wall": 33.5}
+    assert describe(d, 62.4) == ("where the time went (33.5 s): trials in the worker 30.5 s (GPU busy 62%), "
+                                 "waiting for builds 2.0 s, search and storage 1.0 s")
+
+
+def test_a_campaign_accounts_for_its_trials_its_build_waits_and_its_search(fake_workers, tmp_path, monkeypatch, invoke):
+    """Builds the pool has not finished when their trial's turn comes are waited for in the parent, timed as
+    'waiting for builds'; the trials' time is the workers'; the buckets do not exceed the wall time."""
+    pytest.importorskip("optuna")
+    from cudalab.tuning import drive
+
+    fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10", "_delay": 0.1})
+    monkeypatch.setattr(drive, "build_of", lambda req, arch: (lambda: time.sleep(0.3)))  # a slow nvcc
+    monkeypatch.chdir(tmp_path)
+    res = invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8", "--block", "256",
+                 "--trials", "6", "--seed", "2", "--build-ahead", "1", "--race", "0", "--json", "t.json")
+    assert res.exit_code == 0, res.output
+    t = json.loads((tmp_path / "t.json").read_text())["tune"]["time"]
+    assert t["trials"] >= 6 * 0.1 and t["builds"] >= 0.3, t
+    assert t["trials"] + t["builds"] + t["search"] + t["race"] <= t["wall"] + 0.01
+    assert "where the time went" in res.stdout and "waiting for builds" in res.stdout

@@ -219,6 +219,10 @@ def _show(res: Any) -> None:
     busy = f"; GPU busy {res.gpu_busy_pct:.0f}% while they ran (NVML)" if res.gpu_busy_pct is not None else ""
     click.echo(f"{len(res.trials)} trials: {len(res.feasible)} passed, {len(bad)} infeasible "
                f"(incorrect, failed or timed out), {refused} refused before any build{busy}")
+    if res.time_account.get("wall"):
+        from cudalab.tuning.account import describe as describe_time  # noqa: PLC0415  (tune's modules load late)
+
+        click.echo(describe_time(res.time_account, res.gpu_busy_pct))
     if race is not None and race.winner:
         up = race.runner_up()
         v = race.verdicts.get(up)

@@ -49,10 +49,11 @@ class BuildPool:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tune-build") if workers > 0 else None
         self._futures: list[Future] = []
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Start ``job`` on a free thread (its errors are left for the trial to report)."""
+    def submit(self, job: Callable[[], None]) -> Future | None:
+        """Start ``job`` on a free thread (its errors are left for the trial to report); its future (None: no
+        pool), which never raises the job's error."""
         if self._pool is None:
-            return
+            return None
 
         def quiet() -> None:
             try:
@@ -60,7 +61,9 @@ class BuildPool:
             except Exception:  # noqa: BLE001  (the trial's worker builds again and reports it in its row)
                 pass
 
-        self._futures.append(self._pool.submit(quiet))
+        fut = self._pool.submit(quiet)
+        self._futures.append(fut)
+        return fut
 
     def queued(self) -> int:
         """Builds not finished yet."""

@@ -24,6 +24,7 @@ from cudalab.instruments.busy import BusyMeter, gpu_of
 from cudalab.records import noise
 from cudalab.records.results import PASSED, SKIPPED
 from cudalab.tuning import campaign as C
+from cudalab.tuning.account import TimeAccount
 from cudalab.tuning import race as R
 from cudalab.tuning import strategy as S
 from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
@@ -63,6 +64,8 @@ class _Campaign:
         self.pool = BuildPool((p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()) if local else 0)
         self.lost: ClusterLost | None = None
         self.started = time.monotonic()
+        self.account = TimeAccount()
+        self.builds: dict[int, Any] = {}  # trial number -> its build's future in the pool
 
     def evaluated(self) -> int:
         return sum(1 for m in self.known.values() if m.status not in ("refused", "skipped"))
@@ -138,15 +141,26 @@ class _Campaign:
             pending.append((trial, point, req))
             arch = self.runs.arch()
             if arch:
-                self.pool.submit(build_of(req, arch))
+                fut = self.pool.submit(build_of(req, arch))
+                if fut is not None:
+                    self.builds[trial.number] = fut
             return True
         return False
 
     def run_one(self, trial: Any, point: dict[str, str], req: Any) -> bool:
         """Run one trial and record it; returns True when an interrupt cut it short."""
-        runs, interrupted = self.runs.run([req])
+        fut = self.builds.pop(trial.number, None)
+        if fut is not None:  # the GPU waits here for a build the pool has not finished (the worker would wait too)
+            with self.account.timed("builds"):
+                try:
+                    fut.result()
+                except BaseException:  # cancelled at the pool's close: the worker builds it
+                    pass
+        with self.account.timed("trials"):
+            runs, interrupted = self.runs.run([req])
         fr = runs[0] if runs else None
-        return self.finish(trial, point, fr) or interrupted
+        with self.account.timed("search"):  # the study's storage
+            return self.finish(trial, point, fr) or interrupted
 
     def finish(self, trial: Any, point: dict[str, str], fr: Any) -> bool:
         """Record one trial's point (None: it did not run); returns True when it did not."""
@@ -193,8 +207,9 @@ class _Campaign:
                 left = p.budget - self.evaluated()
                 if left <= 0 or (deadline is not None and time.monotonic() >= deadline):
                     break
-                while len(pending) < min(ahead, left) and self.ask(pending):
-                    pass
+                with self.account.timed("search"):
+                    while len(pending) < min(ahead, left) and self.ask(pending):
+                        pass
                 if not pending:
                     break
                 trial, point, req = pending.popleft()
@@ -303,7 +318,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             race_result, default_key = None, point_key(_default_point(p))
             if len(opts.objectives) == 1 and opts.race > 0 and camp.lost is None:
                 try:
-                    race_result = _race(camp, emit)
+                    with camp.account.timed("race"):
+                        race_result = _race(camp, emit)
                 except ClusterLost as exc:
                     camp.lost = exc
         if camp.lost is not None:
@@ -319,7 +335,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         else:
             runs.close()
     return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
-                            default_key=default_key, gpu_busy_pct=busy)
+                            default_key=default_key, gpu_busy_pct=busy, time_account=camp.account.to_dict())
 
 
 def _runs(opts: TuneOptions) -> Runs:

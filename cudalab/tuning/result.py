@@ -40,6 +40,8 @@ class TuneResult:
         space: the search space as :meth:`~cudalab.tuning.space.Space.describe` gives it.
         gpu_busy_pct: the GPU's mean utilization (NVML) while the trials ran, before the race (None: not
             known, as on a cluster or without NVML).
+        time_account: seconds in the trials, waiting for builds, the search and the race, and the wall time
+            (:mod:`cudalab.tuning.account`).
     """
 
     family: str
@@ -57,6 +59,7 @@ class TuneResult:
     exit_code: int = 0
     space: dict[str, Any] = field(default_factory=dict)
     gpu_busy_pct: float | None = None
+    time_account: dict[str, float] = field(default_factory=dict)
 
     @property
     def feasible(self) -> list[C.Measured]:
@@ -100,6 +103,7 @@ class TuneResult:
             "objectives": list(self.objectives), "winner": self.winner, "default": self.default_key,
             "command": self.command,
             "space": self.space, "incomplete": self.incomplete, "gpu_busy_pct": self.gpu_busy_pct,
+            "time": self.time_account,
             "trials": [{"number": m.number, "point": m.point, "status": m.status, "reason": m.reason,
                         "values": list(m.values) if m.values is not None else None} for m in self.trials],
             "race": None if r is None else {
@@ -112,7 +116,8 @@ class TuneResult:
 
     @classmethod
     def build(cls, p: Any, study: Any, fruns: dict[str, Any], race: Any, device: dict[str, Any],
-              incomplete: bool, exit_code: int, default_key: str, gpu_busy_pct: float | None = None) -> "TuneResult":
+              incomplete: bool, exit_code: int, default_key: str, gpu_busy_pct: float | None = None,
+              time_account: dict[str, float] | None = None) -> "TuneResult":
         """The result of plan ``p`` from its study and what this process ran."""
         trials = tuple(C.measured(study))
         pareto: tuple[C.Measured, ...] = ()
@@ -127,7 +132,8 @@ class TuneResult:
         command = rerun_command(p, point) if point is not None else ""
         record = _record(p, race, device, incomplete, command) if race is not None and race.runs else None
         return cls(p.spec.name, p.variant.name, p.name, p.url, tuple(p.opts.objectives), trials, race, pareto,
-                   default_key, record, command, incomplete, exit_code, p.space.describe(), gpu_busy_pct)
+                   default_key, record, command, incomplete, exit_code, p.space.describe(), gpu_busy_pct,
+                   dict(time_account or {}))
 
 
 def rerun_command(p: Any, point: Mapping[str, str]) -> str:
