@@ -46,10 +46,10 @@ class BusyMeter:
         return self
 
     def stop(self) -> None:
-        """Stop polling (safe twice; waits at most one period for the thread)."""
+        """Stop polling (safe twice; waits about one period for the thread, no more)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self._period + 1.0)
+            self._thread.join(timeout=self._period + 0.1)  # a daemon still looking for its GPU is left behind
 
     @property
     def percent(self) -> float | None:

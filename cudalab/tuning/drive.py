@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from concurrent.futures import CancelledError
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -154,7 +155,7 @@ class _Campaign:
             with self.account.timed("builds"):
                 try:
                     fut.result()
-                except BaseException:  # cancelled at the pool's close: the worker builds it
+                except CancelledError:  # cancelled at the pool's close: the worker builds it
                     pass
         with self.account.timed("trials"):
             runs, interrupted = self.runs.run([req])
