@@ -150,7 +150,10 @@ def write(figs: list[dict], args: argparse.Namespace, gpu: str, gpus: int) -> No
     ref = (by.get("one") or by.get("plain") or {}).get("winner_ms")
     within = {f["label"]: (round(100 * (f["winner_ms"] / ref - 1), 2) if f["winner_ms"] and ref else None)
               for f in figs}
-    rec = {"gpu": gpu, "gpus": gpus, "date": time.strftime("%Y-%m-%d"), "campaigns": figs, "ratio": ratio,
+    from cudalab.records import machine  # noqa: PLC0415
+
+    rec = {"gpu": gpu, "gpus": gpus, "date": time.strftime("%Y-%m-%d"), "code": machine.code_revision(),
+           "campaigns": figs, "ratio": ratio,
            "winner_delta_pct": within,
            "command": "python scripts/bench_cluster_gpu.py " + " ".join(sys.argv[1:]),
            "space": f"{args.family} --variant {args.variant} --n {args.n}", "strategy": args.strategy,
@@ -169,7 +172,7 @@ def write(figs: list[dict], args: argparse.Namespace, gpu: str, gpus: int) -> No
         f"# {gpu} x{gpus}: a tune campaign through `--cluster local`\n\n"
         f"{rec['date']}, {rec['space']}, strategy {args.strategy}, {args.trials} trials, seed {args.seed}, "
         f"{'each campaign from an empty build cache, ' if args.cold else ''}"
-        f"{os.cpu_count()} CPU cores.\n\n`{rec['command']}`\n\n"
+        f"{os.cpu_count()} CPU cores, code {rec['code'] or '?'}.\n\n`{rec['command']}`\n\n"
         "| campaign | cluster | GPUs | trials | passed | search s | trials/min | winner | winner ms | "
         "each trial once | killed worker |\n|---|---|---|---|---|---|---|---|---|---|---|\n" + rows +
         f"\n\nThroughput on {gpus} GPUs / ({gpus} x one GPU): **{ratio}** (target 0.85). Winner medians against "

@@ -434,16 +434,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _commit() -> str:
-    """HEAD, with ``+dirty`` when the code differs from it (the GPU machine gets a working tree over the
-    session's first commit, so its HEAD alone can name code that did not run)."""
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip() or "?"
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--",
-                                "cudalab", "scripts", "cuda_src"], capture_output=True, text=True, timeout=10)
-        return head + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "?"
+    """The code that ran: HEAD, ``+dirty`` when the checkout's code differs from it (``machine.code_revision``)."""
+    from cudalab.records import machine  # noqa: PLC0415
+
+    return machine.code_revision() or "?"
 
 
 if __name__ == "__main__":

@@ -360,7 +360,11 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     dbs = out / "tune" / gpu
     command = " ".join(["python3 scripts/bench_tune.py", *(sys.argv[1:] if argv is None else argv)])
     record = earlier_record(out / f"{gpu}-tune.json")  # a part not run now keeps its earlier figures
-    record.update({"device": name, "command": command, "when": time.strftime("%Y-%m-%d %H:%M:%S")})
+    from cudalab.records import machine  # noqa: PLC0415
+
+    # the code of this call (a part measured by an earlier call keeps its command; the code is the last call's)
+    record.update({"device": name, "command": command, "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                   "code": machine.code_revision()})
     for path in a.merge:
         try:
             print(f"[bench_tune] merged from {path}: {', '.join(merge_into(record, json.loads(Path(path).read_text())))}")

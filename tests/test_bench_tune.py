@@ -171,3 +171,31 @@ def test_records_of_two_calls_at_once_merge_part_by_part_with_their_commands(tmp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "H100" in err
     assert (tmp_path / "nvidia-h200-tune.json").read_text() == before
+
+
+def test_the_code_revision_names_a_checkout_that_differs_from_head(tmp_path):
+    """A GPU machine's checkout is a session's working tree over its first commit: the record must not name
+    that commit alone as the code that ran."""
+    import subprocess
+
+    from cudalab.records import machine
+
+    def git(*a):
+        subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "cudalab").mkdir()
+    (tmp_path / "cudalab" / "x.py").write_text("a = 1\n")
+    (tmp_path / "notes.md").write_text("n\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    clean = machine.code_revision(tmp_path)
+    assert len(clean) == 12 and "+" not in clean
+    (tmp_path / "notes.md").write_text("changed\n")   # not code: still clean
+    assert machine.code_revision(tmp_path) == clean
+    (tmp_path / "cudalab" / "new.py").write_text("b = 1\n")   # a module not committed yet travels too
+    assert machine.code_revision(tmp_path) == clean + "+dirty"
+    (tmp_path / "cudalab" / "new.py").unlink()
+    (tmp_path / "cudalab" / "x.py").write_text("a = 2\n")
+    assert machine.code_revision(tmp_path) == clean + "+dirty"
+    assert machine.code_revision(tmp_path / "nowhere") == ""

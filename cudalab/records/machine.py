@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from pathlib import Path
 from importlib import metadata
 from typing import Any
 
@@ -27,6 +28,23 @@ def kernel_revision() -> str:
             return ""
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."], capture_output=True,
                                text=True, timeout=5)
+        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def code_revision(root: Path | None = None) -> str:
+    """The git revision of cudalab's own checkout, ``+dirty`` when its code (``cudalab``, ``scripts``,
+    ``cuda_src``) differs from it; '' outside git. A GPU machine gets a session's working tree over the
+    session's first commit: HEAD alone would name code that did not run."""
+    root = root or Path(__file__).resolve().parents[2]
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        if rev.returncode != 0:
+            return ""
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "cudalab", "scripts", "cuda_src"], capture_output=True, text=True, timeout=5)
         return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return ""
