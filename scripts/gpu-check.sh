@@ -7,6 +7,10 @@
 #                                          cluster occ bench-lanes tunedemo
 #                                          (default: info tests ncu sanitizer bench)
 #
+# The records name the code that ran (cudalab.records.machine.code_revision): the GPU machine's git HEAD is the
+# session's first commit, so start the call with CUDALAB_CODE=<the local `git rev-parse --short HEAD`> (else
+# they say HEAD+dirty).
+#
 # Each stage's log goes to $OUT/<stage>.log; the benchmark record to $OUT/bench/. A stage is stopped
 # after $STAGE_TIMEOUT seconds (default 480) so one hang cannot eat the whole lease. Extra pytest
 # arguments for the test stages: $PYTEST_ARGS (e.g. "-x -k transpose").

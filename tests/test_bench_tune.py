@@ -173,7 +173,7 @@ def test_records_of_two_calls_at_once_merge_part_by_part_with_their_commands(tmp
     assert (tmp_path / "nvidia-h200-tune.json").read_text() == before
 
 
-def test_the_code_revision_names_a_checkout_that_differs_from_head(tmp_path):
+def test_the_code_revision_names_a_checkout_that_differs_from_head(tmp_path, monkeypatch):
     """A GPU machine's checkout is a session's working tree over its first commit: the record must not name
     that commit alone as the code that ran."""
     import subprocess
@@ -199,3 +199,5 @@ def test_the_code_revision_names_a_checkout_that_differs_from_head(tmp_path):
     (tmp_path / "cudalab" / "x.py").write_text("a = 2\n")
     assert machine.code_revision(tmp_path) == clean + "+dirty"
     assert machine.code_revision(tmp_path / "nowhere") == ""
+    monkeypatch.setenv("CUDALAB_CODE", "3fec7d1")   # the GPU call's command names the committed tree it sent
+    assert machine.code_revision(tmp_path) == "3fec7d1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -36,7 +37,11 @@ def kernel_revision() -> str:
 def code_revision(root: Path | None = None) -> str:
     """The git revision of cudalab's own checkout, ``+dirty`` when its code (``cudalab``, ``scripts``,
     ``cuda_src``) differs from it; '' outside git. A GPU machine gets a session's working tree over the
-    session's first commit: HEAD alone would name code that did not run."""
+    session's first commit: HEAD alone would name code that did not run, so a call that knows the revision
+    says it in ``CUDALAB_CODE`` (``CUDALAB_CODE=$(git rev-parse --short HEAD)`` typed where the tree was
+    committed), which this returns as it is."""
+    if os.environ.get("CUDALAB_CODE"):
+        return os.environ["CUDALAB_CODE"]
     root = root or Path(__file__).resolve().parents[2]
     try:
         rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
