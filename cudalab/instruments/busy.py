@@ -28,7 +28,7 @@ class BusyMeter:
 
     Args:
         opener: returns ``(nvml, handle)`` for the GPU, or None when NVML cannot say; called in the thread
-            (finding the GPU may start a short-lived process: the campaign does not wait for it).
+            (finding the GPU waits for its worker to open it: the campaign does not wait for that).
         period_s: seconds between polls.
     """
 
@@ -67,7 +67,7 @@ class BusyMeter:
     def _run(self) -> None:
         try:
             opened = self._opener()
-        except Exception:  # no NVML, no GPU by that bus id: no figure
+        except Exception:  # no NVML, or NVML refusing: no figure
             return
         if opened is None:
             return

@@ -19,19 +19,24 @@ def _version(dist: str) -> str:
         return ""
 
 
-def kernel_revision() -> str:
-    """The git revision of the kernel folder (``+dirty`` when it has changes), or '' outside git."""
-    root = catalog.src_root()
+def _git_revision(root: Path, *paths: str) -> str:
+    """HEAD of the checkout at ``root`` (12 characters), ``+dirty`` when ``paths`` under it have changes (untracked
+    files too); '' outside git."""
     try:
         rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, timeout=5)
         if rev.returncode != 0:
             return ""
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."], capture_output=True,
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", *paths], capture_output=True,
                                text=True, timeout=5)
         return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def kernel_revision() -> str:
+    """The git revision of the kernel folder (``+dirty`` when it has changes), or '' outside git."""
+    return _git_revision(catalog.src_root(), ".")
 
 
 def code_revision(root: Path | None = None) -> str:
@@ -42,17 +47,7 @@ def code_revision(root: Path | None = None) -> str:
     committed), which this returns as it is."""
     if os.environ.get("CUDALAB_CODE"):
         return os.environ["CUDALAB_CODE"]
-    root = root or Path(__file__).resolve().parents[2]
-    try:
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        if rev.returncode != 0:
-            return ""
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
-                                "cudalab", "scripts", "cuda_src"], capture_output=True, text=True, timeout=5)
-        return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    return _git_revision(root or Path(__file__).resolve().parents[2], "cudalab", "scripts", "cuda_src")
 
 
 def facts() -> dict[str, Any]:

@@ -29,10 +29,9 @@ from cudalab.tuning.account import TimeAccount
 from cudalab.tuning import race as R
 from cudalab.tuning import strategy as S
 from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
-from cudalab.tuning.options import TuneOptions
 from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F401  (plan: the command's)
 from cudalab.tuning.result import TuneResult, point_key
-from cudalab.tuning.runs import ClusterRuns, Runs
+from cudalab.tuning.runs import Runs, runs_for
 from cudalab.tuning.space import BLOCK, Space
 from cudalab.tuning.propose import WALKS, Proposer
 from cudalab.tuning.spaces import default_point
@@ -64,8 +63,7 @@ class _Campaign:
         local = not getattr(runs, "concurrent", False)
         self.pool = BuildPool((p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()) if local else 0)
         self.lost: ClusterLost | None = None
-        self.started = time.monotonic()
-        self.account = TimeAccount()
+        self.account = TimeAccount()  # its start is the campaign's (the deadline and the ETA count from it)
         self.builds: dict[int, Any] = {}  # trial number -> its build's future in the pool
 
     def evaluated(self) -> int:
@@ -200,7 +198,7 @@ class _Campaign:
         if getattr(self.runs, "concurrent", False):
             return self.loop_cluster()
         opts, p = self.p.opts, self.p
-        deadline = None if opts.time_s is None else self.started + opts.time_s
+        deadline = None if opts.time_s is None else self.account.started + opts.time_s
         ahead = max(1, min(self.pool.workers, 8)) if self.pool.workers else 1
         pending: deque = deque()
         try:
@@ -216,7 +214,7 @@ class _Campaign:
                 trial, point, req = pending.popleft()
                 interrupted = self.run_one(trial, point, req)
                 self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
-                                    "builds": self.pool.queued(), "elapsed": time.monotonic() - self.started,
+                                    "builds": self.pool.queued(), "elapsed": time.monotonic() - self.account.started,
                                     "gpu_busy": self.meter.percent if self.meter is not None else None,
                                     "last": self.known.get(point_key(point))})
                 if interrupted:
@@ -235,7 +233,7 @@ class _Campaign:
         waiting, so no GPU idles between trials), each recorded the moment it comes back; True when interrupted
         or the scheduler went away (:attr:`lost`)."""
         opts, p = self.p.opts, self.p
-        deadline = None if opts.time_s is None else self.started + opts.time_s
+        deadline = None if opts.time_s is None else self.account.started + opts.time_s
         capacity = 2 * self.runs.slots()
         flying: dict[Any, tuple[Any, dict[str, str], Any]] = {}  # future -> (trial, point, request)
         pending: deque = deque()
@@ -260,7 +258,7 @@ class _Campaign:
                 else:
                     self.finish(trial, point, got)
                 self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
-                                    "builds": 0, "elapsed": time.monotonic() - self.started,
+                                    "builds": 0, "elapsed": time.monotonic() - self.account.started,
                                     "last": self.known.get(point_key(point)), "in_flight": len(flying)})
         except KeyboardInterrupt:
             return True
@@ -299,7 +297,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
     C.reap_interrupted(study)
     redo = _unfinished(study, p.space)
-    runs = runs or _runs(opts)
+    runs = runs or runs_for(opts)
     runs.start()  # a cluster is checked here: before the campaign's first line
     emit("start", {"name": p.name, "url": p.url, "size": p.space.size(), "valid": p.valid, "budget": p.budget,
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
@@ -337,20 +335,6 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             runs.close()
     return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
                             default_key=default_key, gpu_busy_pct=busy, time_account=camp.account.to_dict())
-
-
-def _runs(opts: TuneOptions) -> Runs:
-    """The campaign's GPU workers: this host's (``--device``) or a Dask cluster's (``--cluster``)."""
-    energy = "energy" in opts.objectives
-    if opts.cluster is None:
-        return Runs([opts.device], timeout=opts.timeout, energy=energy)
-    from cudalab.session.devices import parse_devices  # noqa: PLC0415
-    from cudalab.session.process import visible_gpus  # noqa: PLC0415
-
-    devices = parse_devices(opts.devices, opts.device)
-    if devices is None:  # --devices all: every GPU NVML or CUDA_VISIBLE_DEVICES counts
-        devices = list(range(visible_gpus() or 1))
-    return ClusterRuns(opts.cluster, devices, timeout=opts.timeout, energy=energy)
 
 
 def _default_point(p: CampaignPlan) -> dict[str, str]:

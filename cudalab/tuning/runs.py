@@ -17,8 +17,9 @@ from cudalab.progress import Observer
 from cudalab.records.results import Result
 from cudalab.session.drive import Session
 from cudalab.session.point import Point
+from cudalab.tuning.options import TuneOptions
 
-__all__ = ["Runs", "ClusterRuns", "precheck"]
+__all__ = ["Runs", "ClusterRuns", "precheck", "runs_for"]
 
 
 def precheck(req: RunRequest) -> Plan:
@@ -262,3 +263,17 @@ class ClusterRuns(Runs):
     def kill(self) -> None:
         """As :meth:`close`: the cluster's workers end their GPU workers themselves."""
         self.close()
+
+
+def runs_for(opts: TuneOptions) -> Runs:
+    """The campaign's GPU workers: this host's (``--device``) or a Dask cluster's (``--cluster``)."""
+    energy = "energy" in opts.objectives
+    if opts.cluster is None:
+        return Runs([opts.device], timeout=opts.timeout, energy=energy)
+    from cudalab.session.devices import parse_devices  # noqa: PLC0415
+    from cudalab.session.process import visible_gpus  # noqa: PLC0415
+
+    devices = parse_devices(opts.devices, opts.device)
+    if devices is None:  # --devices all: every GPU NVML or CUDA_VISIBLE_DEVICES counts
+        devices = list(range(visible_gpus() or 1))
+    return ClusterRuns(opts.cluster, devices, timeout=opts.timeout, energy=energy)
