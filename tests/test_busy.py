@@ -150,3 +150,28 @@ def test_a_campaign_accounts_for_its_trials_its_build_waits_and_its_search(fake_
     assert t["trials"] >= 6 * 0.1 and t["builds"] >= 0.3, t
     assert t["trials"] + t["builds"] + t["search"] + t["race"] <= t["wall"] + 0.01
     assert "where the time went" in res.stdout and "waiting for builds" in res.stdout
+
+
+def test_the_closing_lines_fit_a_120_column_terminal_without_splitting_a_number(fake_workers, tmp_path, monkeypatch,
+                                                                                 invoke):
+    """On a terminal the closing lines (trials, where the time went, the winner with its ties) fold at words to its
+    width: long configuration names and GPU busy make them longer than 120 columns."""
+    pytest.importorskip("optuna")
+    from cudalab import report
+    from cudalab.report.console import CleanConsole
+    from cudalab.tuning import drive
+
+    fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10", "_delay": 0.02})
+    nvml = FakeNvml([80, 60])
+    monkeypatch.setattr(drive, "gpu_of", lambda pids: (nvml, "gpu0"))
+    monkeypatch.setattr(BusyMeter.__init__, "__defaults__", (0.01,))
+    monkeypatch.setattr(report, "console", lambda stderr=False: CleanConsole(width=120, soft_wrap=False))
+    monkeypatch.chdir(tmp_path)
+    res = invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8",
+                 "-D", "A_RATHER_LONG_DEFINE_NAME=1,2", "--block", "256", "--trials", "8", "--seed", "2",
+                 "--build-ahead", "0")
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if not ln.startswith("rerun:")]  # a command stays one line
+    assert max(len(ln) for ln in lines) <= 120, [ln for ln in lines if len(ln) > 120]
+    text = " ".join(ln.strip() for ln in res.stdout.splitlines())
+    assert "GPU busy 70% while they ran" in text and "where the time went" in text and "winner after" in text

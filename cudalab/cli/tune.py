@@ -187,6 +187,7 @@ def _show(res: Any) -> None:
     race = res.race
     rows = []
     shown = res.feasible[:10] if len(res.objectives) == 1 else list(res.pareto)
+    from cudalab.textcells import wrapped  # noqa: PLC0415
     from cudalab.tuning.result import point_key  # noqa: PLC0415
 
     for m in shown:
@@ -214,28 +215,32 @@ def _show(res: Any) -> None:
         cols.insert(1, "energy mJ")
     title = f"{res.family}/{res.variant}: {'Pareto front' if len(res.objectives) > 1 else 'best configurations'}"
     con.print(report.simple_table(cols, rows, title=title, wrap=("configuration", "race")))
+    def say(text: str) -> None:  # a closing line, folded at words to the terminal (a number never split)
+        for i, line in enumerate(wrapped(text, max(40, con.width - 2))):
+            click.echo(("  " if i else "") + line)
+
     bad = [m for m in res.trials if m.values is None and m.status not in ("refused", "interrupted")]
     refused = sum(1 for m in res.trials if m.status == "refused")
     busy = f"; GPU busy {res.gpu_busy_pct:.0f}% while they ran (NVML)" if res.gpu_busy_pct is not None else ""
-    click.echo(f"{len(res.trials)} trials: {len(res.feasible)} passed, {len(bad)} infeasible "
+    say(f"{len(res.trials)} trials: {len(res.feasible)} passed, {len(bad)} infeasible "
                f"(incorrect, failed or timed out), {refused} refused before any build{busy}")
     if res.time_account.get("wall"):
         from cudalab.tuning.account import describe as describe_time  # noqa: PLC0415  (tune's modules load late)
 
-        click.echo(describe_time(res.time_account, res.gpu_busy_pct))
+        say(describe_time(res.time_account, res.gpu_busy_pct))
     if race is not None and race.winner:
         up = race.runner_up()
         v = race.verdicts.get(up)
         vs = (f"; runner-up {up}: {v.verdict}, {v.ratio:.3f}× [{v.low:.3f}, {v.high:.3f}]"
               if v is not None and v.low is not None else "")
         ties = f"; tied within the tolerance: {', '.join(race.ties)}" if race.ties else ""
-        click.echo(f"winner after {race.rounds} racing rounds: {race.winner}{vs}{ties}")
-        click.echo(f"racing tolerance {race.tolerance:.2%}" + (f": {race.calibrated}" if race.calibrated else ""))
+        say(f"winner after {race.rounds} racing rounds: {race.winner}{vs}{ties}")
+        say(f"racing tolerance {race.tolerance:.2%}" + (f": {race.calibrated}" if race.calibrated else ""))
     if res.winner and res.winner == res.default_key:  # the default was a trial (its first): it can win
         what = "the winner" if race is not None and race.winner else "the best trial (not raced)"
-        click.echo(f"{what} is the family's default configuration: the fastest configuration found, keep it")
+        say(f"{what} is the family's default configuration: the fastest configuration found, keep it")
     elif race is not None and res.default_key in race.ties:
-        click.echo("the family's default configuration is tied with the winner within the tolerance: keeping it "
+        say("the family's default configuration is tied with the winner within the tolerance: keeping it "
                    "costs nothing measurable")
     if res.command:
         click.echo(f"rerun: {res.command}")
