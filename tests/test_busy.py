@@ -175,3 +175,19 @@ def test_the_closing_lines_fit_a_120_column_terminal_without_splitting_a_number(
     assert max(len(ln) for ln in lines) <= 120, [ln for ln in lines if len(ln) > 120]
     text = " ".join(ln.strip() for ln in res.stdout.splitlines())
     assert "GPU busy 70% while they ran" in text and "where the time went" in text and "winner after" in text
+
+
+def test_the_live_line_is_one_terminal_line_and_the_parameters_give_way_not_the_figures(monkeypatch, capsys):
+    """On a terminal the live line is rewritten in place ("\\r"): a line longer than the terminal would leave its
+    second half behind on every update. The best's parameters are shortened; the figures stay whole."""
+    from cudalab.cli import tune as T
+
+    live = T._Live(quiet=False)
+    live.tty = True
+    monkeypatch.setattr(T._Live, "width", staticmethod(lambda: 120))
+    best = SimpleNamespace(values=(2.78791,), point={f"WT_PARAMETER_{i}": str(64 * i) for i in range(12)})
+    live("trial", {"done": 17, "budget": 40, "best": best, "builds": 3, "elapsed": 34.0, "gpu_busy": 87.4})
+    line = capsys.readouterr().err.split("\r")[-1].replace("\033[K", "")  # click drops the escape off a tty
+    assert len(line) <= 119, line
+    assert line.startswith("[17/40] best 2.788 (WT_PARAMETER_0=0") and "…)" in line
+    assert line.endswith(" · builds queued 3 · GPU busy 87% · ETA 0:46")

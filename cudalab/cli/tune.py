@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -152,12 +153,17 @@ class _Live:
             best = d["best"]
             left = max(0, d["budget"] - d["done"])
             eta = d["elapsed"] / max(1, d["done"]) * left
-            text = (f"[{d['done']}/{d['budget']}] best {best.values[0]:.4g} ({' '.join(f'{k}={v}' for k, v in best.point.items())})"
-                    if best else f"[{d['done']}/{d['budget']}] no passed trial yet")
-            text += (f" · in flight {d['in_flight']}" if "in_flight" in d else f" · builds queued {d['builds']}")
+            head = (f"[{d['done']}/{d['budget']}] best {best.values[0]:.4g}" if best
+                    else f"[{d['done']}/{d['budget']}] no passed trial yet")
+            tail = f" · in flight {d['in_flight']}" if "in_flight" in d else f" · builds queued {d['builds']}"
             if d.get("gpu_busy") is not None:
-                text += f" · GPU busy {d['gpu_busy']:.0f}%"
-            text += f" · ETA {int(eta) // 60}:{int(eta) % 60:02d}"
+                tail += f" · GPU busy {d['gpu_busy']:.0f}%"
+            tail += f" · ETA {int(eta) // 60}:{int(eta) % 60:02d}"
+            params = f" ({' '.join(f'{k}={v}' for k, v in best.point.items())})" if best else ""
+            if self.tty:  # one terminal line ("\r" rewrites one only): the parameters give way, never a figure
+                room = self.width() - 1 - len(head) - len(tail)
+                params = params if len(params) <= room else (params[:max(0, room - 2)] + "…)" if room > 4 else "")
+            text = head + params + tail
         elif what == "race":
             text = f"racing the best {len(d['contenders'])}"
         elif what == "round":
@@ -166,10 +172,17 @@ class _Live:
         else:
             return
         if self.tty:
-            click.echo("\r\033[K" + text[:200], err=True, nl=False)
+            if len(text) > self.width() - 1:  # a racing line with long names: cut at the end (its figures lead)
+                text = text[:self.width() - 2] + "…"
+            click.echo("\r\033[K" + text, err=True, nl=False)
             self.open = True
         else:
             click.echo("  " + text, err=True)
+
+    @staticmethod
+    def width() -> int:
+        """The terminal's columns."""
+        return shutil.get_terminal_size((120, 24)).columns
 
     def close(self) -> None:
         if self.open:
