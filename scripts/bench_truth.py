@@ -226,7 +226,7 @@ def markdown(rec: dict[str, Any]) -> str:
             md += [f"{c['pairs']} A/A pairs ({c['runs']} fresh processes, {c['seconds']:.0f} s; "
                    + (f"{c['wanted']} were asked, {c['pairs']} fit in {c['budget_s']:.0f} s" if c["pairs"] < c["wanted"]
                       else f"all {c['wanted']} asked") + "). Each pair is two fresh processes timing copy vec4 and "
-                   "cudalab's calibration copy; the planted change is the same copy slowed by a -D CALIB_DELAY delay "
+                   f"cudalab's calibration copy (`--n {c.get('n', '2k')}`); the planted change is the same copy slowed by a -D CALIB_DELAY delay "
                    "loop (run i's plain row against run i+1's slowed row), its size measured within each run.", "",
                    f"- floor (smallest effect threshold with at most 1% false verdicts): **{v['threshold']:.2%}**",
                    f"- faster/slower verdicts A/A at the floor: **{v['false_verdicts']} of {v['judgements']}** "
@@ -236,7 +236,9 @@ def markdown(rec: dict[str, Any]) -> str:
                    "- false verdicts by threshold: " + ", ".join(f"{k}: {x:.1%}" for k, x in
                                                                  c["floor"]["false_by_threshold"].items()),
                    "- slowdown caught by threshold: " + ", ".join(f"{k}: {x:.0%}" for k, x in
-                                                                  c["floor"]["detect_by_threshold"].items()), ""]
+                                                                  c["floor"]["detect_by_threshold"].items())]
+            md += [f"- between fresh processes, {row}'s median: {spread}" for row, spread in
+                   process_spread(c.get("medians_ms", {})).items()] + [""]
     th = rec.get("throttle")
     if th:
         md += ["## Throttled samples under another process's heat", ""]
@@ -294,8 +296,26 @@ def run_truth(jobs: Sequence[str], budget: float, launches: int, timeout: float)
             "lines": lines, "errors": errors, "summary": truth_summary(lines)}
 
 
-def run_calibrate(wanted: int, seconds: float) -> dict[str, Any]:
-    """calibrate's pairs, as many as fit in ``seconds`` (one run timed first, its build included before)."""
+def process_spread(medians: dict[str, list[float | None]]) -> dict[str, str]:
+    """Each row's medians over the fresh processes, as one line: its median, the spread (IQR) between processes
+    and its whole range, relative to the median (what a verdict between two processes cannot see through)."""
+    import numpy as np
+
+    out = {}
+    for row, ms in medians.items():
+        xs = np.asarray([m for m in ms if m], dtype=float)
+        if len(xs) < 4:
+            continue
+        q1, med, q3 = np.percentile(xs, [25, 50, 75])
+        out[row] = (f"{med * 1e3:.2f} µs over {len(xs)} processes, IQR {(q3 - q1) / med:.2%}, "
+                    f"range {(xs.min() / med - 1):+.2%} to {(xs.max() / med - 1):+.2%}")
+    return out
+
+
+def run_calibrate(wanted: int, seconds: float, n: str = "2k") -> dict[str, Any]:
+    """calibrate's pairs, as many as fit in ``seconds`` (one run timed first, its build included before), the
+    copies of size ``n`` (as ``cudalab calibrate --n``); each run's median per row is kept (the spread between
+    fresh processes is what the floor is made of)."""
     from dataclasses import asdict
 
     from cudalab import catalog
@@ -304,7 +324,7 @@ def run_calibrate(wanted: int, seconds: float) -> dict[str, Any]:
     from cudalab.session.options import RunOptions
 
     spec = catalog.family("copy")
-    opts = RunOptions(variants=C.BUILTIN, n="2k", budget=0.2, min_samples=20, roofline=False)
+    opts = RunOptions(variants=C.BUILTIN, n=n, budget=0.2, min_samples=20, roofline=False)
     once = C.gpu_run(spec, load(spec.module), opts)
     t0 = time.monotonic()
     once(0)                     # the builds, not timed as a run
@@ -315,7 +335,10 @@ def run_calibrate(wanted: int, seconds: float) -> dict[str, Any]:
     print(f"calibrate: one run {per_run:.2f} s: {pairs} pairs of the {wanted} asked", flush=True)
     done = C.calibrate(pairs, once, on_run=lambda i, n: print(f"calibrate: run {i}/{n}", flush=True) if i % 10 == 0 else None)
     floor = asdict(done.floor)
-    return {"wanted": wanted, "pairs": pairs, "runs": pairs + 2, "budget_s": seconds, "per_run_s": per_run,
+    medians = {name: [r.rows[name].stats.median if name in r.rows and r.rows[name].stats else None for r in done.runs]
+               for name in (C.BUILTIN, C.PLAIN, C.SLOW)}
+    return {"wanted": wanted, "pairs": pairs, "runs": pairs + 2, "n": n, "medians_ms": medians,
+            "budget_s": seconds, "per_run_s": per_run,
             "seconds": time.monotonic() - t0, "delay_cycles": done.delay_cycles, "floor": floor,
             "verdict": calibrate_verdict(floor), "gpu": done.floor.gpu}
 
@@ -392,6 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ncu-launches", type=int, default=10, help="truth: launches of each variant under ncu.")
     ap.add_argument("--job-timeout", type=float, default=120.0, help="truth: seconds one job may take.")
     ap.add_argument("--pairs", type=int, default=100, help="calibrate: A/A pairs wanted.")
+    ap.add_argument("--calibrate-n", default="2k", help="calibrate: the copies' size (as cudalab calibrate --n).")
     ap.add_argument("--calibrate-seconds", type=float, default=150.0, help="calibrate: seconds the pairs may take.")
     ap.add_argument("--heat-seconds", type=float, default=40.0, help="throttle: seconds the heater runs.")
     ap.add_argument("--warm-seconds", type=float, default=10.0, help="throttle: seconds of heat before the run.")
@@ -411,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = {"truth": lambda: run_truth(jobs, a.budget, a.ncu_launches, a.job_timeout),
-            "calibrate": lambda: run_calibrate(a.pairs, a.calibrate_seconds),
+            "calibrate": lambda: run_calibrate(a.pairs, a.calibrate_seconds, a.calibrate_n),
             "throttle": lambda: run_throttle(a.heat_seconds, a.warm_seconds)}
     base = out / "gpu-truth"
     for part in parts:  # the record is written after each part: a stage killed later keeps what was measured

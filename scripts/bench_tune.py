@@ -120,14 +120,24 @@ def summary_rows(record: dict[str, Any]) -> list[tuple[str, str, str]]:
             if k.get("winners"):
                 warm = f", warm {k['kt_warm_s']:.0f} s" if k.get("kt_warm_s") is not None else ""
                 cold = f"first (cold) {k['kt_cold_s']:.0f} s{warm}" if "kt_cold_s" in k else f"{k['wall_s']:.0f} s a campaign"
+                calls = f" in {len(k['calls'])} calls" if k.get("calls") else ""
+                if k.get("calls"):  # joined calls: medians (join_kt)
+                    cold = cold.replace("first (cold)", "cold (each call's first, median)").replace(", warm", ", warm (median)")
                 rows.append(("kt", "kernel_tuner", f"{k['winners']['distinct']} winners in {k['winners']['campaigns']} "
-                                                   f"campaigns (of {k.get('asked', k['winners']['campaigns'])}), {cold}"))
+                                                   f"campaigns (of {k.get('asked', k['winners']['campaigns'])}){calls}, "
+                                                   f"{cold}" + (f"; won: {_counts(k['winners']['counts'])}"
+                                                                if k.get("calls") else "")))
             if "cudalab_cold_s" in k:
                 busy = [f"{k.get(f'cudalab_{c}_gpu_busy_pct'):.0f}% {c}" for c in ("cold", "warm")
                         if k.get(f"cudalab_{c}_gpu_busy_pct") is not None]
                 rows.append(("kt", "cudalab", f"cold {k['cudalab_cold_s']:.0f} s, warm {k['cudalab_warm_s']:.0f} s"
                                               + (f" (GPU busy {', '.join(busy)})" if busy else "")))
     return rows
+
+
+def _counts(counts: dict[str, int]) -> str:
+    """``a 5, b 3`` (most wins first)."""
+    return ", ".join(f"{w} {n}" for w, n in sorted(counts.items(), key=lambda x: -x[1]))
 
 
 def earlier_record(path: Path) -> dict[str, Any]:
@@ -289,6 +299,43 @@ def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path,
     return out
 
 
+def _kt_calls(part: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The kernel_tuner calls a kt part holds: its ``calls`` when it joins several, else itself (when it ran)."""
+    if not part or not part.get("walls_s"):
+        return []
+    return list(part["calls"]) if "calls" in part else [part]
+
+
+def join_kt(mine: dict[str, Any] | None, theirs: dict[str, Any]) -> dict[str, Any]:
+    """Two records' kernel_tuner parts as one (more campaigns from another call or lane): every call kept whole in
+    ``calls`` (a call met twice, the same walls, counted once), the winners counted over all campaigns, the cold
+    figure the median of each call's first campaign (each call starts with PyCUDA's cache as its machine has it),
+    the warm one the median of the others, cudalab's the medians of the calls'. A part that did not run (skipped)
+    gives way to one that did."""
+    calls = _kt_calls(mine)
+    for c in _kt_calls(theirs):
+        if all(c["walls_s"] != k["walls_s"] for k in calls):
+            calls.append(c)
+    if len(calls) < 2:
+        return calls[0] if calls else theirs
+    counts: dict[str, int] = {}
+    for c in calls:
+        for w, n in c["winners"]["counts"].items():
+            counts[w] = counts.get(w, 0) + n
+    walls = [w for c in calls for w in c["walls_s"]]
+    rest = [w for c in calls for w in c["walls_s"][1:]]
+    out: dict[str, Any] = {
+        "version": calls[0].get("version"), "asked": sum(c.get("asked", len(c["walls_s"])) for c in calls),
+        "winners": {"campaigns": len(walls), "distinct": len(counts), "counts": counts}, "walls_s": walls,
+        "wall_s": sum(walls) / len(walls), "kt_cold_s": statistics.median(c["walls_s"][0] for c in calls),
+        "kt_warm_s": statistics.median(rest) if rest else None, "calls": calls}
+    for key in ("cudalab_cold_s", "cudalab_warm_s", "cudalab_cold_gpu_busy_pct", "cudalab_warm_gpu_busy_pct"):
+        have = [c[key] for c in calls if isinstance(c.get(key), (int, float))]
+        if have:
+            out[key] = statistics.median(have)
+    return out
+
+
 def merge_into(record: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """Add another call's record of the same GPU (two calls at once, one GPU each) to ``record``: its ground
     truths and replays space by space, its trust and kt parts whole, each with its command. Returns what it
@@ -304,10 +351,12 @@ def merge_into(record: dict[str, Any], other: dict[str, Any]) -> list[str]:
         for space, figures in other.get(part, {}).items():
             record.setdefault(part, {})[space] = figures
             added.append(f"{part} {space}")
-    for part in ("trust", "kt"):
-        if part in other:
-            record[part] = other[part]
-            added.append(part)
+    if "trust" in other:
+        record["trust"] = other["trust"]
+        added.append("trust")
+    if "kt" in other:
+        record["kt"] = join_kt(record.get("kt"), other["kt"])
+        added.append("kt")
     theirs = other.get("commands", {})
     for key in added:  # an old record's command is per part ("ground"), a newer one's per space
         cmd = theirs.get(key) or theirs.get(key.split()[0]) or other.get("command")

@@ -20,7 +20,11 @@
 # nvidia-smi's N), each group's stages one after another; the install runs once before the lanes; one
 # summary at the end names each stage's GPU. $OUT/lane<N>.log says which GPU lane N got. A lane whose GPU
 # is not there is not run (one line; its stages "not run" in the summary). A stage appears in one lane
-# only (its log is $OUT/<stage>.log); cluster and bench-lanes use every GPU themselves: not in lanes.
+# only (its log is $OUT/<stage>.log), except tune and truth, which may run in several lanes (more campaigns or
+# calibrations at once): then each lane's log is $OUT/<stage>-gpu<N>.log, its record goes to
+# $OUT/tune-docs-gpu<N>/ (only that lane's parts: join them with bench_tune.py --merge) or $OUT/truth-docs-gpu<N>/,
+# and $TUNE_ARGS_GPU<N> / $TRUTH_ARGS_GPU<N>, when set, replace $TUNE_ARGS / $TRUTH_ARGS in lane N. Cluster and
+# bench-lanes use every GPU themselves: not in lanes.
 # On two GPUs the GPU tests (about 240 s, then ncu 116 s and sanitizer 203 s in sequence on an H200):
 #
 #   bash scripts/gpu-check.sh info tests / ncu sanitizer    # longer lane ~320 s (estimated from the above)
@@ -50,6 +54,7 @@ gpu_count() {  # the GPUs of this machine as nvidia-smi lists them (0 without nv
 
 # Lanes: the stage groups, checked before anything is installed or run
 lanes=()
+repeated=" "   # stages in more than one lane (tune, truth): a log and a record folder per lane
 if [[ $stages == */* ]]; then
     IFS=/ read -r -a lanes <<< "$stages"
     seen=" "
@@ -57,7 +62,10 @@ if [[ $stages == */* ]]; then
         for stage in $group; do
             case $stage in cluster|bench-lanes)
                 echo "gpu-check: $stage uses every GPU itself: run it without lanes (no /)"; exit 2 ;; esac
-            [[ $seen == *" $stage "* ]] && { echo "gpu-check: $stage in two lanes (one log each: \$OUT/$stage.log)"; exit 2; }
+            if [[ $seen == *" $stage "* ]]; then
+                case $stage in tune|truth) repeated+="$stage " ;;
+                    *) echo "gpu-check: $stage in two lanes (one log each: \$OUT/$stage.log)"; exit 2 ;; esac
+            fi
             seen+="$stage "
         done
     done
@@ -99,6 +107,14 @@ bench_lanes() {  # each group of $BENCH_LANES on its own GPU at the same time, t
     return $rc
 }
 
+lane_args() {  # the arguments in $1 (a variable's name): ${1}_GPU<lane> when set, else $1 when set, else $2
+    local mine="${1}_GPU${LANE:-}"
+    if [ -n "${LANE:-}" ] && [ -n "${!mine+x}" ]; then echo "${!mine}"
+    elif [ -n "${!1+x}" ]; then echo "${!1}"
+    else echo "${2:-}"; fi
+}
+
+SFX=""   # a repeated stage's lane: -gpu<N> on its log and record folder
 stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its log)
     local stage=$1
     case $stage in
@@ -174,10 +190,15 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
               if [ -z "${KERNEL_TUNER:-}" ] && ls .wheelhouse/kt/*.whl >/dev/null 2>&1; then
                   python3 -m pip install -q --no-index --no-deps --target /tmp/kt .wheelhouse/kt/*.whl && KERNEL_TUNER=/tmp/kt
               fi
-              timeout -s KILL "$limit" python3 scripts/bench_tune.py --out docs/benchmarks \
-                  ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} ${TUNE_ARGS:-}
-              rc=$?; mkdir -p "$OUT/tune-docs"; cp -r docs/benchmarks/*-tune.* docs/benchmarks/tune "$OUT/tune-docs/"
-              (exit $rc) ;;
+              if [ -n "$SFX" ]; then   # one of several lanes: this lane's parts alone, for --merge
+                  timeout -s KILL "$limit" python3 scripts/bench_tune.py --out "$OUT/tune-docs$SFX" \
+                      ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} $(lane_args TUNE_ARGS)
+              else
+                  timeout -s KILL "$limit" python3 scripts/bench_tune.py --out docs/benchmarks \
+                      ${KERNEL_TUNER:+--kernel-tuner "$KERNEL_TUNER"} $(lane_args TUNE_ARGS)
+                  rc=$?; mkdir -p "$OUT/tune-docs"; cp -r docs/benchmarks/*-tune.* docs/benchmarks/tune "$OUT/tune-docs/"
+                  (exit $rc)
+              fi ;;
         # issue 43: the README's run, a real campaign of the matmul warptile with its table and plot
         tunedemo) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
                   rm -f /tmp/demo.tune.db
@@ -219,8 +240,8 @@ PY
         # as fit in --calibrate-seconds) and a run beside a heater (throttled samples): ~6 min of GPU by default.
         # The record goes to $OUT/truth-docs (copy it to docs/benchmarks/). Parts and sizes: $TRUTH_ARGS (e.g.
         # "--parts truth --jobs smem-square,transpose-1k" or "--parts calibrate --pairs 100 --calibrate-seconds 240").
-        truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs" \
-                   ${TRUTH_ARGS:---jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30} ;;
+        truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs$SFX" \
+                   $(lane_args TRUTH_ARGS "--jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30") ;;
         bench-lanes) bench_lanes ;;
         *) echo "unknown stage $stage"; false ;;
     esac
@@ -230,16 +251,17 @@ summary=()
 run_stage() {  # stage $1 into $OUT/$1.log, its line added to the summary ($2: its lane's GPU, in lanes)
     local t0 rc
     t0=$(date +%s)
-    stage_cmd "$1" > "$OUT/$1.log" 2>&1
+    SFX=""; [[ $repeated == *" $1 "* ]] && SFX="-gpu$2"
+    stage_cmd "$1" > "$OUT/$1$SFX.log" 2>&1
     rc=$?
     summary+=("$(printf '%-10s rc=%-3s %5ss  %s%s' "$1" "$rc" "$(( $(date +%s) - t0 ))" "${2:+GPU $2  }" \
-                 "$(tail -n 1 "$OUT/$1.log" | cut -c1-90)")")
+                 "$(tail -n 1 "$OUT/$1$SFX.log" | cut -c1-90)")")
 }
 
 run_lane() {  # lane $1: its stages one after another on GPU $1; its summary lines into $lanedir/$1
     local lane=$1 cuda smi same
     shift
-    export CUDA_VISIBLE_DEVICES=$lane CUDA_DEVICE_ORDER=PCI_BUS_ID
+    export CUDA_VISIBLE_DEVICES=$lane CUDA_DEVICE_ORDER=PCI_BUS_ID LANE=$lane
     # Which GPU this lane got: CUDA's device 0 here (cudalab finds its telemetry in NVML by this bus id, never by
     # index) against nvidia-smi's GPU $lane; bus ids compared on their last 12 characters (CUDA writes a 4-digit
     # PCI domain, nvidia-smi an 8-digit one)

@@ -61,6 +61,12 @@ def test_calibrate_bar_and_pairs_that_fit():
     assert B.pairs_that_fit(100, 1.0, 2.0) == 1
 
 
+def test_the_spread_between_processes_is_relative_to_the_median():
+    s = B.process_spread({"vec4": [0.010, 0.0102, 0.0098, 0.0100, None, 0.0110], "calib": [0.02, None]})
+    assert list(s) == ["vec4"]   # under 4 processes: no line
+    assert s["vec4"] == "10.00 µs over 5 processes, IQR 2.00%, range -2.00% to +10.00%"
+
+
 def test_the_markdown_names_every_part_and_the_verdicts():
     t = B.truth_rows("smem", doc(table_ms=0.0104, ncu_ms=0.0100))
     floor = {"false_rate": 0.0, "judgements": 200, "detect_rate": 0.9, "planted": 0.02, "min_effect": 0.01,
@@ -68,15 +74,16 @@ def test_the_markdown_names_every_part_and_the_verdicts():
     rec = {"argv": ["--parts", "truth"], "date": "2026-11-26", "commit": "abc", "gpu": {"name": "NVIDIA H100"},
            "truth": {"ncu_launches": 10, "auto_launch": "batch", "lines": t, "errors": {"x": "ncu: not found"},
                      "summary": B.truth_summary(t)},
-           "calibrate": {"wanted": 100, "pairs": 60, "runs": 62, "seconds": 150.0, "budget_s": 150.0,
-                         "floor": floor, "verdict": B.calibrate_verdict(floor)},
+           "calibrate": {"wanted": 100, "pairs": 60, "runs": 62, "seconds": 150.0, "budget_s": 150.0, "n": "8k",
+                         "medians_ms": {"vec4": [1.0, 1.01, 0.99, 1.0]}, "floor": floor, "verdict": B.calibrate_verdict(floor)},
            "throttle": {"heater": "FMA", "heat_s": 30, "warm_s": 10, "telemetry_note": "", "note": "none flagged",
                         "rows": B.throttle_rows({"points": [{"results": [
                             {"variant": "vec4", "status": "passed", "stats": {"n": 1000},
                              "extra": {"throttled": 12, "sm_mhz_min": 1400, "throttle": "power"}}]}]})}}
     md = B.markdown(rec)
     assert "| smem | 1 block | row-row | cold | batch | 10.400 | 10.000 | +4.0% | pass |" in md
-    assert "100 were asked, 60 fit in 150 s" in md and "**0 of 200**" in md
+    assert "100 were asked, 60 fit in 150 s" in md and "**0 of 200**" in md and "(`--n 8k`)" in md
+    assert "between fresh processes, vec4's median: 1000.00 µs over 4 processes, IQR 0.50%" in md
     assert "| vec4 | passed | 1000 | 12 | 1400 |" in md and "none flagged" in md and "`x`: ncu: not found" in md
     assert B.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
 

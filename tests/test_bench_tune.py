@@ -201,3 +201,28 @@ def test_the_code_revision_names_a_checkout_that_differs_from_head(tmp_path, mon
     assert machine.code_revision(tmp_path / "nowhere") == ""
     monkeypatch.setenv("CUDALAB_CODE", "3fec7d1")   # the GPU call's command names the committed tree it sent
     assert machine.code_revision(tmp_path) == "3fec7d1"
+
+
+def test_kernel_tuner_campaigns_of_several_calls_join_into_one_count():
+    """10 campaigns made 2 at a time: --merge joins the kt parts (winners counted over all, each call kept, the
+    same call merged twice counted once), not the last call's part alone."""
+    def call(walls, winners, cudalab):
+        return {"version": "1.5.0", "asked": len(walls), "walls_s": walls, "wall_s": sum(walls) / len(walls),
+                "kt_cold_s": walls[0], "kt_warm_s": walls[1], "cudalab_cold_s": cudalab, "cudalab_warm_s": cudalab / 2,
+                "winners": B.winner_changes(winners)}
+    first = call([238.0, 174.0], ["a", "b"], 35.0)
+    second = call([240.0, 170.0], ["a", "a"], 37.0)
+    third = call([236.0, 180.0], ["c", "a"], 33.0)
+    rec = {"device": "NVIDIA H200", "kt": first}
+    for other in (second, third, second):
+        assert B.merge_into(rec, {"device": "NVIDIA H200", "kt": other}) == ["kt"]
+    k = rec["kt"]
+    assert k["winners"] == {"campaigns": 6, "distinct": 3, "counts": {"a": 4, "b": 1, "c": 1}}
+    assert len(k["calls"]) == 3 and k["asked"] == 6
+    assert k["kt_cold_s"] == 238.0 and k["kt_warm_s"] == 174.0 and k["cudalab_cold_s"] == 35.0
+    [(_, _, line)] = [r for r in B.summary_rows(rec) if r[1] == "kernel_tuner"]
+    assert line == ("3 winners in 6 campaigns (of 6) in 3 calls, cold (each call's first, median) 238 s, "
+                    "warm (median) 174 s; won: a 4, b 1, c 1")
+    skipped = {"device": "NVIDIA H200", "kt": {"skipped": "no kernel_tuner"}}
+    B.merge_into(rec, skipped)
+    assert rec["kt"]["winners"]["campaigns"] == 6   # a call that did not run adds nothing

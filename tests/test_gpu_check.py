@@ -137,6 +137,31 @@ def test_a_stage_past_its_limit_is_killed_in_its_lane(check):
     assert [s.split()[:2] for s in _summary(proc.stdout)] == [["tests", "rc=137"], ["ncu", "rc=137"]]
 
 
+def test_tune_and_truth_may_run_in_several_lanes_each_with_its_own_log_record_and_arguments(check):
+    proc, lines, out = check("tune", "truth", "/", "tune", "/", "truth", FAKE_GPUS="3", meet=3,
+                             KERNEL_TUNER="/kt", TUNE_ARGS="--parts kt --kt-repeats 2", TRUTH_ARGS_GPU2="--parts calibrate --calibrate-n 8k")
+    assert proc.returncode == 0, proc.stdout
+    for stage, gpu in (("tune", 0), ("tune", 1), ("truth", 0), ("truth", 2)):
+        assert (out / f"{stage}-gpu{gpu}.log").read_text().endswith(f"ran on GPU {gpu}\n")
+    assert not (out / "tune.log").exists() and not (out / "truth.log").exists()
+    tunes = _calls(lines, "scripts/bench_tune.py")
+    assert sorted(re.search(r"CVD=(\d)", ln).group(1) + ln.split("--out ")[1] for ln in tunes) == [
+        f"0{out}/tune-docs-gpu0 --kernel-tuner /kt --parts kt --kt-repeats 2",
+        f"1{out}/tune-docs-gpu1 --kernel-tuner /kt --parts kt --kt-repeats 2"]
+    truths = {re.search(r"CVD=(\d)", ln).group(1): ln.split("--out ")[1] for ln in _calls(lines, "bench_truth.py")}
+    assert truths["2"] == f"{out}/truth-docs-gpu2 --parts calibrate --calibrate-n 8k"
+    assert truths["0"].startswith(f"{out}/truth-docs-gpu0 --jobs smem-square")   # no lane's own: the default
+    assert [s.split()[0] for s in _summary(proc.stdout)] == ["tune", "truth", "tune", "truth"]
+
+
+def test_a_single_tune_lane_keeps_its_record_in_docs(check):
+    proc, lines, out = check("info", "/", "tune", KERNEL_TUNER="/kt", TUNE_ARGS="--parts kt")
+    assert proc.returncode == 0
+    [tune] = _calls(lines, "scripts/bench_tune.py")
+    assert "CVD=1" in tune and tune.endswith("--out docs/benchmarks --kernel-tuner /kt --parts kt")
+    assert (out / "tune.log").exists()
+
+
 @pytest.mark.parametrize("stages, says", [
     (("tests", "/", "tests"), "gpu-check: tests in two lanes (one log each: $OUT/tests.log)"),
     (("tests", "/", "cluster"), "gpu-check: cluster uses every GPU itself: run it without lanes (no /)"),
