@@ -256,11 +256,14 @@ def _transpose_kt(kt: Any, n: int) -> tuple[str, float]:
 
 
 def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path,
-                      on_progress: Callable[[dict[str, Any]], None] = lambda part: None) -> dict[str, Any]:
+                      on_progress: Callable[[dict[str, Any]], None] = lambda part: None,
+                      with_cudalab: bool = True) -> dict[str, Any]:
     """kernel_tuner beside cudalab on transpose's tiled space (8192², the [[tune]] table's size): cudalab's
     campaign with a cold and a warm build cache, then ``repeats`` kernel_tuner campaigns (the first with
     PyCUDA's compiler cache as the machine has it, on a fresh machine empty: cold). ``on_progress`` gets the
-    part as measured so far after each campaign, so a call stopped by its time limit keeps them."""
+    part as measured so far after each campaign, so a call stopped by its time limit keeps them. Without
+    ``with_cudalab``, kernel_tuner's campaigns alone (more of them for the winner count, cudalab's side measured
+    by another call of the same GPU: ``--merge`` joins them)."""
     if not path:
         return {"skipped": "no --kernel-tuner PATH given (kernel_tuner 1.5 is not installed on the GPU machine)"}
     sys.path.insert(0, str(Path(path).resolve()))
@@ -271,7 +274,7 @@ def kernel_tuner_part(path: str | None, repeats: int, seconds: float, tmp: Path,
     import cudalab  # noqa: PLC0415
 
     out: dict[str, Any] = {"version": getattr(kt, "__version__", "?"), "asked": repeats}
-    for kind in ("cold", "warm"):  # cold: an empty build cache; warm: the same cache again
+    for kind in ("cold", "warm") if with_cudalab else ():  # cold: an empty build cache; warm: the same again
         env_cache = os.environ.get("CUDALAB_CACHE")
         os.environ["CUDALAB_CACHE"] = str(tmp / "cache")
         if kind == "cold":
@@ -384,6 +387,8 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     ap.add_argument("--share", type=float, default=0.10, help="the replay's budget: this share of the configurations")
     ap.add_argument("--repeats", type=int, default=10, help="trust campaigns, and kernel_tuner campaigns (default 10)")
     ap.add_argument("--kt-repeats", type=int, default=None, help="kernel_tuner campaigns (default: --repeats)")
+    ap.add_argument("--kt-alone", action="store_true",
+                    help="kt: kernel_tuner's campaigns only (cudalab's side from another call, joined by --merge)")
     ap.add_argument("--trust-space", default="reduce-modern", choices=sorted(SPACES))
     ap.add_argument("--trust-trials", type=int, default=None, help="configurations a trust campaign measures (default: all)")
     ap.add_argument("--seconds", type=float, default=0.1, help="timing budget of one trial (the protocol's, default 0.1)")
@@ -451,7 +456,8 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
                 commands["kt"] = command
                 write_record(record, out, gpu)
 
-            record["kt"] = kernel_tuner_part(a.kernel_tuner, a.kt_repeats or a.repeats, a.seconds, tmp, kt_so_far)
+            record["kt"] = kernel_tuner_part(a.kernel_tuner, a.kt_repeats or a.repeats, a.seconds, tmp, kt_so_far,
+                                             with_cudalab=not a.kt_alone)
             commands["kt"] = command
     js, md = write_record(record, out, gpu)
     width = max((len(f"{p}  {w}") for p, w, _ in summary_rows(record)), default=10)

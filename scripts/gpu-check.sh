@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ bench-lanes tunedemo
+#                                          cluster occ bench-lanes tunedemo ab
 #                                          (default: info tests ncu sanitizer bench)
 #
 # The records name the code that ran (cudalab.records.machine.code_revision): the GPU machine's git HEAD is the
@@ -242,6 +242,24 @@ PY
         # "--parts truth --jobs smem-square,transpose-1k" or "--parts calibrate --pairs 100 --calibrate-seconds 240").
         truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs$SFX" \
                    $(lane_args TRUTH_ARGS "--jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30") ;;
+        # issue 42 item 8: the same benchmark jobs from an older tree ($AB_OLD, default .ab-old: `git archive REV |
+        # tar -x -C .ab-old`, ignored and carried) and from this one, alternately on this lane's GPU for $AB_ROUNDS
+        # rounds (old, new, old, new...: the GPU's drift falls on both), then scripts/bench_agree.py judges them
+        # (records and agree.md under $OUT/ab/). Jobs: $AB_ARGS (default the short-kernel families).
+        ab) ( old=${AB_OLD:-.ab-old}
+              [ -f "$old/scripts/benchmark.py" ] || { echo "ab: no older tree at $old (git archive REV | tar -x -C $old)"; exit 2; }
+              mkdir -p "$OUT/ab"
+              for i in $(seq "${AB_ROUNDS:-2}"); do
+                  for side in old new; do
+                      dir=.; [ $side = old ] && dir=$old
+                      # the tree's own cudalab (PYTHONPATH goes before the editable install; its workers inherit it)
+                      ( cd "$dir" && export PYTHONPATH=$PWD && python3 -c 'import cudalab; print("cudalab from", cudalab.__file__)' &&
+                        timeout -s KILL 300 python3 scripts/benchmark.py --out "$OUT/ab/$side-$i" --sections jobs \
+                            ${AB_ARGS:---only reduce,smem-square,smem-rect,copy,transpose} > "$OUT/ab/$side-$i.log" 2>&1
+                        echo "$side round $i: exit $?" )
+                  done
+              done
+              python3 scripts/bench_agree.py "$OUT"/ab/old-*/ --vs "$OUT"/ab/new-*/ --out "$OUT/ab" ) ;;
         bench-lanes) bench_lanes ;;
         *) echo "unknown stage $stage"; false ;;
     esac

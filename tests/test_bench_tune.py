@@ -226,3 +226,20 @@ def test_kernel_tuner_campaigns_of_several_calls_join_into_one_count():
     skipped = {"device": "NVIDIA H200", "kt": {"skipped": "no kernel_tuner"}}
     B.merge_into(rec, skipped)
     assert rec["kt"]["winners"]["campaigns"] == 6   # a call that did not run adds nothing
+
+
+def test_kt_alone_runs_kernel_tuner_without_cudalabs_campaigns(tmp_path, monkeypatch):
+    """--kt-alone: more kernel_tuner campaigns for the winner count, no cudalab campaign (no worker is started:
+    without fake workers one would fail)."""
+    kt = tmp_path / "kt" / "kernel_tuner"
+    kt.mkdir(parents=True)
+    (kt / "__init__.py").write_text("__version__ = '1.5'\n")
+    walls = iter([30.0, 10.0])
+    monkeypatch.setattr(B, "_transpose_kt", lambda kt, n: ("block=64x8 STREAM=0 TS_LDHINT=0", next(walls)))
+    import cudalab
+
+    monkeypatch.setattr(cudalab, "tune", lambda *a, **k: pytest.fail("cudalab's campaign ran"))
+    assert B.main(["--parts", "kt", "--kt-alone", "--kernel-tuner", str(tmp_path / "kt"), "--kt-repeats", "2",
+                   "--gpu", "Fake GPU", "--out", str(tmp_path)]) == 0
+    rec = json.loads((tmp_path / "fake-gpu-tune.json").read_text())["kt"]
+    assert rec["walls_s"] == [30.0, 10.0] and "cudalab_cold_s" not in rec

@@ -24,6 +24,7 @@ case "$ARGS" in
     "-m cudalab.worker.busid 0") echo "0000:1${CUDA_VISIBLE_DEVICES-x}:00.0"; exit 0 ;;
 esac
 log start
+[ -n "${FAKE_WHERE:-}" ] && echo "$ARGS @ $PWD PYTHONPATH=${PYTHONPATH:-}" >> "$FAKE_WHERE"
 if [ -n "${FAKE_MEET:-}" ]; then   # wait (5 s at most) until every lane has started a stage
     touch "$FAKE_MEET/${CUDA_VISIBLE_DEVICES-unset}"
     i=0
@@ -160,6 +161,30 @@ def test_a_single_tune_lane_keeps_its_record_in_docs(check):
     [tune] = _calls(lines, "scripts/bench_tune.py")
     assert "CVD=1" in tune and tune.endswith("--out docs/benchmarks --kernel-tuner /kt --parts kt")
     assert (out / "tune.log").exists()
+
+
+def test_ab_runs_the_older_tree_and_this_one_alternately_then_judges_them(check, tmp_path):
+    old = tmp_path / "old-tree"
+    (old / "scripts").mkdir(parents=True)
+    (old / "scripts" / "benchmark.py").write_text("")
+    where = tmp_path / "where.log"
+    proc, lines, out = check("ab", AB_OLD=str(old), AB_ROUNDS="2", FAKE_WHERE=str(where))
+    assert proc.returncode == 0, (out / "ab.log").read_text()
+    bench = [ln for ln in where.read_text().splitlines() if "scripts/benchmark.py" in ln]
+    assert [ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in bench] == ["old-1", "new-1", "old-2", "new-2"]
+    for ln in bench:   # each side runs from its own tree, its cudalab first on the path
+        tree = str(old) if "/old-" in ln else str(ROOT)
+        assert ln.endswith(f"@ {tree} PYTHONPATH={tree}") and "--sections jobs --only reduce," in ln
+    [judge] = [ln for ln in where.read_text().splitlines() if "bench_agree.py" in ln]
+    assert f"{out}/ab/old-1/ {out}/ab/old-2/ --vs {out}/ab/new-1/ {out}/ab/new-2/ --out {out}/ab" in judge
+    log = (out / "ab.log").read_text()
+    assert "old round 2: exit 0" in log and "new round 1: exit 0" in log
+
+
+def test_ab_without_an_older_tree_says_so(check, tmp_path):
+    proc, lines, out = check("ab", AB_OLD=str(tmp_path / "none"))
+    assert (out / "ab.log").read_text().startswith(f"ab: no older tree at {tmp_path / 'none'}")
+    assert re.match(r"ab +rc=2 ", _summary(proc.stdout)[0]) and not _calls(lines, "benchmark.py")
 
 
 @pytest.mark.parametrize("stages, says", [

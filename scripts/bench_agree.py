@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Do two sets of benchmark records agree within noise? (issue 42 item 8: nothing a user sees gets slower)
+
+    python3 scripts/bench_agree.py OLD [OLD...] --vs NEW [NEW...] [--out DIR]
+
+Each argument is a benchmark record (scripts/benchmark.py's <gpu>.json, or the folder holding it). A side of
+several records (rounds of the same code, run alternately with the other side's on one GPU: gpu-check's ``ab``
+stage) is pooled row by row: the median of the rounds' medians. Only GPU rows that passed on both sides are
+judged (NumPy's host rows time the CPU, not cudalab). The bar is the issue's: the median over the rows of
+new / old within 1%, every row within 5%. With two or more rounds a side, the spread between one side's own
+rounds (old round 1 against old round 2) is printed as the noise the comparison stands in.
+
+Writes agree.md and agree.json to --out when given; exit 0 when the bar is met, 1 when not, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+#: The bar: the median row ratio within this of 1, every row within ROW_BAR.
+MEDIAN_BAR, ROW_BAR = 0.01, 0.05
+#: Rows that time the CPU (NumPy) or nothing: not judged.
+HOST_KINDS = ("host", "cpu")
+
+
+def load(path: str) -> dict[str, Any]:
+    """A benchmark record from its .json or its folder (the one .json there that has ``runs``)."""
+    p = Path(path)
+    files = [p] if p.is_file() else sorted(p.glob("*.json"))
+    for f in files:
+        data = json.loads(f.read_text())
+        if isinstance(data, dict) and isinstance(data.get("runs"), dict):
+            return data
+    raise ValueError(f"{path}: no benchmark record (a .json with 'runs')")
+
+
+def medians(record: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """(job, variant) -> median ms of every GPU row that passed."""
+    out = {}
+    for job, run in record["runs"].items():
+        for r in run.get("rows", []):
+            st = r.get("stats") or {}
+            if r.get("kind") not in HOST_KINDS and r.get("status") == "passed" and st.get("median"):
+                out[(job, r["variant"])] = float(st["median"])
+    return out
+
+
+def pooled(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Each row's median over the records that have it (rounds of one side)."""
+    per: dict[tuple[str, str], list[float]] = {}
+    for rec in records:
+        for k, v in medians(rec).items():
+            per.setdefault(k, []).append(v)
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def agree(old: dict[tuple[str, str], float], new: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """The rows of both, their ratios new / old, and the verdict against the bar."""
+    rows = sorted((k[0], k[1], old[k], new[k], new[k] / old[k]) for k in old.keys() & new.keys())
+    if not rows:
+        return {"rows": [], "judged": 0, "met": False, "median_ratio": None, "worst": None}
+    ratios = [r[4] for r in rows]
+    med = statistics.median(ratios)
+    worst = max(rows, key=lambda r: abs(r[4] - 1))
+    return {"rows": [dict(job=j, variant=v, old_ms=o, new_ms=n, ratio=x) for j, v, o, n, x in rows],
+            "judged": len(rows), "median_ratio": med, "worst": dict(job=worst[0], variant=worst[1], ratio=worst[4]),
+            "outside_row_bar": sum(abs(x - 1) > ROW_BAR for x in ratios),
+            "met": abs(med - 1) <= MEDIAN_BAR and all(abs(x - 1) <= ROW_BAR for x in ratios)}
+
+
+def summary(name: str, a: dict[str, Any]) -> str:
+    if not a["judged"]:
+        return f"{name}: no row on both sides"
+    w = a["worst"]
+    return (f"{name}: {a['judged']} rows, median new/old {a['median_ratio']:.4f}, worst {w['ratio']:.4f} "
+            f"({w['job']} / {w['variant']}), {a['outside_row_bar']} outside ±{ROW_BAR:.0%}: "
+            + ("within noise" if a["met"] else "NOT within the bar"))
+
+
+def markdown(result: dict[str, Any], argv: Sequence[str]) -> str:
+    a = result["agree"]
+    md = ["# Benchmark records: do they agree?", "", f"Made by `python3 scripts/bench_agree.py {' '.join(argv)}`.", "",
+          f"Bar: the median row ratio new / old within {MEDIAN_BAR:.0%}, every GPU row within {ROW_BAR:.0%}.", "",
+          f"- {summary('old vs new', a)}"]
+    md += [f"- {summary(name, s)}" for name, s in result.get("self", {}).items()]
+    md += ["", "| job | variant | old ms | new ms | new / old |", "|---|---|---:|---:|---:|"]
+    md += [f"| {r['job']} | {r['variant']} | {r['old_ms']:.4f} | {r['new_ms']:.4f} | {r['ratio']:.4f} |"
+           for r in sorted(a["rows"], key=lambda r: -abs(r["ratio"] - 1))]
+    return "\n".join(md) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old", nargs="+", help="the old side's records (.json or folders)")
+    ap.add_argument("--vs", nargs="+", required=True, metavar="NEW", help="the new side's records")
+    ap.add_argument("--out", default=None, help="write agree.md and agree.json here")
+    a = ap.parse_args(argv)
+    try:
+        olds, news = [load(p) for p in a.old], [load(p) for p in a.vs]
+    except (OSError, ValueError) as exc:
+        print(f"bench_agree: {exc}", file=sys.stderr)
+        return 2
+    result: dict[str, Any] = {"agree": agree(pooled(olds), pooled(news)), "self": {}}
+    for name, side in (("old round 1 vs old round 2", olds), ("new round 1 vs new round 2", news)):
+        if len(side) >= 2:
+            result["self"][name] = agree(medians(side[0]), medians(side[1]))
+    print(summary("old vs new", result["agree"]))
+    for name, s in result["self"].items():
+        print(summary(name, s))
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        args = list(sys.argv[1:] if argv is None else argv)
+        (out / "agree.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out / "agree.md").write_text(markdown(result, args))
+    return 0 if result["agree"]["met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

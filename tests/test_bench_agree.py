@@ -1,0 +1,71 @@
+"""scripts/bench_agree.py: two sets of benchmark records judged row by row against issue 42's bar (median ratio
+within 1%, every GPU row within 5%), host rows left out, rounds of one side pooled."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def A(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    return importlib.import_module("bench_agree")
+
+
+def record(times: dict[str, float], host_ms: float = 5.0, failed: str = "") -> dict:
+    rows = [{"variant": v, "kind": "kernel", "status": "failed" if v == failed else "passed",
+             "stats": {"median": ms}} for v, ms in times.items()]
+    rows.append({"variant": "cpu", "kind": "host", "status": "passed", "stats": {"median": host_ms}})
+    return {"runs": {"reduce 2^24": {"rows": rows}}}
+
+
+def write(tmp_path: Path, name: str, rec: dict) -> str:
+    d = tmp_path / name
+    d.mkdir()
+    (d / "nvidia-h200.json").write_text(json.dumps(rec))
+    return str(d)
+
+
+def test_rows_within_noise_pass_and_host_rows_do_not_count(A, tmp_path, capsys):
+    old = write(tmp_path, "old", record({"a": 1.0, "b": 2.0, "c": 3.0}, host_ms=5.0))
+    new = write(tmp_path, "new", record({"a": 1.01, "b": 1.98, "c": 3.0}, host_ms=9.0))   # NumPy twice as slow
+    assert A.main([old, "--vs", new, "--out", str(tmp_path / "o")]) == 0
+    res = json.loads((tmp_path / "o" / "agree.json").read_text())["agree"]
+    assert res["judged"] == 3 and res["median_ratio"] == pytest.approx(1.0) and res["met"]
+    assert "| reduce 2^24 | a | 1.0000 | 1.0100 | 1.0100 |" in (tmp_path / "o" / "agree.md").read_text()
+
+
+def test_one_row_six_percent_slower_fails_the_bar(A, tmp_path, capsys):
+    old = write(tmp_path, "old", record({"a": 1.0, "b": 2.0, "c": 3.0}))
+    new = write(tmp_path, "new", record({"a": 1.0, "b": 2.12, "c": 3.0}))
+    assert A.main([old, "--vs", new]) == 1
+    assert "worst 1.0600 (reduce 2^24 / b), 1 outside ±5%: NOT within the bar" in capsys.readouterr().out
+
+
+def test_the_median_ratio_over_one_percent_fails_though_every_row_is_within_five(A):
+    a = A.agree({("j", v): 1.0 for v in "abc"}, {("j", v): 1.02 for v in "abc"})
+    assert not a["met"] and a["outside_row_bar"] == 0
+
+
+def test_rounds_of_a_side_are_pooled_and_compared_among_themselves(A, tmp_path, capsys):
+    olds = [write(tmp_path, f"old{i}", record({"a": t})) for i, t in enumerate((1.0, 1.01, 1.2))]
+    new = write(tmp_path, "new", record({"a": 1.01}))
+    assert A.main([*olds, "--vs", new]) == 0   # the median of the rounds, 1.01, not the 1.2 outlier
+    out = capsys.readouterr().out
+    assert "old round 1 vs old round 2: 1 rows, median new/old 1.0100" in out
+
+
+def test_a_failed_row_is_not_judged_and_no_record_is_exit_2(A, tmp_path, capsys):
+    old = write(tmp_path, "old", record({"a": 1.0, "b": 2.0}))
+    new = write(tmp_path, "new", record({"a": 1.0, "b": 9.0}, failed="b"))
+    assert A.main([old, "--vs", new]) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert A.main([old, "--vs", str(empty)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
