@@ -120,13 +120,14 @@ def summary_rows(record: dict[str, Any]) -> list[tuple[str, str, str]]:
             if k.get("winners"):
                 warm = f", warm {k['kt_warm_s']:.0f} s" if k.get("kt_warm_s") is not None else ""
                 cold = f"first (cold) {k['kt_cold_s']:.0f} s{warm}" if "kt_cold_s" in k else f"{k['wall_s']:.0f} s a campaign"
-                calls = f" in {len(k['calls'])} calls" if k.get("calls") else ""
-                if k.get("calls"):  # joined calls: medians (join_kt)
+                n = k["winners"]["campaigns"]
+                how, won = f" (of {k.get('asked', n)})", ""
+                if k.get("calls"):  # joined calls (join_kt): the walls are medians, each winner counted
+                    how = f" in {len(k['calls'])} calls"
                     cold = cold.replace("first (cold)", "cold (each call's first, median)").replace(", warm", ", warm (median)")
-                rows.append(("kt", "kernel_tuner", f"{k['winners']['distinct']} winners in {k['winners']['campaigns']} "
-                                                   f"campaigns (of {k.get('asked', k['winners']['campaigns'])}){calls}, "
-                                                   f"{cold}" + (f"; won: {_counts(k['winners']['counts'])}"
-                                                                if k.get("calls") else "")))
+                    won = f"; won: {_counts(k['winners']['counts'])}"
+                rows.append(("kt", "kernel_tuner", f"{k['winners']['distinct']} winners in {n} campaigns{how}, "
+                                                   f"{cold}{won}"))
             if "cudalab_cold_s" in k:
                 busy = [f"{k.get(f'cudalab_{c}_gpu_busy_pct'):.0f}% {c}" for c in ("cold", "warm")
                         if k.get(f"cudalab_{c}_gpu_busy_pct") is not None]
@@ -328,7 +329,7 @@ def join_kt(mine: dict[str, Any] | None, theirs: dict[str, Any]) -> dict[str, An
     walls = [w for c in calls for w in c["walls_s"]]
     rest = [w for c in calls for w in c["walls_s"][1:]]
     out: dict[str, Any] = {
-        "version": calls[0].get("version"), "asked": sum(c.get("asked", len(c["walls_s"])) for c in calls),
+        "version": calls[0].get("version"),  # no "asked": a call cut short asked more than it ran (see calls)
         "winners": {"campaigns": len(walls), "distinct": len(counts), "counts": counts}, "walls_s": walls,
         "wall_s": sum(walls) / len(walls), "kt_cold_s": statistics.median(c["walls_s"][0] for c in calls),
         "kt_warm_s": statistics.median(rest) if rest else None, "calls": calls}

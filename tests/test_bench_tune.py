@@ -218,10 +218,10 @@ def test_kernel_tuner_campaigns_of_several_calls_join_into_one_count():
         assert B.merge_into(rec, {"device": "NVIDIA H200", "kt": other}) == ["kt"]
     k = rec["kt"]
     assert k["winners"] == {"campaigns": 6, "distinct": 3, "counts": {"a": 4, "b": 1, "c": 1}}
-    assert len(k["calls"]) == 3 and k["asked"] == 6
+    assert len(k["calls"]) == 3 and "asked" not in k
     assert k["kt_cold_s"] == 238.0 and k["kt_warm_s"] == 174.0 and k["cudalab_cold_s"] == 35.0
     [(_, _, line)] = [r for r in B.summary_rows(rec) if r[1] == "kernel_tuner"]
-    assert line == ("3 winners in 6 campaigns (of 6) in 3 calls, cold (each call's first, median) 238 s, "
+    assert line == ("3 winners in 6 campaigns in 3 calls, cold (each call's first, median) 238 s, "
                     "warm (median) 174 s; won: a 4, b 1, c 1")
     skipped = {"device": "NVIDIA H200", "kt": {"skipped": "no kernel_tuner"}}
     B.merge_into(rec, skipped)
