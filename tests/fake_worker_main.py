@@ -16,19 +16,21 @@ environment variable ``FAKE_WORKER`` (JSON: variant name -> behaviour; ``_open``
 
 A key ``VARIANT@N`` (``naive@96``) applies to that variant at ``--n N`` only, before the plain name; a
 key ``VARIANT#NAME=VALUE`` (``vec4#UNROLL=3``) to that variant where the point's define NAME is VALUE
-(``VARIANT#block=256`` matches the point's block), before both. ``incorrect`` gives an incorrect row.
+(``VARIANT#block=256`` matches the point's block), before both. ``incorrect`` gives an incorrect row, ``skip``
+a skipped one (a library row without CuPy).
 
 Tuning campaigns: ``_ms`` is a Python expression over the point's integer defines and ``threads`` (the
 block's), the passed row's median in ms (``1 + abs(UNROLL - 5) / 10``); ``_mj`` the same for its energy
 per launch; ``_delay`` seconds each row takes. ``_ms`` may also name ``variant`` (the row's name), ``launch``
-(the protocol's ``--launch``) and ``hot`` (1 with ``--hot``), and its row says what timed it as a real worker
+(the protocol's ``--launch``) and ``hot`` (1 with ``--hot``); its GFLOP/s (the family's FLOPs) and, for an
+item-rate family, its ``rate`` (the first dimension's elements) follow from that time; and its row says what timed it as a real worker
 would (``timed_by``: the method asked, ``auto`` being :data:`cudalab.bench.AUTO_LAUNCH`, for a row under 20 µs
 that can be batched; else ``events``), ``cudalab truth``'s methods told apart.
 
 ``FAKE_GPU_NAME`` and ``FAKE_CUDA`` change the GPU's name and CUDA version (a cluster of mixed GPUs).
 
 With ``FAKE_WORKER_BUSY`` set (a folder), a file named after the worker's pid is there while a point sleeps
-its ``_delay``: a test that kills a worker picks one with a trial in flight. With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file. With ``FAKE_WORKER_CUBINS`` set,
+its ``_delay``: a test that kills a worker picks one with a trial in flight. With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file; with ``FAKE_WORKER_ROWS``, every variant a point runs. With ``FAKE_WORKER_CUBINS`` set,
 each point appends to that file whether its kernels' cubins were in the build cache when it arrived (a
 cluster's prebuilds).
 """
@@ -114,6 +116,9 @@ def main() -> None:
                 time.sleep(float(how["_delay"]))
                 if busy:
                     Path(busy, str(os.getpid())).unlink(missing_ok=True)
+            if os.environ.get("FAKE_WORKER_ROWS"):  # which variants were run, for tests that count a row's runs
+                with open(os.environ["FAKE_WORKER_ROWS"], "a") as log:
+                    log.write(v.name + "\n")
             send(ev="stage", variant=v.name, stage="compiling", watch=False)
             send(ev="stage", variant=v.name, stage="running", watch=True)
             if b == "hang":
@@ -142,6 +147,10 @@ def main() -> None:
                 send(ev="row", row=Result(v.name, v.kind, SKIPPED, reason=str(exc)).to_dict(), output=None)
                 continue
             block = "x".join(map(str, lau.block)) if lau else ""
+            if b == "skip":  # as a library row on a GPU without CuPy
+                send(ev="row", row=Result(v.name, v.kind, SKIPPED, reason="CuPy is not installed (fake)").to_dict(),
+                     output=None)
+                continue
             if b == "incorrect":
                 send(ev="row", row=Result(v.name, v.kind, INCORRECT, reason="max error 1.0 > tolerance 1e-05 (fake)",
                                           max_error=1.0).to_dict(), output=None)
@@ -149,12 +158,18 @@ def main() -> None:
             env = dict(names, variant=v.name, launch=req.protocol.launch, hot=int(not req.protocol.flush_l2))
             ms = float(eval(how["_ms"], {"abs": abs}, env)) if "_ms" in how else 1.0  # noqa: S307 (a test's own text)
             extra = {"energy_mj_per_launch": float(eval(how["_mj"], {"abs": abs}, dict(names)))} if "_mj" in how else {}  # noqa: S307
+            gflops = None
             if "_ms" in how:
                 method = AUTO_LAUNCH if req.protocol.launch == "auto" else req.protocol.launch
                 short = ms < req.protocol.batch_below_ms and method != "events"
                 extra.update(timed_by=method if short else "events", **({"batch": 64} if short else {}))
+                # the rates a real worker gives: the family's FLOPs, or its items (elements), over the time
+                flops = run.family.work(run.problem).flops
+                gflops = flops / (ms * 1e-3) / 1e9 if flops else None
+                if run.spec.metric == "rate":
+                    extra["rate"] = run.problem.dims[0] / (ms * 1e-3) / 1e9
             row = Result(v.name, v.kind, PASSED, block=block, grid="1x1", stats=summarize([ms] * 3 + [ms * 1.001] * 7 if "_ms" in how else [1.0, 1.0, 1.0]),
-                         gbs=100.0, max_error=0.0, extra=extra)
+                         gbs=100.0, gflops=gflops, max_error=0.0, extra=extra)
             send(ev="row", row=row.to_dict(), output=None)
         send(ev="done", id=msg["id"], inputs=None)
     send(ev="bye", telemetry={"note": "fake worker: no telemetry"})

@@ -143,6 +143,25 @@ def test_a_hanging_kernel_is_a_timeout_trial(dask_fake, tmp_path):
     assert [status[u][0] for u in "3467"] == ["passed"] * 4
 
 
+@pytest.mark.parametrize("lib", ["pass", "die"])
+def test_a_flops_campaign_on_the_cluster_measures_its_library_row_once(lib, dask_fake, monkeypatch, tmp_path):
+    """The "% of cublas" column's row runs on the cluster as a racing round does (one task); one that dies
+    leaves the column empty and the campaign's verdict and exit code as they were."""
+    monkeypatch.setenv("FAKE_BUILD", "fail")  # no nvcc for matmul's prebuilds (a failed prebuild is only a line)
+    monkeypatch.setenv("FAKE_WORKER_ROWS", str(tmp_path / "rows.log"))
+    dask_fake({"_ms": "0.5 if variant == 'cublas' else 1 + abs(WT_BK - 16) / 100", "cublas": lib})
+    res = cudalab.tune("matmul", "warptile", trials=4, seed=1, build_ahead=0, race=2, cluster="local", devices="0,1",
+                       storage=f"sqlite:///{tmp_path / 'm.db'}")
+    assert res.exit_code == 0 and res.winner and res.pct_header == "% of cublas"
+    assert (tmp_path / "rows.log").read_text().split().count("cublas") == 1
+    pcts = [res.pct(m) for m in res.feasible]
+    if lib == "pass":
+        assert pcts == [pytest.approx(50 / (1 + abs(int(m.point["WT_BK"]) - 16) / 100)) for m in res.feasible]
+        assert res.record.points[-1].results[0].variant == "cublas"
+    else:
+        assert pcts == [None] * len(pcts) and res.reference.reason
+
+
 def test_a_sweep_on_the_cluster_says_which_gpu_and_host_ran_each_point(dask_fake, invoke, tmp_path):
     dask_fake({"_ms": "1 + threads / 1000"})
     out = tmp_path / "s.json"

@@ -218,12 +218,12 @@ def _show(res: Any) -> None:
         # the user's own configuration, so "keep yours" and "change to this" read off the table alike
         cells = [f"{key} (default)" if key == res.default_key else key, f"{med:.4f}" if med is not None else "–",
                  f"±{iqr:.4f}" if iqr is not None else "",
-                 f"{rate:,.0f}{unit}" if rate else "–", f"{m.attrs['pct']:.1f}%" if m.attrs.get("pct") else "–",
+                 f"{rate:,.0f}{unit}" if rate else "–", f"{pct:.1f}%" if (pct := res.pct(m)) else "–",
                  f"{sp:.3f}×" if sp else "–", verdict]
         if len(res.objectives) > 1:
             cells.insert(1, f"{m.values[1]:.4g}")
         rows.append(cells)
-    cols = ["configuration", "median ms", "±IQR", "rate", "% roof", "vs default", "race"]
+    cols = ["configuration", "median ms", "±IQR", "rate", res.pct_header, "vs default", "race"]
     if len(res.objectives) > 1:
         cols.insert(1, "energy mJ")
     title = f"{res.family}/{res.variant}: {'Pareto front' if len(res.objectives) > 1 else 'best configurations'}"
@@ -232,6 +232,9 @@ def _show(res: Any) -> None:
         for i, line in enumerate(wrapped(text, max(40, con.width - 2))):
             click.echo(("  " if i else "") + line)
 
+    ref = res.reference
+    if ref is not None and ref.rate is None and not res.incomplete:  # why the % column is empty
+        say(f"{ref.header}: no {ref.variant} row to divide by ({ref.reason})")
     bad = [m for m in res.trials if m.values is None and m.status not in ("refused", "interrupted")]
     refused = sum(1 for m in res.trials if m.status == "refused")
     busy = f"; GPU busy {res.gpu_busy_pct:.0f}% while they ran (NVML)" if res.gpu_busy_pct is not None else ""

@@ -27,6 +27,7 @@ from cudalab.records.results import PASSED, SKIPPED
 from cudalab.tuning import campaign as C
 from cudalab.tuning.account import TimeAccount
 from cudalab.tuning import race as R
+from cudalab.tuning import reference
 from cudalab.tuning import strategy as S
 from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
 from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F401  (plan: the command's)
@@ -174,8 +175,8 @@ class _Campaign:
             attrs.update(host=fr.host, device=fr.gpu)
         if row.stats is not None:
             attrs.update(median_ms=row.stats.median, iqr_ms=row.stats.iqr, samples=row.stats.n)
-        attrs.update({k: v for k, v in (("gflops", row.gflops), ("gbs", row.gbs), ("pct", row.pct_roofline))
-                      if v is not None})
+        attrs.update({k: v for k, v in (("gflops", row.gflops), ("gbs", row.gbs), ("pct", row.pct_roofline),
+                                        ("rate", row.extra.get("rate"))) if v is not None})
         energy = row.extra.get("energy_mj_per_launch")
         if energy is not None:
             attrs["energy_mj"] = float(energy)
@@ -303,7 +304,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
     if getattr(runs, "concurrent", False):
         emit("cluster", {"text": runs.describe()})
-    code, busy = 0, None
+    code, busy, ref = 0, None, None
     # GPU busy % for the live line and the result: this host's GPU only (a cluster's are on other hosts)
     meter = None if getattr(runs, "concurrent", False) else BusyMeter(lambda: gpu_of(runs.worker_pids)).start()
     try:
@@ -311,6 +312,10 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             camp = _Campaign(p, study, runs, emit, meter)
             camp.redo.extend(redo)
             interrupted = camp.loop()
+            try:  # the "% of" column's library row (flops, rate), once: after the trials (tuning/reference.py: why)
+                ref = reference.measure(p, runs, camp.account) if camp.lost is None else None
+            except ClusterLost as exc:
+                ref, camp.lost = None, exc
             busy = meter.percent if meter is not None else None
             if meter is not None:
                 meter.stop()
@@ -334,7 +339,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         else:
             runs.close()
     return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
-                            default_key=default_key, gpu_busy_pct=busy, time_account=camp.account.to_dict())
+                            default_key=default_key, gpu_busy_pct=busy, time_account=camp.account.to_dict(),
+                            reference=ref or reference.unmeasured(p))
 
 
 def _default_point(p: CampaignPlan) -> dict[str, str]:

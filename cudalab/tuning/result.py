@@ -42,6 +42,9 @@ class TuneResult:
             known, as on a cluster or without NVML).
         time_account: seconds in the trials, waiting for builds, the search and the race, and the wall time
             (:mod:`cudalab.tuning.account`).
+        reference: for a FLOP-rate or item-rate family with a library variant, its row measured once in the
+            campaign (:class:`~cudalab.tuning.reference.Reference`: variant, rate, unit, or why none), which
+            :meth:`pct` is over; None for a bandwidth family (its % is of the roofline each trial measured).
     """
 
     family: str
@@ -60,6 +63,19 @@ class TuneResult:
     space: dict[str, Any] = field(default_factory=dict)
     gpu_busy_pct: float | None = None
     time_account: dict[str, float] = field(default_factory=dict)
+    reference: Any = None
+
+    @property
+    def pct_header(self) -> str:
+        """The title of the table's % column: ``% roof``, or ``% of cublas`` where a library row is the 100%."""
+        return self.reference.header if self.reference is not None else "% roof"
+
+    def pct(self, m: C.Measured) -> float | None:
+        """A trial's % column: its rate as % of the library row's (:attr:`reference`), else % of the roofline
+        its own run measured (bandwidth families); None when there is nothing to divide by."""
+        if self.reference is None:
+            return m.attrs.get("pct")
+        return self.reference.pct(m.attrs.get(self.reference.key))
 
     @property
     def feasible(self) -> list[C.Measured]:
@@ -82,7 +98,8 @@ class TuneResult:
         return float(np.median(a) / np.median(b)) if a and b else None
 
     def to_pandas(self) -> Any:
-        """One row per measured trial: its parameters, status, objectives and figures."""
+        """One row per measured trial: its parameters, status, objectives and figures (``pct``: the table's %
+        column, :meth:`pct`; ``rate``: items per second in 1e9 for an item-rate family)."""
         import pandas as pd  # noqa: PLC0415
 
         rows = []
@@ -90,7 +107,8 @@ class TuneResult:
             row = {"trial": m.number, **m.point, "status": m.status, "reason": m.reason}
             for i, o in enumerate(self.objectives):
                 row[o] = m.values[i] if m.values is not None else None
-            row.update({k: m.attrs.get(k) for k in ("median_ms", "iqr_ms", "gflops", "gbs", "pct", "energy_mj")})
+            row.update({k: m.attrs.get(k) for k in ("median_ms", "iqr_ms", "gflops", "gbs", "rate", "energy_mj")})
+            row["pct"] = self.pct(m)
             rows.append(row)
         return pd.DataFrame(rows)
 
@@ -104,6 +122,8 @@ class TuneResult:
             "command": self.command,
             "space": self.space, "incomplete": self.incomplete, "gpu_busy_pct": self.gpu_busy_pct,
             "time": self.time_account,
+            # the library row the trials' % is over (its row is in the record's points too, where it ran)
+            "reference": self.reference.to_dict() if self.reference is not None else None,
             "trials": [{"number": m.number, "point": m.point, "status": m.status, "reason": m.reason,
                         "values": list(m.values) if m.values is not None else None} for m in self.trials],
             "race": None if r is None else {
@@ -117,7 +137,7 @@ class TuneResult:
     @classmethod
     def build(cls, p: Any, study: Any, fruns: dict[str, Any], race: Any, device: dict[str, Any],
               incomplete: bool, exit_code: int, default_key: str, gpu_busy_pct: float | None = None,
-              time_account: dict[str, float] | None = None) -> "TuneResult":
+              time_account: dict[str, float] | None = None, reference: Any = None) -> "TuneResult":
         """The result of plan ``p`` from its study and what this process ran."""
         trials = tuple(C.measured(study))
         pareto: tuple[C.Measured, ...] = ()
@@ -130,10 +150,11 @@ class TuneResult:
             best = point_key(ok[0].point) if ok else ""
         point = next((m.point for m in trials if point_key(m.point) == best), None)
         command = rerun_command(p, point) if point is not None else ""
-        record = _record(p, race, device, incomplete, command) if race is not None and race.runs else None
+        record = (_record(p, race, device, incomplete, command, reference) if race is not None and race.runs
+                  else None)
         return cls(p.spec.name, p.variant.name, p.name, p.url, tuple(p.opts.objectives), trials, race, pareto,
                    default_key, record, command, incomplete, exit_code, p.space.describe(), gpu_busy_pct,
-                   dict(time_account or {}))
+                   dict(time_account or {}), reference)
 
 
 def rerun_command(p: Any, point: Mapping[str, str]) -> str:
@@ -148,19 +169,27 @@ def rerun_command(p: Any, point: Mapping[str, str]) -> str:
     return shlex.join(argv)
 
 
-def _record(p: Any, race: Any, device: dict[str, Any], incomplete: bool, command: str) -> RunRecord:
+def _record(p: Any, race: Any, device: dict[str, Any], incomplete: bool, command: str,
+            reference: Any = None) -> RunRecord:
     """The raced configurations as a run record: one point each, its rows from its last round with the
-    samples of every round (``compare`` judges those)."""
+    samples of every round (``compare`` judges those); then the library row's point where the campaign ran
+    one (the base request: no block, no -D), its rate the 100% of every raced row's % of ref, as in a run."""
     from cudalab.records import machine  # noqa: PLC0415
+    from cudalab.report import pct_column  # noqa: PLC0415
     from cudalab.session import sweep  # noqa: PLC0415
 
+    lib = sweep.point_of(reference.run, p.spec) if reference is not None and reference.run is not None else None
     points = []
     for key, fr in race.runs.items():
         pt = sweep.point_of(fr, p.spec)
         samples = race.samples.get(key) or []
         rows = tuple(replace(r, stats=summarize(samples)) if r.variant == p.variant.name and samples else r
                      for r in pt.results)
+        if lib is not None:  # % of the library row measured beside the trials (pct_column's rule, its row once)
+            rows = tuple(pct_column(rows + lib.results, p.spec.metric))[:len(rows)]
         points.append(replace(pt, results=rows))
+    if lib is not None:
+        points.append(lib)
     return RunRecord(cudalab=__version__, command=tuple(shlex.split(command)),
                      started=time.time(), device=device, points=tuple(points), incomplete=incomplete,
                      machine=machine.facts())
