@@ -7,7 +7,8 @@ Each argument is a benchmark record (scripts/benchmark.py's <gpu>.json, or the f
 several records (rounds of the same code, run alternately with the other side's on one GPU: gpu-check's ``ab``
 stage) is pooled row by row: the median of the rounds' medians. Only GPU rows that passed on both sides are
 judged (NumPy's host rows time the CPU, not cudalab). The bar is the issue's: the median over the rows of
-new / old within 1%, every row within 5%. With two or more rounds a side, the spread between one side's own
+new / old within 1%, every row within 5%; the wall section's time to table (its warm seconds per command),
+when both sides have it, against the same bar. With two or more rounds a side, the spread between one side's own
 rounds (old round 1 against old round 2) is printed as the noise the comparison stands in.
 
 Writes agree.md and agree.json to --out when given; exit 0 when the bar is met, 1 when not, 2 on bad input.
@@ -34,15 +35,15 @@ def load(path: str) -> dict[str, Any]:
     files = [p] if p.is_file() else sorted(p.glob("*.json"))
     for f in files:
         data = json.loads(f.read_text())
-        if isinstance(data, dict) and isinstance(data.get("runs"), dict):
+        if isinstance(data, dict) and (isinstance(data.get("runs"), dict) or data.get("time_to_table")):
             return data
-    raise ValueError(f"{path}: no benchmark record (a .json with 'runs')")
+    raise ValueError(f"{path}: no benchmark record (a .json with 'runs' or 'time_to_table')")
 
 
 def medians(record: dict[str, Any]) -> dict[tuple[str, str], float]:
     """(job, variant) -> median ms of every GPU row that passed."""
     out = {}
-    for job, run in record["runs"].items():
+    for job, run in (record.get("runs") or {}).items():
         for r in run.get("rows", []):
             st = r.get("stats") or {}
             if r.get("kind") not in HOST_KINDS and r.get("status") == "passed" and st.get("median"):
@@ -55,6 +56,21 @@ def pooled(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], float]:
     per: dict[tuple[str, str], list[float]] = {}
     for rec in records:
         for k, v in medians(rec).items():
+            per.setdefault(k, []).append(v)
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def walls(record: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """("time to table", command) -> its warm wall seconds (the wall section's), for commands that exited 0."""
+    return {("time to table", t["command"]): float(t["wall_s"]) for t in record.get("time_to_table") or []
+            if t.get("rc") == 0 and t.get("wall_s")}
+
+
+def pooled_walls(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Each command's warm wall, the median over the records that timed it."""
+    per: dict[tuple[str, str], list[float]] = {}
+    for rec in records:
+        for k, v in walls(rec).items():
             per.setdefault(k, []).append(v)
     return {k: statistics.median(v) for k, v in per.items()}
 
@@ -87,10 +103,14 @@ def markdown(result: dict[str, Any], argv: Sequence[str]) -> str:
     md = ["# Benchmark records: do they agree?", "", f"Made by `python3 scripts/bench_agree.py {' '.join(argv)}`.", "",
           f"Bar: the median row ratio new / old within {MEDIAN_BAR:.0%}, every GPU row within {ROW_BAR:.0%}.", "",
           f"- {summary('old vs new', a)}"]
+    if "agree_walls" in result:
+        md.append(f"- {summary('time to table, old vs new', result['agree_walls'])}")
     md += [f"- {summary(name, s)}" for name, s in result.get("self", {}).items()]
-    md += ["", "| job | variant | old ms | new ms | new / old |", "|---|---|---:|---:|---:|"]
+    rows = a["rows"] + (result["agree_walls"]["rows"] if "agree_walls" in result else [])
+    md += ["", "| job | variant | old | new | new / old |", "|---|---|---:|---:|---:|"]
     md += [f"| {r['job']} | {r['variant']} | {r['old_ms']:.4f} | {r['new_ms']:.4f} | {r['ratio']:.4f} |"
-           for r in sorted(a["rows"], key=lambda r: -abs(r["ratio"] - 1))]
+           for r in sorted(rows, key=lambda r: -abs(r["ratio"] - 1))]
+    md += ["", "(GPU rows in ms; time to table in seconds.)"]
     return "\n".join(md) + "\n"
 
 
@@ -106,10 +126,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench_agree: {exc}", file=sys.stderr)
         return 2
     result: dict[str, Any] = {"agree": agree(pooled(olds), pooled(news)), "self": {}}
+    if any(r.get("time_to_table") for r in olds) and any(r.get("time_to_table") for r in news):
+        # time to table: the same bar, on the warm wall of each command (a row whose "time" is the user's wait)
+        result["agree_walls"] = agree(pooled_walls(olds), pooled_walls(news))
     for name, side in (("old round 1 vs old round 2", olds), ("new round 1 vs new round 2", news)):
         if len(side) >= 2:
             result["self"][name] = agree(medians(side[0]), medians(side[1]))
     print(summary("old vs new", result["agree"]))
+    if "agree_walls" in result:
+        print(summary("time to table, old vs new", result["agree_walls"]))
     for name, s in result["self"].items():
         print(summary(name, s))
     if a.out:
@@ -118,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = list(sys.argv[1:] if argv is None else argv)
         (out / "agree.json").write_text(json.dumps(result, indent=1) + "\n")
         (out / "agree.md").write_text(markdown(result, args))
-    return 0 if result["agree"]["met"] else 1
+    judged = [x for x in (result["agree"], result.get("agree_walls")) if x and x["judged"]]
+    return 0 if judged and all(x["met"] for x in judged) else 1
 
 
 if __name__ == "__main__":

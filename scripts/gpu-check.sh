@@ -245,7 +245,8 @@ PY
         # issue 42 item 8: the same benchmark jobs from an older tree ($AB_OLD, default .ab-old: `git archive REV |
         # tar -x -C .ab-old`, ignored and carried) and from this one, alternately on this lane's GPU for $AB_ROUNDS
         # rounds (old, new, old, new...: the GPU's drift falls on both), then scripts/bench_agree.py judges them
-        # (records and agree.md under $OUT/ab/). Jobs: $AB_ARGS (default the short-kernel families).
+        # (records and agree.md under $OUT/ab/). benchmark.py's arguments: $AB_ARGS (default the jobs of the
+        # short-kernel families; AB_ARGS="--sections wall": time to table, the older tree's commands against these).
         ab) ( old=${AB_OLD:-.ab-old}
               [ -f "$old/scripts/benchmark.py" ] || { echo "ab: no older tree at $old (git archive REV | tar -x -C $old)"; exit 2; }
               mkdir -p "$OUT/ab"
@@ -254,8 +255,8 @@ PY
                       dir=.; [ $side = old ] && dir=$old
                       # the tree's own cudalab (PYTHONPATH goes before the editable install; its workers inherit it)
                       ( cd "$dir" && export PYTHONPATH=$PWD && python3 -c 'import cudalab; print("cudalab from", cudalab.__file__)' &&
-                        timeout -s KILL 300 python3 scripts/benchmark.py --out "$OUT/ab/$side-$i" --sections jobs \
-                            ${AB_ARGS:---only reduce,smem-square,smem-rect,copy,transpose} > "$OUT/ab/$side-$i.log" 2>&1
+                        timeout -s KILL 300 python3 scripts/benchmark.py --out "$OUT/ab/$side-$i" \
+                            ${AB_ARGS:---sections jobs --only reduce,smem-square,smem-rect,copy,transpose} > "$OUT/ab/$side-$i.log" 2>&1
                         echo "$side round $i: exit $?" )
                   done
               done

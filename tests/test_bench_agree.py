@@ -69,3 +69,15 @@ def test_a_failed_row_is_not_judged_and_no_record_is_exit_2(A, tmp_path, capsys)
     empty.mkdir()
     assert A.main([old, "--vs", str(empty)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_time_to_table_is_judged_when_both_sides_timed_it(A, tmp_path, capsys):
+    def wall(s: float, rc: int = 0) -> dict:
+        return {"time_to_table": [{"command": "cudalab reduce --all", "wall_s": s, "rc": rc},
+                                  {"command": "cudalab list", "wall_s": 0.15, "rc": 0}]}
+    old = write(tmp_path, "old", wall(1.30))
+    assert A.main([old, "--vs", write(tmp_path, "same", wall(1.32))]) == 0
+    assert A.main([old, "--vs", write(tmp_path, "slow", wall(1.49))]) == 1
+    out = capsys.readouterr().out
+    assert "time to table, old vs new: 2 rows, median new/old 1.0731, worst 1.1462 (time to table / cudalab reduce --all)" in out
+    assert A.main([old, "--vs", write(tmp_path, "failed", wall(9.0, rc=1))]) == 0   # a command that failed: not judged
