@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -451,3 +452,23 @@ def test_saved_ncu_lines_of_the_wrong_type_render_without_them(invoke, tmp_path,
     path.write_text(json.dumps(data))
     res = invoke("report", str(path))
     assert res.exit_code == 0 and "Traceback" not in res.output and "naive" in res.output
+
+
+def test_rows_timed_by_different_methods_are_unsure_not_slower(invoke, tmp_path):
+    """A ~20 µs kernel batched in one run (launches 2..N find a warm L2) and timed alone in the next reads ~10%
+    slower with nothing changed (an H200's reduce modern: 18.5 µs by batch, 20.7 by events): no verdict, and the
+    gate does not fail on it; the same change timed the same way is slower."""
+    def timed(samples, how: str) -> Result:
+        r = row("modern", samples)
+        return replace(r, extra={"timed_by": how, **({"batch": 11} if how == "batch" else {})})
+
+    a = save(tmp_path, "a.json", record([timed(noisy(0.0185, 40, 1), "batch")]))
+    b = save(tmp_path, "b.json", record([timed(noisy(0.0207, 40, 2), "events")]))
+    [r] = C.compare(load_record(a), load_record(b)).rows
+    assert r.verdict.verdict == C.UNSURE and r.verdict.ratio == pytest.approx(1.12, abs=0.01)
+    assert r.verdict.note.startswith("timed by batch in A, events in B: rerun both with --launch events")
+    assert invoke("compare", a, b, "--fail-on", "slower:5%").exit_code == 0
+    same_way = save(tmp_path, "c.json", record([timed(noisy(0.0207, 40, 3), "batch")]))
+    assert C.compare(load_record(a), load_record(same_way)).rows[0].verdict.verdict == C.SLOWER
+    old = save(tmp_path, "old.json", record([replace(row("modern", noisy(0.0207, 40, 4)), extra={"batch": 11})]))
+    assert C.compare(load_record(a), load_record(old)).rows[0].verdict.verdict == C.SLOWER   # no timed_by: batch

@@ -374,4 +374,21 @@ def _judge_pair(a: Result | None, b: Result | None, by_roofline: bool, min_effec
         if by_roofline and a.stats and b.stats:
             return Verdict(NONE, note="no % of roofline to compare across GPUs")
         return Verdict(NONE, note="no samples")
-    return judge(sa, sb, min_effect)
+    v = judge(sa, sb, min_effect)
+    ma, mb = timing_method(a), timing_method(b)
+    if ma != mb and v.verdict in (FASTER, SLOWER):
+        # A kernel near the ~20 µs line is batched in one run and timed alone in the next: launches 2..N of a
+        # batch find a warm L2, so the two methods differ by up to ~10% with nothing changed (an H200's reduce
+        # modern read 18.5 µs by batch, 20.7 µs by events). The figures stay; the verdict does not stand.
+        why = f"timed by {ma} in A, {mb} in B: rerun both with --launch {mb if mb == 'events' else ma}"
+        return replace(v, verdict=UNSURE, note=f"{why}; {v.note}" if v.note else why)
+    return v
+
+
+def timing_method(r: Result) -> str:
+    """How a row's samples were timed (``events``, ``batch``, ``graph``, ``cupti``, or ``host``); records made
+    before ``timed_by`` was written say ``batch`` by their batch size."""
+    if r.kind == "host":
+        return "host"
+    extra = r.extra or {}
+    return str(extra.get("timed_by") or ("batch" if extra.get("batch") else "events"))
