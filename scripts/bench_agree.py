@@ -21,7 +21,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 #: The bar: the median row ratio within this of 1, every row within ROW_BAR.
 MEDIAN_BAR, ROW_BAR = 0.01, 0.05
@@ -51,11 +51,13 @@ def medians(record: dict[str, Any]) -> dict[tuple[str, str], float]:
     return out
 
 
-def pooled(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    """Each row's median over the records that have it (rounds of one side)."""
+def pooled(records: Sequence[dict[str, Any]],
+           rows_of: Callable[[dict[str, Any]], dict[tuple[str, str], float]] = medians) -> dict[tuple[str, str], float]:
+    """Each row's figure (``rows_of``: GPU rows' medians, or :func:`walls`) as the median over the records that
+    have it (rounds of one side)."""
     per: dict[tuple[str, str], list[float]] = {}
     for rec in records:
-        for k, v in medians(rec).items():
+        for k, v in rows_of(rec).items():
             per.setdefault(k, []).append(v)
     return {k: statistics.median(v) for k, v in per.items()}
 
@@ -64,15 +66,6 @@ def walls(record: dict[str, Any]) -> dict[tuple[str, str], float]:
     """("time to table", command) -> its warm wall seconds (the wall section's), for commands that exited 0."""
     return {("time to table", t["command"]): float(t["wall_s"]) for t in record.get("time_to_table") or []
             if t.get("rc") == 0 and t.get("wall_s")}
-
-
-def pooled_walls(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    """Each command's warm wall, the median over the records that timed it."""
-    per: dict[tuple[str, str], list[float]] = {}
-    for rec in records:
-        for k, v in walls(rec).items():
-            per.setdefault(k, []).append(v)
-    return {k: statistics.median(v) for k, v in per.items()}
 
 
 def agree(old: dict[tuple[str, str], float], new: dict[tuple[str, str], float]) -> dict[str, Any]:
@@ -128,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {"agree": agree(pooled(olds), pooled(news)), "self": {}}
     if any(r.get("time_to_table") for r in olds) and any(r.get("time_to_table") for r in news):
         # time to table: the same bar, on the warm wall of each command (a row whose "time" is the user's wait)
-        result["agree_walls"] = agree(pooled_walls(olds), pooled_walls(news))
+        result["agree_walls"] = agree(pooled(olds, walls), pooled(news, walls))
     for name, side in (("old round 1 vs old round 2", olds), ("new round 1 vs new round 2", news)):
         if len(side) >= 2:
             result["self"][name] = agree(medians(side[0]), medians(side[1]))
