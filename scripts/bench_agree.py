@@ -51,6 +51,19 @@ def medians(record: dict[str, Any]) -> dict[tuple[str, str], float]:
     return out
 
 
+def methods(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    """(job, variant) -> how its samples were timed in these records (``timed_by``; a record made before it was
+    written: ``batch`` when the row has a batch size, else ``events``; as ``cudalab compare`` reads them)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for rec in records:
+        for job, run in (rec.get("runs") or {}).items():
+            for r in run.get("rows", []):
+                extra = r.get("extra") or {}
+                how = extra.get("timed_by") or ("batch" if extra.get("batch") else "events")
+                out.setdefault((job, r["variant"]), set()).add(str(how))
+    return out
+
+
 def pooled(records: Sequence[dict[str, Any]],
            rows_of: Callable[[dict[str, Any]], dict[tuple[str, str], float]] = medians) -> dict[tuple[str, str], float]:
     """Each row's figure (``rows_of``: GPU rows' medians, or :func:`walls`) as the median over the records that
@@ -68,17 +81,23 @@ def walls(record: dict[str, Any]) -> dict[tuple[str, str], float]:
             if t.get("rc") == 0 and t.get("wall_s")}
 
 
-def agree(old: dict[tuple[str, str], float], new: dict[tuple[str, str], float]) -> dict[str, Any]:
-    """The rows of both, their ratios new / old, and the verdict against the bar."""
-    rows = sorted((k[0], k[1], old[k], new[k], new[k] / old[k]) for k in old.keys() & new.keys())
+def agree(old: dict[tuple[str, str], float], new: dict[tuple[str, str], float],
+          differ: set[tuple[str, str]] = frozenset()) -> dict[str, Any]:
+    """The rows of both, their ratios new / old, and the verdict against the bar. Rows in ``differ`` (timed by
+    one method on one side and another on the other: a kernel near 20 µs batched in one run, timed alone in the
+    next) are listed, not judged, as ``compare`` leaves them unsure."""
+    both = old.keys() & new.keys()
+    apart = [dict(job=k[0], variant=k[1], old_ms=old[k], new_ms=new[k], ratio=new[k] / old[k])
+             for k in sorted(both & differ)]
+    rows = sorted((k[0], k[1], old[k], new[k], new[k] / old[k]) for k in both - differ)
     if not rows:
-        return {"rows": [], "judged": 0, "met": False, "median_ratio": None, "worst": None}
+        return {"rows": [], "judged": 0, "met": False, "median_ratio": None, "worst": None, "timed_apart": apart}
     ratios = [r[4] for r in rows]
     med = statistics.median(ratios)
     worst = max(rows, key=lambda r: abs(r[4] - 1))
     return {"rows": [dict(job=j, variant=v, old_ms=o, new_ms=n, ratio=x) for j, v, o, n, x in rows],
             "judged": len(rows), "median_ratio": med, "worst": dict(job=worst[0], variant=worst[1], ratio=worst[4]),
-            "outside_row_bar": sum(abs(x - 1) > ROW_BAR for x in ratios),
+            "outside_row_bar": sum(abs(x - 1) > ROW_BAR for x in ratios), "timed_apart": apart,
             "met": abs(med - 1) <= MEDIAN_BAR and all(abs(x - 1) <= ROW_BAR for x in ratios)}
 
 
@@ -86,8 +105,9 @@ def summary(name: str, a: dict[str, Any]) -> str:
     if not a["judged"]:
         return f"{name}: no row on both sides"
     w = a["worst"]
+    apart = f" ({len(a['timed_apart'])} timed by different methods, not judged)" if a.get("timed_apart") else ""
     return (f"{name}: {a['judged']} rows, median new/old {a['median_ratio']:.4f}, worst {w['ratio']:.4f} "
-            f"({w['job']} / {w['variant']}), {a['outside_row_bar']} outside ±{ROW_BAR:.0%}: "
+            f"({w['job']} / {w['variant']}), {a['outside_row_bar']} outside ±{ROW_BAR:.0%}{apart}: "
             + ("within noise" if a["met"] else "NOT within the bar"))
 
 
@@ -104,6 +124,10 @@ def markdown(result: dict[str, Any], argv: Sequence[str]) -> str:
     md += [f"| {r['job']} | {r['variant']} | {r['old_ms']:.4f} | {r['new_ms']:.4f} | {r['ratio']:.4f} |"
            for r in sorted(rows, key=lambda r: -abs(r["ratio"] - 1))]
     md += ["", "(GPU rows in ms; time to table in seconds.)"]
+    if a.get("timed_apart"):
+        md += ["", "Timed by different methods on the two sides (not judged; `cudalab compare` calls them unsure):", ""]
+        md += [f"- {r['job']} / {r['variant']}: {r['old_ms']:.4f} -> {r['new_ms']:.4f} ms ({r['ratio']:.4f})"
+               for r in a["timed_apart"]]
     return "\n".join(md) + "\n"
 
 
@@ -118,7 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"bench_agree: {exc}", file=sys.stderr)
         return 2
-    result: dict[str, Any] = {"agree": agree(pooled(olds), pooled(news)), "self": {}}
+    mo, mn = methods(olds), methods(news)
+    differ = {k for k in mo.keys() & mn.keys() if mo[k] != mn[k]}
+    result: dict[str, Any] = {"agree": agree(pooled(olds), pooled(news), differ), "self": {}}
     if any(r.get("time_to_table") for r in olds) and any(r.get("time_to_table") for r in news):
         # time to table: the same bar, on the warm wall of each command (a row whose "time" is the user's wait)
         result["agree_walls"] = agree(pooled(olds, walls), pooled(news, walls))

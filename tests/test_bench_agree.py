@@ -81,3 +81,18 @@ def test_time_to_table_is_judged_when_both_sides_timed_it(A, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "time to table, old vs new: 2 rows, median new/old 1.0731, worst 1.1462 (time to table / cudalab reduce --all)" in out
     assert A.main([old, "--vs", write(tmp_path, "failed", wall(9.0, rc=1))]) == 0   # a command that failed: not judged
+
+
+def test_a_row_timed_by_different_methods_is_listed_not_judged(A, tmp_path, capsys):
+    def rec(ms: float, how: str) -> dict:
+        r = record({"modern": ms, "b": 2.0, "c": 3.0})
+        for i in (0, 2):
+            r["runs"]["reduce 2^24"]["rows"][i]["extra"] = {"timed_by": how}
+        return r
+    old = write(tmp_path, "old", rec(0.0185, "batch"))
+    new = write(tmp_path, "new", rec(0.0207, "events"))
+    assert A.main([old, "--vs", new, "--out", str(tmp_path / "o")]) == 0
+    assert "1 rows, median new/old 1.0000" in capsys.readouterr().out   # b; modern and c listed apart
+    assert "- reduce 2^24 / modern: 0.0185 -> 0.0207 ms (1.1189)" in (tmp_path / "o" / "agree.md").read_text()
+    same = write(tmp_path, "same", rec(0.0207, "batch"))
+    assert A.main([old, "--vs", same]) == 1   # the same method: a 12% change is judged
