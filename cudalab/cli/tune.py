@@ -203,6 +203,18 @@ def _show(res: Any) -> None:
     from cudalab.textcells import wrapped  # noqa: PLC0415
     from cudalab.tuning.result import point_key  # noqa: PLC0415
 
+    raced_first = race is not None and len(res.objectives) == 1 and any(point_key(m.point) in race.samples
+                                                                         for m in shown)
+    if raced_first:
+        # The raced rows show the race's medians (interleaved rounds, L2 flushed), the others their one trial's:
+        # two measurements, so not one sorted column. The raced first, the winner on top, then the rest.
+        def order(m: Any) -> tuple:
+            key = point_key(m.point)
+            s = race.samples.get(key)
+            return (s is None, key != race.winner, float(np.median(s)) if s else m.values[0])
+
+        shown = sorted(shown, key=order)
+
     for m in shown:
         key = point_key(m.point)
         s = race.samples.get(key) if race is not None else None
@@ -227,6 +239,8 @@ def _show(res: Any) -> None:
     if len(res.objectives) > 1:
         cols.insert(1, "energy mJ")
     title = f"{res.family}/{res.variant}: {'Pareto front' if len(res.objectives) > 1 else 'best configurations'}"
+    if raced_first:
+        title += " (the raced first, by the race's medians; the rest by their trial's)"
     con.print(report.simple_table(cols, rows, title=title, wrap=("configuration", "race")))
     def say(text: str) -> None:  # a closing line, folded at words to the terminal (a number never split)
         for i, line in enumerate(wrapped(text, max(40, con.width - 2))):
