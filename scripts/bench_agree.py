@@ -23,6 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's cudalab, as benchmark.py
+
+from cudalab.records.compare import method_of  # noqa: E402
+
 #: The bar: the median row ratio within this of 1, every row within ROW_BAR.
 MEDIAN_BAR, ROW_BAR = 0.01, 0.05
 #: Rows that time the CPU (NumPy) or nothing: not judged.
@@ -52,15 +56,13 @@ def medians(record: dict[str, Any]) -> dict[tuple[str, str], float]:
 
 
 def methods(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
-    """(job, variant) -> how its samples were timed in these records (``timed_by``; a record made before it was
-    written: ``batch`` when the row has a batch size, else ``events``; as ``cudalab compare`` reads them)."""
+    """(job, variant) -> how its samples were timed in these records, as ``cudalab compare`` reads a row
+    (:func:`cudalab.records.compare.method_of`)."""
     out: dict[tuple[str, str], set[str]] = {}
     for rec in records:
         for job, run in (rec.get("runs") or {}).items():
             for r in run.get("rows", []):
-                extra = r.get("extra") or {}
-                how = extra.get("timed_by") or ("batch" if extra.get("batch") else "events")
-                out.setdefault((job, r["variant"]), set()).add(str(how))
+                out.setdefault((job, r["variant"]), set()).add(method_of(r.get("kind"), r.get("extra")))
     return out
 
 

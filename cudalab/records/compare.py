@@ -380,15 +380,20 @@ def _judge_pair(a: Result | None, b: Result | None, by_roofline: bool, min_effec
         # A kernel near the ~20 µs line is batched in one run and timed alone in the next: launches 2..N of a
         # batch find a warm L2, so the two methods differ by up to ~10% with nothing changed (an H200's reduce
         # modern read 18.5 µs by batch, 20.7 µs by events). The figures stay; the verdict does not stand.
-        why = f"timed by {ma} in A, {mb} in B: rerun both with --launch {mb if mb == 'events' else ma}"
+        why = f"timed by {ma} in A, {mb} in B: rerun both with --launch {'events' if 'events' in (ma, mb) else ma}"
         return replace(v, verdict=UNSURE, note=f"{why}; {v.note}" if v.note else why)
     return v
 
 
 def timing_method(r: Result) -> str:
-    """How a row's samples were timed (``events``, ``batch``, ``graph``, ``cupti``, or ``host``); records made
+    """How a row's samples were timed (``events``, ``batch``, ``graph``, ``cupti``, or ``host``)."""
+    return method_of(r.kind, r.extra)
+
+
+def method_of(kind: str | None, extra: dict | None) -> str:
+    """:func:`timing_method` from a row's kind and ``extra`` (a saved row's fields, unparsed); records made
     before ``timed_by`` was written say ``batch`` by their batch size."""
-    if r.kind == "host":
+    if kind == "host":
         return "host"
-    extra = r.extra or {}
+    extra = extra or {}
     return str(extra.get("timed_by") or ("batch" if extra.get("batch") else "events"))
