@@ -130,10 +130,10 @@ def calibrate_verdict(floor: dict[str, Any]) -> dict[str, Any]:
 
 
 def pairs_that_fit(wanted: int, seconds_left: float, per_run_s: float) -> int:
-    """A/A pairs whose runs (pairs + 2: the probe and one more) fit in ``seconds_left``, at most ``wanted``."""
+    """A/A pairs whose runs (pairs + 3: two probes and one more) fit in ``seconds_left``, at most ``wanted``."""
     if per_run_s <= 0:
         return wanted
-    return max(1, min(wanted, int(seconds_left / per_run_s) - 2))
+    return max(1, min(wanted, int(seconds_left / per_run_s) - 3))
 
 
 def throttle_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -312,7 +312,7 @@ def process_spread(medians: dict[str, list[float | None]]) -> dict[str, str]:
     return out
 
 
-def run_calibrate(wanted: int, seconds: float, n: str = "2k") -> dict[str, Any]:
+def run_calibrate(wanted: int, seconds: float, n: str = "4k") -> dict[str, Any]:
     """calibrate's pairs, as many as fit in ``seconds`` (one run timed first, its build included before), the
     copies of size ``n`` (as ``cudalab calibrate --n``); each run's median per row is kept (the spread between
     fresh processes is what the floor is made of)."""
@@ -337,7 +337,7 @@ def run_calibrate(wanted: int, seconds: float, n: str = "2k") -> dict[str, Any]:
     floor = asdict(done.floor)
     medians = {name: [r.rows[name].stats.median if name in r.rows and r.rows[name].stats else None for r in done.runs]
                for name in (C.BUILTIN, C.PLAIN, C.SLOW)}
-    return {"wanted": wanted, "pairs": pairs, "runs": pairs + 2, "n": n, "medians_ms": medians,
+    return {"wanted": wanted, "pairs": pairs, "runs": pairs + 3, "n": n, "medians_ms": medians,
             "budget_s": seconds, "per_run_s": per_run,
             "seconds": time.monotonic() - t0, "delay_cycles": done.delay_cycles, "floor": floor,
             "verdict": calibrate_verdict(floor), "gpu": done.floor.gpu}
@@ -415,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ncu-launches", type=int, default=10, help="truth: launches of each variant under ncu.")
     ap.add_argument("--job-timeout", type=float, default=120.0, help="truth: seconds one job may take.")
     ap.add_argument("--pairs", type=int, default=100, help="calibrate: A/A pairs wanted.")
-    ap.add_argument("--calibrate-n", default="2k", help="calibrate: the copies' size (as cudalab calibrate --n).")
+    ap.add_argument("--calibrate-n", default="4k", help="calibrate: the copies' size (as cudalab calibrate --n).")
     ap.add_argument("--calibrate-seconds", type=float, default=150.0, help="calibrate: seconds the pairs may take.")
     ap.add_argument("--heat-seconds", type=float, default=40.0, help="throttle: seconds the heater runs.")
     ap.add_argument("--warm-seconds", type=float, default=10.0, help="throttle: seconds of heat before the run.")

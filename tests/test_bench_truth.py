@@ -57,7 +57,7 @@ def test_calibrate_bar_and_pairs_that_fit():
     assert not B.calibrate_verdict(dict(floor, false_rate=0.02))["false_ok"]
     assert not B.calibrate_verdict(dict(floor, detect_rate=0.79))["detect_ok"]
     assert B.pairs_that_fit(100, 240.0, 2.0) == 100
-    assert B.pairs_that_fit(100, 150.0, 2.0) == 73      # 75 runs fit: 73 pairs + the probe + one more
+    assert B.pairs_that_fit(100, 150.0, 2.0) == 72      # 75 runs fit: 72 pairs + the two probes + one more
     assert B.pairs_that_fit(100, 1.0, 2.0) == 1
 
 

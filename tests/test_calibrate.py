@@ -26,15 +26,17 @@ def _row(name, ms, rng, spread=0.003):
     return Result(name, "kernel", PASSED, stats=summarize(list(ms * (1 + spread * rng.standard_normal(40)))))
 
 
-def fake_runs(slow=0.02, seed=0):
+def fake_runs(slow=0.02, seed=0, per_cycle=None, spread=0.003):
+    """Fake runs whose slowed row is ``slow`` slower, or, with ``per_cycle``, slower by that fraction a cycle of
+    delay (a delay that adds less than its length, as on a GPU)."""
     rng = np.random.default_rng(seed)
     delays = []
 
     def once(delay):
         delays.append(delay)
-        rows = {C.BUILTIN: _row(C.BUILTIN, 0.010, rng), C.PLAIN: _row(C.PLAIN, 0.012, rng)}
+        rows = {C.BUILTIN: _row(C.BUILTIN, 0.010, rng), C.PLAIN: _row(C.PLAIN, 0.012, rng, spread)}
         if delay:
-            rows[C.SLOW] = _row(C.SLOW, 0.012 * (1 + slow), rng)
+            rows[C.SLOW] = _row(C.SLOW, 0.012 * (1 + (slow if per_cycle is None else per_cycle * delay)), rng, spread)
         return C.Run(rows, GPU, 1980.0)
 
     return once, delays
@@ -44,13 +46,33 @@ def test_calibrate_finds_a_floor_with_few_false_verdicts_and_catches_the_planted
     once, delays = fake_runs()
     got = C.calibrate(20, once)
     f = got.floor
-    assert delays[0] == 0 and set(delays[1:]) == {C.delay_for(0.012, 1980.0)} and len(delays) == 22
+    # the probe, the check of the delay sized from it, then the 21 runs of the pairs (one delay, perhaps scaled)
+    assert delays[0] == 0 and delays[1] == C.delay_for(0.012, 1980.0) and len(delays) == 23
+    assert len(set(delays[2:])) == 1 and delays[1] <= delays[2] <= delays[1] * 1.1
     assert f.gpu == GPU and f.pairs == 20 and f.judgements == 40
     assert f.false_rate <= noise.MAX_FALSE and f.min_effect < 0.02
     assert f.planted == pytest.approx(0.02, abs=0.003) and f.detect_rate >= 0.8
     # the chosen threshold is the smallest of the ladder with few enough false verdicts
     smaller = [t for t in noise.LADDER if t < f.min_effect]
     assert all(f.false_by_threshold[f"{t:g}"] > noise.MAX_FALSE for t in smaller)
+
+
+def test_a_delay_that_plants_less_than_the_target_is_scaled_up_once():
+    # each cycle of delay adds 70% of what delay_for assumed: the delay sized for 2% planted 1.4% (the H200's
+    # 1.8% for 2%, a barrier-less wait after the copy)
+    sized = C.delay_for(0.012, 1980.0)
+    once, delays = fake_runs(per_cycle=0.7 * noise.TARGET_SLOWDOWN / sized, spread=0.0005)
+    f = C.calibrate(10, once).floor
+    assert delays[1] == sized and set(delays[2:]) == {delays[2]} and delays[2] > 1.4 * sized
+    assert noise.TARGET_SLOWDOWN <= f.planted <= noise.TARGET_SLOWDOWN * 1.1
+    # a first measure that reads a tenth of the target scales by at most MAX_SCALE
+    once, delays = fake_runs(per_cycle=0.1 * noise.TARGET_SLOWDOWN / sized, spread=0.0005)
+    C.calibrate(2, once)
+    assert delays[2] <= C.MAX_SCALE * sized + 1
+    # one that planted the target or more is kept
+    once, delays = fake_runs(slow=0.03)
+    C.calibrate(2, once)
+    assert set(delays[1:]) == {sized}
 
 
 def test_a_noisy_gpu_gets_a_higher_floor():

@@ -49,3 +49,17 @@ def test_truth_gives_ncus_median_under_ncu(invoke, tmp_path):
     for temp in ("cold", "hot"):
         assert r[temp]["ncu"]["n"] == 4 and r[temp]["ncu"]["median_ms"] > 0, r[temp]["ncu"]
         assert r[temp]["auto"]["vs_ncu"] is not None
+
+
+@pytest.mark.gpu
+def test_calibrate_on_the_gpu_keeps_a_floor_with_its_planted_slowdown(invoke, tmp_path, monkeypatch):
+    # the noise folder under this test's own cache (CUDALAB_CACHE), the builds in it too: a few pairs, short rows
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "floor.json"
+    res = invoke("calibrate", "--pairs", "3", "--budget", "0.05", "--min-samples", "10", "--json", out)
+    assert res.exit_code == 0, res.output
+    f = json.loads(out.read_text())
+    assert f["pairs"] == 3 and f["judgements"] == 6, f
+    # the delay is measured and scaled once: what it planted is near the 2% asked, not under a half of it
+    assert 0.01 < f["planted"] < 0.06, f
+    assert (tmp_path / "cache" / "noise").is_dir() and "floor kept in" in res.output

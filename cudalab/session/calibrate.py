@@ -3,8 +3,9 @@
 Each run is one fresh worker process timing the same rows: the copy family's ``vec4`` and cudalab's own
 calibration kernel (:data:`CALIB_SRC`, added as ``--add``) twice, plain (``calib``) and slowed by a delay loop
 through ``-D CALIB_DELAY`` (``calib_slow``). The delay is sized from a first run so it adds about
-:data:`cudalab.records.noise.TARGET_SLOWDOWN` to ``calib``; the slowdown actually planted is measured (the median
-over the runs of slowed / plain) and reported. ``pairs`` A/A pairs take ``pairs + 1`` runs (run i against run
+:data:`cudalab.records.noise.TARGET_SLOWDOWN` to ``calib``, checked by a second run (scaled up once when it added
+less); the slowdown actually planted is measured (the median over the runs of slowed / plain) and reported.
+``pairs`` A/A pairs take ``pairs + 1`` runs after those two (run i against run
 i + 1): the plain rows of the two are judged against each other (nothing changed), and ``calib`` of run i
 against ``calib_slow`` of run i + 1 (the planted change).
 """
@@ -47,6 +48,10 @@ extern "C" __global__ void calib_copy(float *out, const float *in, int rows, int
 }
 """
 PLAIN, SLOW = "calib", "calib_slow"
+#: A delay that planted less than the target is scaled to this much over it (a run's median is not exact)...
+OVERSHOOT = 1.05
+#: ...by at most this factor (a noisy first measure must not plant a change several times the target).
+MAX_SCALE = 3.0
 #: The built-in row judged beside the calibration kernel.
 BUILTIN = "vec4"
 
@@ -98,9 +103,15 @@ def _samples(run: Run, name: str) -> tuple[float, ...] | None:
     return r.stats.samples if r is not None and r.status == PASSED and r.stats is not None else None
 
 
+def _planted(run: Run) -> float | None:
+    """The slowdown the delay planted in one run: its slowed row's median over its plain row's, less 1."""
+    sa, sb = _samples(run, PLAIN), _samples(run, SLOW)
+    return float(np.median(sb)) / float(np.median(sa)) - 1.0 if sa and sb else None
+
+
 def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int, int], None] = lambda i, n: None,
               rows: Sequence[str] = (BUILTIN, PLAIN)) -> Calibration:
-    """Run ``pairs`` A/A pairs (``pairs + 1`` fresh runs after a probe) and make the GPU's floor.
+    """Run ``pairs`` A/A pairs (``pairs + 1`` fresh runs after two probes) and make the GPU's floor.
 
     Args:
         pairs: A/A pairs wanted (at least 1).
@@ -119,16 +130,22 @@ def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int,
     if plain is None or plain.status != PASSED or plain.stats is None:
         raise CudalabError(f"the calibration kernel did not pass: {plain.reason if plain else 'no row'}")
     delay = delay_for(plain.stats.median, probe.sm_mhz)
-    total = pairs + 2
+    total = pairs + 3
     on_run(1, total)
+    # What a delay adds is measured, not assumed (the H200 read 1.8% for a 2% delay after the copy): one run
+    # with it, and a delay that planted less than the target is scaled up once, to a little over it.
+    got = _planted(run_once(delay))
+    if got is not None and 0 < got < noise.TARGET_SLOWDOWN:
+        delay = int(math.ceil(delay * min(MAX_SCALE, OVERSHOOT * noise.TARGET_SLOWDOWN / got)))
+    on_run(2, total)
     runs = []
     for i in range(pairs + 1):
         runs.append(run_once(delay))
-        on_run(i + 2, total)
+        on_run(i + 3, total)
     gpus = {r.gpu for r in runs} | {probe.gpu}
     if len(gpus) > 1:
         raise CudalabError(f"the calibration ran on more than one GPU ({', '.join(sorted(gpus))}): use --device")
-    aa, planted, ratios = [], [], []
+    aa, planted = [], []
     for a, b in zip(runs, runs[1:]):
         for name in rows:
             sa, sb = _samples(a, name), _samples(b, name)
@@ -137,13 +154,10 @@ def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int,
         sa, sb = _samples(a, PLAIN), _samples(b, SLOW)
         if sa and sb:
             planted.append((sa, sb))
-    for r in runs:
-        sa, sb = _samples(r, PLAIN), _samples(r, SLOW)
-        if sa and sb:
-            ratios.append(float(np.median(sb)) / float(np.median(sa)))
+    ratios = [x for x in map(_planted, runs) if x is not None]
     if not aa:
         raise CudalabError("no A/A pair had two passed rows to judge")
-    frac = float(np.median(ratios)) - 1.0 if ratios else 0.0
+    frac = float(np.median(ratios)) if ratios else 0.0
     return Calibration(noise.floor_of(probe.gpu, aa, planted, frac, pairs), tuple(runs), delay)
 
 
