@@ -6,6 +6,10 @@ Writes <out>/<gpu>-truth.md and .json (docs/benchmarks/ by default).
     python3 scripts/bench_truth.py --parts truth --jobs smem-square,transpose-1k
     python3 scripts/bench_truth.py --parts calibrate --pairs 100 --calibrate-seconds 240
     python3 scripts/bench_truth.py --parts throttle --heat-seconds 40
+    python3 scripts/bench_truth.py --parts calibrate --merge docs/benchmarks/nvidia-h200-truth.json
+
+``--merge EARLIER`` keeps the parts this call does not run from an earlier record of the same GPU, each with
+the command, date and code that made it (the record's markdown says so under the part's heading).
 
 Parts (--parts, default all):
   truth      ``cudalab truth`` of each job (built-in kernels under 20 µs on an H100: the smem demos, small
@@ -130,10 +134,10 @@ def calibrate_verdict(floor: dict[str, Any]) -> dict[str, Any]:
 
 
 def pairs_that_fit(wanted: int, seconds_left: float, per_run_s: float) -> int:
-    """A/A pairs whose runs (pairs + 3: two probes and one more) fit in ``seconds_left``, at most ``wanted``."""
+    """A/A pairs whose runs (pairs + 5 at most: the probe, the checks, one more) fit in ``seconds_left``, at most ``wanted``."""
     if per_run_s <= 0:
         return wanted
-    return max(1, min(wanted, int(seconds_left / per_run_s) - 3))
+    return max(1, min(wanted, int(seconds_left / per_run_s) - 5))
 
 
 def throttle_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -178,6 +182,15 @@ def _ok(x: bool | None) -> str:
     return "–" if x is None else "pass" if x else "FAIL"
 
 
+def _made(rec: dict[str, Any], part: str) -> list[str]:
+    """A line under a part's heading naming the call that made it, when that was another call (``--merge``)."""
+    m = (rec.get(part) or {}).get("made")
+    if not m or (m.get("argv"), m.get("date"), m.get("commit")) == (rec.get("argv"), rec.get("date"), rec.get("commit")):
+        return []
+    return [f"Made by an earlier call: `python3 scripts/bench_truth.py {' '.join(m.get('argv', []))}` on "
+            f"{m.get('date', '?')} (cudalab {m.get('commit', '?')}), kept by `--merge`.", ""]
+
+
 def markdown(rec: dict[str, Any]) -> str:
     """The committed record's text."""
     gpu = rec.get("gpu", {})
@@ -188,7 +201,7 @@ def markdown(rec: dict[str, Any]) -> str:
     t = rec.get("truth")
     if t:
         s = t["summary"]
-        md += ["## Short kernels: cudalab's tables against ncu", "",
+        md += ["## Short kernels: cudalab's tables against ncu", ""] + _made(rec, "truth") + [
                f"`cudalab truth` per job; ncu = median gpu__time_duration of launches 2..{t['ncu_launches']} of each "
                f"variant (cold: `--cache-control all`, hot: `none`). Pass = within 5% or 0.3 µs. `--launch auto` picks "
                f"**{t.get('auto_launch', '?')}** under 20 µs today. Rows ncu timed at 20 µs or more are listed but not "
@@ -218,7 +231,7 @@ def markdown(rec: dict[str, Any]) -> str:
         md.append("")
     c = rec.get("calibrate")
     if c:
-        md += ["## calibrate: A/A pairs and a planted slowdown", ""]
+        md += ["## calibrate: A/A pairs and a planted slowdown", ""] + _made(rec, "calibrate")
         if c.get("error"):
             md += [f"Not measured: {c['error']}", ""]
         else:
@@ -237,11 +250,15 @@ def markdown(rec: dict[str, Any]) -> str:
                                                                  c["floor"]["false_by_threshold"].items()),
                    "- slowdown caught by threshold: " + ", ".join(f"{k}: {x:.0%}" for k, x in
                                                                   c["floor"]["detect_by_threshold"].items())]
+            if c.get("sizing"):
+                md.append("- the delay's checks (cycles: slowdown planted): " + ", ".join(
+                    f"{x['delay_cycles']}: {'–' if x['planted'] is None else format(x['planted'], '.2%')}"
+                    for x in c["sizing"]) + f"; the pairs' delay {c['delay_cycles']} cycles")
             md += [f"- between fresh processes, {row}'s median: {spread}" for row, spread in
                    process_spread(c.get("medians_ms", {})).items()] + [""]
     th = rec.get("throttle")
     if th:
-        md += ["## Throttled samples under another process's heat", ""]
+        md += ["## Throttled samples under another process's heat", ""] + _made(rec, "throttle")
         if th.get("error"):
             md += [f"Not measured: {th['error']}", ""]
         else:
@@ -337,7 +354,8 @@ def run_calibrate(wanted: int, seconds: float, n: str = "4k") -> dict[str, Any]:
     floor = asdict(done.floor)
     medians = {name: [r.rows[name].stats.median if name in r.rows and r.rows[name].stats else None for r in done.runs]
                for name in (C.BUILTIN, C.PLAIN, C.SLOW)}
-    return {"wanted": wanted, "pairs": pairs, "runs": pairs + 3, "n": n, "medians_ms": medians,
+    return {"wanted": wanted, "pairs": pairs, "runs": 1 + len(done.sizing) + pairs + 1, "n": n, "medians_ms": medians,
+            "sizing": [{"delay_cycles": d, "planted": p} for d, p in done.sizing],
             "budget_s": seconds, "per_run_s": per_run,
             "seconds": time.monotonic() - t0, "delay_cycles": done.delay_cycles, "floor": floor,
             "verdict": calibrate_verdict(floor), "gpu": done.floor.gpu}
@@ -419,6 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--calibrate-seconds", type=float, default=150.0, help="calibrate: seconds the pairs may take.")
     ap.add_argument("--heat-seconds", type=float, default=40.0, help="throttle: seconds the heater runs.")
     ap.add_argument("--warm-seconds", type=float, default=10.0, help="throttle: seconds of heat before the run.")
+    ap.add_argument("--merge", default=None, metavar="EARLIER",
+                    help="An earlier record of the same GPU (its .json, or the folder holding one *-truth.json): the "
+                         "parts this call does not run are kept from it, each with the command that made it.")
     ap.add_argument("--heat", type=float, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.heat is not None:
@@ -432,20 +453,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rec: dict[str, Any] = {"argv": list(sys.argv[1:] if argv is None else argv), "date": time.strftime("%Y-%m-%d"),
                            "commit": _commit()}
+    try:
+        earlier = load_earlier(a.merge) if a.merge else None
+    except ValueError as exc:
+        print(f"bench_truth: {exc}", file=sys.stderr)
+        return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = {"truth": lambda: run_truth(jobs, a.budget, a.ncu_launches, a.job_timeout),
             "calibrate": lambda: run_calibrate(a.pairs, a.calibrate_seconds, a.calibrate_n),
             "throttle": lambda: run_throttle(a.heat_seconds, a.warm_seconds)}
     base = out / "gpu-truth"
+    made = {k: rec[k] for k in ("argv", "date", "commit")}
+    if earlier is not None:
+        keep(rec, earlier, parts)
     for part in parts:  # the record is written after each part: a stage killed later keeps what was measured
         try:
             rec[part] = runs[part]()
         except Exception as exc:  # the other parts' figures are kept
             rec[part] = {"error": f"{type(exc).__name__}: {exc}"}
-        rec["gpu"] = rec.get("gpu") or (rec.get("truth") or {}).get("gpu") or {}
-        name = rec["gpu"].get("name") or (rec.get("calibrate") or {}).get("gpu") or "gpu"
-        base = out / f"{slug(name)}-truth"
+        rec[part]["made"] = made
+        if (rec.get("truth") or {}).get("gpu") and part == "truth":
+            rec["gpu"] = rec["truth"]["gpu"]
+        rec["gpu"] = rec.get("gpu") or {}
+        here, there = _part_gpu(rec[part]), _gpu_name(earlier or {})
+        if here and there and here != there:  # nothing written: the earlier record's parts are another GPU's
+            print(f"bench_truth: --merge {a.merge} is a record of {there}, this GPU is {here}", file=sys.stderr)
+            return 2
+        base = out / f"{slug(_gpu_name(rec) or 'gpu')}-truth"
         (out / f"{base.name}.json").write_text(json.dumps(rec, indent=2) + "\n")
         (out / f"{base.name}.md").write_text(markdown(rec))
         print(f"{part} done: wrote {base}.md and .json", flush=True)
@@ -455,6 +490,49 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"within 5% or 0.3 us (graph: {s['cold']['graph_pass']}/{s['hot']['graph_pass']}, "
               f"cupti: {s['cold']['cupti_pass']}/{s['hot']['cupti_pass']})")
     return 0
+
+
+def _gpu_name(rec: dict[str, Any]) -> str | None:
+    """The GPU a record was made on: its truth part's device, else its calibrate part's GPU."""
+    return (rec.get("gpu") or {}).get("name") or (rec.get("calibrate") or {}).get("gpu")
+
+
+def _part_gpu(part: dict[str, Any]) -> str | None:
+    """The GPU one part ran on (truth keeps the device's description, calibrate its name)."""
+    g = part.get("gpu")
+    return g.get("name") if isinstance(g, dict) else g
+
+
+def load_earlier(path: str) -> dict[str, Any]:
+    """An earlier record for ``--merge``: a .json file, or a folder holding exactly one ``*-truth.json``.
+
+    Raises:
+        ValueError: no such record, several in the folder, or not a record.
+    """
+    p = Path(path)
+    if p.is_dir():
+        found = sorted(p.glob("*-truth.json"))
+        if len(found) != 1:
+            raise ValueError(f"--merge {path}: {len(found)} *-truth.json records in the folder (name one)")
+        p = found[0]
+    try:
+        rec = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--merge {path}: cannot read a record ({exc})") from None
+    if not isinstance(rec, dict) or not any(k in rec for k in PARTS):
+        raise ValueError(f"--merge {path}: not a bench_truth record (none of {', '.join(PARTS)})")
+    return rec
+
+
+def keep(rec: dict[str, Any], earlier: dict[str, Any], running: Sequence[str]) -> None:
+    """Copy into ``rec`` the parts of ``earlier`` this call does not run, each naming the call that made it."""
+    for part in PARTS:
+        if part in running or not isinstance(earlier.get(part), dict):
+            continue
+        rec[part] = dict(earlier[part])
+        rec[part].setdefault("made", {k: earlier.get(k) for k in ("argv", "date", "commit")})
+    if earlier.get("gpu"):
+        rec["gpu"] = earlier["gpu"]
 
 
 def _commit() -> str:

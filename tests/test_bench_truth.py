@@ -57,7 +57,7 @@ def test_calibrate_bar_and_pairs_that_fit():
     assert not B.calibrate_verdict(dict(floor, false_rate=0.02))["false_ok"]
     assert not B.calibrate_verdict(dict(floor, detect_rate=0.79))["detect_ok"]
     assert B.pairs_that_fit(100, 240.0, 2.0) == 100
-    assert B.pairs_that_fit(100, 150.0, 2.0) == 72      # 75 runs fit: 72 pairs + the two probes + one more
+    assert B.pairs_that_fit(100, 150.0, 2.0) == 70      # 75 runs fit: 70 pairs + the probe, 3 checks, one more
     assert B.pairs_that_fit(100, 1.0, 2.0) == 1
 
 
@@ -100,3 +100,45 @@ def test_cupti_is_recorded_and_a_line_another_method_timed_is_said():
     assert "| cold | 2 | 2 | 0 | 2 | 0 | 2 (1 timed by another method) |" in md
     assert "| 10.100 (+1.0%) |" in md and "| 10.100 (+1.0%) (batch) |" in md
     assert "cupti: timed by batch: cupti-python is not installed" in md
+
+
+def _earlier(tmp_path, name="NVIDIA H200"):
+    rec = {"argv": ["--parts", "truth,throttle"], "date": "2026-11-25", "commit": "old1", "gpu": {"name": name,
+           "driver_release": "580"}, "truth": {"ncu_launches": 10, "auto_launch": "batch", "lines": [],
+           "summary": B.truth_summary([])}, "throttle": {"error": "heater failed"},
+           "calibrate": {"error": "the old calibrate"}}
+    p = tmp_path / "old" / f"{B.slug(name)}-truth.json"
+    p.parent.mkdir()
+    p.write_text(__import__("json").dumps(rec))
+    return p
+
+
+def test_merge_keeps_the_parts_not_run_with_the_call_that_made_them(tmp_path, monkeypatch):
+    import json
+
+    floor = {"false_rate": 0.0, "judgements": 200, "detect_rate": 1.0, "planted": 0.021, "min_effect": 0.01,
+             "false_by_threshold": {"0.01": 0.0}, "detect_by_threshold": {"0.01": 1.0}}
+    monkeypatch.setattr(B, "run_calibrate", lambda *a: {
+        "wanted": 100, "pairs": 100, "runs": 103, "seconds": 80.0, "budget_s": 300.0, "n": "4k", "medians_ms": {},
+        "sizing": [{"delay_cycles": 5000, "planted": 0.017}, {"delay_cycles": 6200, "planted": 0.0205}],
+        "delay_cycles": 6200, "floor": floor, "verdict": B.calibrate_verdict(floor), "gpu": "NVIDIA H200"})
+    old = _earlier(tmp_path)
+    assert B.main(["--out", str(tmp_path / "new"), "--parts", "calibrate", "--merge", str(old.parent)]) == 0
+    rec = json.loads((tmp_path / "new" / "nvidia-h200-truth.json").read_text())
+    assert rec["calibrate"]["floor"]["min_effect"] == 0.01 and rec["calibrate"]["made"]["argv"][:2] == ["--out", str(tmp_path / "new")]
+    assert rec["truth"]["made"]["commit"] == "old1" and rec["throttle"] == {"error": "heater failed", "made": rec["truth"]["made"]}
+    assert rec["gpu"]["driver_release"] == "580"
+    md = (tmp_path / "new" / "nvidia-h200-truth.md").read_text()
+    assert md.count("Made by an earlier call: `python3 scripts/bench_truth.py --parts truth,throttle` on 2026-11-25 "
+                    "(cudalab old1)") == 2
+    assert "the delay's checks (cycles: slowdown planted): 5000: 1.70%, 6200: 2.05%; the pairs' delay 6200" in md
+    # the part run now is the new one, not the earlier's error
+    assert "the old calibrate" not in md
+    # another GPU's record, a folder of none, or a file that is not a record: refused, nothing written
+    other = _earlier(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path, "NVIDIA H100")
+    assert B.main(["--out", str(tmp_path / "o2"), "--parts", "calibrate", "--merge", str(other)]) == 2
+    assert B.main(["--out", str(tmp_path / "o3"), "--parts", "calibrate", "--merge", str(tmp_path)]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    assert B.main(["--out", str(tmp_path / "o4"), "--parts", "calibrate", "--merge", str(bad)]) == 2
+    assert not (tmp_path / "o3").exists() and not (tmp_path / "o4").exists()

@@ -46,9 +46,10 @@ def test_calibrate_finds_a_floor_with_few_false_verdicts_and_catches_the_planted
     once, delays = fake_runs()
     got = C.calibrate(20, once)
     f = got.floor
-    # the probe, the check of the delay sized from it, then the 21 runs of the pairs (one delay, perhaps scaled)
-    assert delays[0] == 0 and delays[1] == C.delay_for(0.012, 1980.0) and len(delays) == 23
-    assert len(set(delays[2:])) == 1 and delays[1] <= delays[2] <= delays[1] * 1.1
+    # the probe, the checks of the delay sized from it (1 to CHECKS), then the 21 runs of the pairs (one delay)
+    checks = len(delays) - 22
+    assert delays[0] == 0 and delays[1] == C.delay_for(0.012, 1980.0) and 1 <= checks <= C.CHECKS
+    assert len(set(delays[1 + checks:])) == 1 and len(got.sizing) == checks
     assert f.gpu == GPU and f.pairs == 20 and f.judgements == 40
     assert f.false_rate <= noise.MAX_FALSE and f.min_effect < 0.02
     assert f.planted == pytest.approx(0.02, abs=0.003) and f.detect_rate >= 0.8
@@ -57,20 +58,25 @@ def test_calibrate_finds_a_floor_with_few_false_verdicts_and_catches_the_planted
     assert all(f.false_by_threshold[f"{t:g}"] > noise.MAX_FALSE for t in smaller)
 
 
-def test_a_delay_that_plants_less_than_the_target_is_scaled_up_once():
-    # each cycle of delay adds 70% of what delay_for assumed: the delay sized for 2% planted 1.4% (the H200's
-    # 1.8% for 2%, a barrier-less wait after the copy)
+def test_the_delay_is_checked_and_scaled_until_it_plants_the_target():
+    # each cycle of delay adds 70% of what delay_for assumed: the delay sized for 2% plants 1.4% (an H200 read
+    # 1.8%); one check, one scaling, and the next check plants 2.1%: the pairs run with that delay
     sized = C.delay_for(0.012, 1980.0)
     once, delays = fake_runs(per_cycle=0.7 * noise.TARGET_SLOWDOWN / sized, spread=0.0005)
-    f = C.calibrate(10, once).floor
-    assert delays[1] == sized and set(delays[2:]) == {delays[2]} and delays[2] > 1.4 * sized
-    assert noise.TARGET_SLOWDOWN <= f.planted <= noise.TARGET_SLOWDOWN * 1.1
-    # a first measure that reads a tenth of the target scales by at most MAX_SCALE
+    got = C.calibrate(10, once)
+    assert delays[1] == sized and delays[2] > 1.4 * sized and len(delays) == 3 + 11 and set(delays[3:]) == {delays[2]}
+    assert [d for d, _ in got.sizing] == delays[1:3] and got.sizing[0][1] == pytest.approx(0.014, abs=0.001)
+    assert noise.TARGET_SLOWDOWN <= got.floor.planted <= noise.TARGET_SLOWDOWN * C.TOLERANCE
+    # one that plants twice the target is scaled down
+    once, delays = fake_runs(per_cycle=2 * noise.TARGET_SLOWDOWN / sized, spread=0.0005)
+    got = C.calibrate(2, once)
+    assert delays[2] < 0.6 * sized and noise.TARGET_SLOWDOWN <= got.floor.planted <= noise.TARGET_SLOWDOWN * C.TOLERANCE
+    # a check that reads a tenth of the target scales by at most MAX_SCALE a step, CHECKS checks at most
     once, delays = fake_runs(per_cycle=0.1 * noise.TARGET_SLOWDOWN / sized, spread=0.0005)
     C.calibrate(2, once)
-    assert delays[2] <= C.MAX_SCALE * sized + 1
-    # one that planted the target or more is kept
-    once, delays = fake_runs(slow=0.03)
+    assert all(b <= C.MAX_SCALE * a + 1 for a, b in zip(delays[1:4], delays[2:5])) and len(delays) == 1 + C.CHECKS + 3
+    # one that planted the target, up to TOLERANCE over it, is kept
+    once, delays = fake_runs(per_cycle=1.1 * noise.TARGET_SLOWDOWN / sized, spread=0.0005)
     C.calibrate(2, once)
     assert set(delays[1:]) == {sized}
 

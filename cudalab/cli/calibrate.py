@@ -12,7 +12,7 @@ from cudalab.cli.options import DEVICE_INDEX, POSITIVE_SECONDS
 
 @cli.command("calibrate", context_settings=CONTEXT)
 @click.option("--pairs", type=click.IntRange(1, 10_000), default=100, show_default=True,
-              help="A/A pairs (pairs + 3 fresh processes: about 1-2 s each).")
+              help="A/A pairs (pairs + 3 to pairs + 5 fresh processes: about 1-2 s each).")
 # 4k: 2 x 64 MiB, past the L2 of an H100 or H200 (50-60 MB). At 2k, L2-resident, fresh processes differed
 # by several percent on an H200 (44% false verdicts at 0.25%, a 5% floor); at 4k and 8k by 0.1-0.5% (0.75%).
 @click.option("--n", default="4k", show_default=True, help="The copy's size (as cudalab copy --n).")
@@ -27,7 +27,7 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
                   json_path: str | None, dry_run: bool) -> None:
     """Measure this GPU's noise floor: how small a change compare can call faster or slower without false alarms.
 
-    Runs the same kernels (copy vec4 and a calibration copy) in PAIRS + 1 fresh processes (after two that size the slowed copy) and judges each
+    Runs the same kernels (copy vec4 and a calibration copy) in PAIRS + 1 fresh processes (after up to four that size the slowed copy) and judges each
     consecutive pair (nothing changed: any faster/slower verdict is a false one) at a ladder of effect
     thresholds; the floor is the smallest with at most 1% false verdicts. A copy slowed on purpose by ~2%
     (a delay loop through -D CALIB_DELAY) says how often a real change that size is caught there. The floor is
@@ -59,7 +59,7 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
 
         check_output_path(json_path, "--json")
     if dry_run:
-        click.echo(f"would run {pairs + 3} processes of copy --variant {C.BUILTIN} --n {n} with the calibration "
+        click.echo(f"would run {pairs + 3} to {pairs + 2 + C.CHECKS} processes of copy --variant {C.BUILTIN} --n {n} with the calibration "
                    f"kernels; the floor goes to {noise.folder()}/<gpu>.json")
         return
     done = C.calibrate(pairs, C.gpu_run(spec, fam, opts),
