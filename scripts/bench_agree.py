@@ -3,7 +3,7 @@
 
     python3 scripts/bench_agree.py OLD [OLD...] --vs NEW [NEW...] [--out DIR]
 
-Each argument is a benchmark record (scripts/benchmark.py's <gpu>.json, or the folder holding it). A side of
+Each argument is a benchmark record (scripts/benchmark.py's <gpu>.json, gzipped or not, or the folder holding it). A side of
 several records (rounds of the same code, run alternately with the other side's on one GPU: gpu-check's ``ab``
 stage) is pooled row by row: the median of the rounds' medians. Only GPU rows that passed on both sides are
 judged (NumPy's host rows time the CPU, not cudalab). The bar is the issue's: the median over the rows of
@@ -17,6 +17,7 @@ Writes agree.md and agree.json to --out when given; exit 0 when the bar is met, 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -34,11 +35,12 @@ HOST_KINDS = ("host", "cpu")
 
 
 def load(path: str) -> dict[str, Any]:
-    """A benchmark record from its .json or its folder (the one .json there that has ``runs``)."""
+    """A benchmark record from its .json (or .json.gz: committed rounds are kept compressed) or its folder (the
+    one such file there that has ``runs``)."""
     p = Path(path)
-    files = [p] if p.is_file() else sorted(p.glob("*.json"))
+    files = [p] if p.is_file() else sorted(p.glob("*.json")) + sorted(p.glob("*.json.gz"))
     for f in files:
-        data = json.loads(f.read_text())
+        data = json.loads(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_text())
         if isinstance(data, dict) and (isinstance(data.get("runs"), dict) or data.get("time_to_table")):
             return data
     raise ValueError(f"{path}: no benchmark record (a .json with 'runs' or 'time_to_table')")
@@ -113,11 +115,23 @@ def summary(name: str, a: dict[str, Any]) -> str:
             + ("within noise" if a["met"] else "NOT within the bar"))
 
 
+def source(side: str, path: str, rec: dict[str, Any]) -> dict[str, Any]:
+    """Where one record came from: its date, GPU, bus ids and code revision (as its calls name them)."""
+    calls = rec.get("calls") or []
+    dev = rec.get("device") or {}
+    buses = sorted({c.get("pci_bus_id") for c in calls if c.get("pci_bus_id")} or ({dev["pci_bus_id"]} if dev.get("pci_bus_id") else set()))
+    codes = sorted({c.get("code") for c in calls if c.get("code")} | ({rec["code"]} if rec.get("code") else set()))
+    return {"side": side, "path": path, "date": rec.get("date"), "gpu": dev.get("name"), "buses": buses,
+            "codes": codes, "started": min((c["started"] for c in calls if c.get("started")), default=None)}
+
+
 def markdown(result: dict[str, Any], argv: Sequence[str]) -> str:
     a = result["agree"]
+    names = result.get("names") or {}
     md = ["# Benchmark records: do they agree?", "", f"Made by `python3 scripts/bench_agree.py {' '.join(argv)}`.", "",
+          f"old: {names.get('old', 'old')}; new: {names.get('new', 'new')}.", "",
           f"Bar: the median row ratio new / old within {MEDIAN_BAR:.0%}, every GPU row within {ROW_BAR:.0%}.", "",
-          f"- {summary('old vs new', a)}"]
+          *([f"- {summary('old vs new', a)}"] if a["judged"] or "agree_walls" not in result else [])]
     if "agree_walls" in result:
         md.append(f"- {summary('time to table, old vs new', result['agree_walls'])}")
     md += [f"- {summary(name, s)}" for name, s in result.get("self", {}).items()]
@@ -126,6 +140,11 @@ def markdown(result: dict[str, Any], argv: Sequence[str]) -> str:
     md += [f"| {r['job']} | {r['variant']} | {r['old_ms']:.4f} | {r['new_ms']:.4f} | {r['ratio']:.4f} |"
            for r in sorted(rows, key=lambda r: -abs(r["ratio"] - 1))]
     md += ["", "(GPU rows in ms; time to table in seconds.)"]
+    if result.get("records"):
+        md += ["", "Records (the code as each record names it; '–' where its code predates naming it):", "",
+               "| side | record | date | started | GPU | bus | code |", "|---|---|---|---|---|---|---|"]
+        md += [f"| {r['side']} | {r['path']} | {r['date'] or '–'} | {r['started'] or '–'} | {r['gpu'] or '–'} | "
+               f"{', '.join(r['buses']) or '–'} | {', '.join(r['codes']) or '–'} |" for r in result["records"]]
     if a.get("timed_apart"):
         md += ["", "Timed by different methods on the two sides (not judged; `cudalab compare` calls them unsure):", ""]
         md += [f"- {r['job']} / {r['variant']}: {r['old_ms']:.4f} -> {r['new_ms']:.4f} ms ({r['ratio']:.4f})"
@@ -138,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("old", nargs="+", help="the old side's records (.json or folders)")
     ap.add_argument("--vs", nargs="+", required=True, metavar="NEW", help="the new side's records")
     ap.add_argument("--out", default=None, help="write agree.md and agree.json here")
+    ap.add_argument("--names", nargs=2, default=("old", "new"), metavar=("OLD", "NEW"),
+                    help="what each side is (a revision, say), named in the record")
     a = ap.parse_args(argv)
     try:
         olds, news = [load(p) for p in a.old], [load(p) for p in a.vs]
@@ -151,9 +172,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # time to table: the same bar, on the warm wall of each command (a row whose "time" is the user's wait)
         result["agree_walls"] = agree(pooled(olds, walls), pooled(news, walls))
     for name, side in (("old round 1 vs old round 2", olds), ("new round 1 vs new round 2", news)):
-        if len(side) >= 2:
+        if len(side) >= 2 and medians(side[0]):
             result["self"][name] = agree(medians(side[0]), medians(side[1]))
-    print(summary("old vs new", result["agree"]))
+        if len(side) >= 2 and "agree_walls" in result:
+            result["self"][f"{name}, time to table"] = agree(walls(side[0]), walls(side[1]))
+    result["names"] = {"old": a.names[0], "new": a.names[1]}
+    result["records"] = [source(side, path, rec) for side, paths, recs in (("old", a.old, olds), ("new", a.vs, news))
+                         for path, rec in zip(paths, recs)]
+    gpu_rows = result["agree"]["judged"] or "agree_walls" not in result  # a wall-only A/B has no GPU rows to say
+    if gpu_rows:
+        print(summary("old vs new", result["agree"]))
     if "agree_walls" in result:
         print(summary("time to table, old vs new", result["agree_walls"]))
     for name, s in result["self"].items():

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from cudalab.records import machine
 from cudalab.records.results import Result, Roofline
 
 #: Every section, in the order it runs ("jobs" first: the others read its figures).
@@ -200,7 +201,7 @@ def this_call(command: str, gpu: dict | None, sections: list[str], jobs: list[st
     return {"command": command, "host": socket.gethostname(), "gpu": gpu.get("name") if gpu else None,
             "pci_bus_id": gpu.get("pci_bus_id") if gpu else None,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "started": started, "ended": now(),
-            "sections": list(sections), "not_started": [], "jobs": list(jobs)}
+            "sections": list(sections), "not_started": [], "jobs": list(jobs), "code": machine.code_revision()}
 
 
 def _gpu_label(call: dict, hosts: int) -> str:

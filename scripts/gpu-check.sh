@@ -243,7 +243,7 @@ PY
         truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs$SFX" \
                    $(lane_args TRUTH_ARGS "--jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30") ;;
         # issue 42 item 8: the same benchmark jobs from an older tree ($AB_OLD, default .ab-old: `git archive REV |
-        # tar -x -C .ab-old`, ignored and carried) and from this one, alternately on this lane's GPU for $AB_ROUNDS
+        # tar -x -C .ab-old; echo REV > .ab-old/REVISION`, ignored and carried) and from this one, alternately on this lane's GPU for $AB_ROUNDS
         # rounds (old, new, old, new...: the GPU's drift falls on both), then scripts/bench_agree.py judges them
         # (records and agree.md under $OUT/ab/). benchmark.py's arguments: $AB_ARGS (default the jobs of the
         # short-kernel families; AB_ARGS="--sections wall": time to table, the older tree's commands against these).
@@ -260,7 +260,8 @@ PY
                         echo "$side round $i: exit $?" )
                   done
               done
-              python3 scripts/bench_agree.py "$OUT"/ab/old-*/ --vs "$OUT"/ab/new-*/ --out "$OUT/ab" ) ;;
+              python3 scripts/bench_agree.py "$OUT"/ab/old-*/ --vs "$OUT"/ab/new-*/ --out "$OUT/ab" \
+                  --names "$(cat "$old/REVISION" 2>/dev/null || echo "$old")" "${CUDALAB_CODE:-this tree}" ) ;;
         bench-lanes) bench_lanes ;;
         *) echo "unknown stage $stage"; false ;;
     esac

@@ -96,3 +96,32 @@ def test_a_row_timed_by_different_methods_is_listed_not_judged(A, tmp_path, caps
     assert "- reduce 2^24 / modern: 0.0185 -> 0.0207 ms (1.1189)" in (tmp_path / "o" / "agree.md").read_text()
     same = write(tmp_path, "same", rec(0.0207, "batch"))
     assert A.main([old, "--vs", same]) == 1   # the same method: a 12% change is judged
+
+
+def test_a_gzipped_record_reads_as_its_json(A, tmp_path):
+    import gzip
+
+    rec = record({"a": 1.0, "b": 2.0})
+    (tmp_path / "old-1.json.gz").write_bytes(gzip.compress(json.dumps(rec).encode()))
+    d = tmp_path / "round"
+    d.mkdir()
+    (d / "nvidia-h200.json.gz").write_bytes(gzip.compress(json.dumps(rec).encode()))
+    assert A.load(str(tmp_path / "old-1.json.gz")) == rec and A.load(str(d)) == rec
+    assert A.main([str(tmp_path / "old-1.json.gz"), "--vs", str(d)]) == 0
+
+
+def test_the_record_names_each_side_and_where_each_record_came_from(A, tmp_path, capsys):
+    def wall(s: float, code: str | None) -> dict:
+        call = {"pci_bus_id": "0000:00:08.0", "started": "2026-11-28T13:50:01+00:00", **({"code": code} if code else {})}
+        return {"date": "2026-11-28", "device": {"name": "NVIDIA H200"}, "calls": [call],
+                "time_to_table": [{"command": "cudalab list", "wall_s": s, "rc": 0}]}
+    olds = [write(tmp_path, f"old{i}", wall(0.10 + i / 100, None)) for i in (1, 2)]
+    news = [write(tmp_path, f"new{i}", wall(0.10 + i / 100, "abc123")) for i in (1, 2)]
+    assert A.main([*olds, "--vs", *news, "--out", str(tmp_path / "o"), "--names", "7011db9", "abc123"]) == 0
+    out = capsys.readouterr().out
+    # a side's own rounds: time to table against each other (wall records have no GPU rows to compare)
+    assert "old round 1 vs old round 2, time to table: 1 rows, median new/old 1.0909" in out and "no row" not in out
+    md = (tmp_path / "o" / "agree.md").read_text()
+    assert "old: 7011db9; new: abc123." in md
+    assert f"| old | {olds[0]} | 2026-11-28 | 2026-11-28T13:50:01+00:00 | NVIDIA H200 | 0000:00:08.0 | – |" in md
+    assert f"| new | {news[1]} | 2026-11-28 | 2026-11-28T13:50:01+00:00 | NVIDIA H200 | 0000:00:08.0 | abc123 |" in md
