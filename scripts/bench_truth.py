@@ -197,7 +197,9 @@ def markdown(rec: dict[str, Any]) -> str:
     md = [f"# Measurement truth on {gpu.get('name', 'the GPU')} (issue 46)", "",
           f"Made by `python3 scripts/bench_truth.py {' '.join(rec.get('argv', []))}` on {rec.get('date', '?')} "
           f"(driver {gpu.get('driver_release') or gpu.get('driver_version', '?')}, CUDA {gpu.get('cuda_version', '?')}, "
-          f"cudalab {rec.get('commit', '?')}). Every figure below comes from that run.", ""]
+          f"cudalab {rec.get('commit', '?')}). Every figure below comes from that run"
+          + (", except the parts that name an earlier call (kept by `--merge`)." if any(_made(rec, p) for p in PARTS)
+             else "."), ""]
     t = rec.get("truth")
     if t:
         s = t["summary"]

@@ -85,7 +85,7 @@ def test_the_markdown_names_every_part_and_the_verdicts():
     assert "100 were asked, 60 fit in 150 s" in md and "**0 of 200**" in md and "(`--n 8k`)" in md
     assert "between fresh processes, vec4's median: 1000.00 µs over 4 processes, IQR 0.50%" in md
     assert "| vec4 | passed | 1000 | 12 | 1400 |" in md and "none flagged" in md and "`x`: ncu: not found" in md
-    assert B.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert B.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3" and "Every figure below comes from that run." in md
 
 
 def test_cupti_is_recorded_and_a_line_another_method_timed_is_said():
@@ -132,6 +132,7 @@ def test_merge_keeps_the_parts_not_run_with_the_call_that_made_them(tmp_path, mo
     assert md.count("Made by an earlier call: `python3 scripts/bench_truth.py --parts truth,throttle` on 2026-11-25 "
                     "(cudalab old1)") == 2
     assert "the delay's checks (cycles: slowdown planted): 5000: 1.70%, 6200: 2.05%; the pairs' delay 6200" in md
+    assert "comes from that run, except the parts that name an earlier call (kept by `--merge`)." in md
     # the part run now is the new one, not the earlier's error
     assert "the old calibrate" not in md
     # another GPU's record, a folder of none, or a file that is not a record: refused, nothing written
