@@ -15,6 +15,7 @@ import pytest
 
 from cudalab.records import compare as C
 from cudalab.records import gate as G
+from cudalab.records import stats as S
 from cudalab.bench import summarize
 from cudalab.records.results import (
     PASSED,
@@ -71,9 +72,9 @@ def base(tmp_path):
 # --- statistics -------------------------------------------------------------------------------------
 
 def test_mann_whitney_matches_the_textbook_normal_approximation():
-    u, p = C.mann_whitney([1, 1, 2, 2, 3], [2, 3, 3, 4, 4, 4])  # ties: the tie-corrected variance
+    u, p = S.mann_whitney([1, 1, 2, 2, 3], [2, 3, 3, 4, 4, 4])  # ties: the tie-corrected variance
     assert u == 3.0 and p == pytest.approx(0.030424, rel=1e-4)
-    assert C.mann_whitney([1.0] * 5, [1.0] * 5)[1] == 1.0
+    assert S.mann_whitney([1.0] * 5, [1.0] * 5)[1] == 1.0
 
 
 def test_verdicts_from_known_samples():
@@ -89,7 +90,7 @@ def test_verdicts_from_known_samples():
 
 def test_bootstrap_is_reproducible():
     a, b = noisy(1.0, 30, 1), noisy(1.05, 30, 2)
-    assert C.bootstrap_ratio(a, b) == C.bootstrap_ratio(a, b)
+    assert S.bootstrap_ratio(a, b) == S.bootstrap_ratio(a, b)
 
 
 def test_compare_of_a_million_samples_a_row_keeps_memory_bounded():
@@ -120,7 +121,7 @@ def test_ranks_of_many_distinct_values_match_the_loop():
             j += 1
         want[order[i:j]] = (i + 1 + j) / 2.0
         i = j
-    assert np.array_equal(C._rankdata(v), want)
+    assert np.array_equal(S._rankdata(v), want)
 
 
 def test_parse_options():
