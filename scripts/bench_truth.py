@@ -252,6 +252,15 @@ def markdown(rec: dict[str, Any]) -> str:
                                                                  c["floor"]["false_by_threshold"].items()),
                    "- slowdown caught by threshold: " + ", ".join(f"{k}: {x:.0%}" for k, x in
                                                                   c["floor"]["detect_by_threshold"].items())]
+            fl = c["floor"]
+            if fl.get("short_judgements"):
+                short = fl.get("short_min_effect")
+                md.append(f"- rows under 20 µs (the same rows on a 64x64 copy, {fl['short_judgements']} A/A judgements): "
+                          + (f"their own floor **{short:.2%}**" if short is not None else
+                             "**no threshold** up to 20% keeps their false verdicts to 1%: compare leaves such rows "
+                             "unsure on this GPU")
+                          + "; false verdicts by threshold: " + ", ".join(
+                              f"{k}: {x:.1%}" for k, x in fl.get("short_false_by_threshold", {}).items()))
             if c.get("sizing"):
                 md.append("- the delay's checks (cycles: slowdown planted): " + ", ".join(
                     f"{x['delay_cycles']}: {'–' if x['planted'] is None else format(x['planted'], '.2%')}"
@@ -355,7 +364,7 @@ def run_calibrate(wanted: int, seconds: float, n: str = "4k") -> dict[str, Any]:
     done = C.calibrate(pairs, once, on_run=lambda i, n: print(f"calibrate: run {i}/{n}", flush=True) if i % 10 == 0 else None)
     floor = asdict(done.floor)
     medians = {name: [r.rows[name].stats.median if name in r.rows and r.rows[name].stats else None for r in done.runs]
-               for name in (C.BUILTIN, C.PLAIN, C.SLOW)}
+               for name in (C.BUILTIN, C.PLAIN, C.SLOW, C.BUILTIN + C.SHORT, C.PLAIN + C.SHORT)}
     return {"wanted": wanted, "pairs": pairs, "runs": 1 + len(done.sizing) + pairs + 1, "n": n, "medians_ms": medians,
             "sizing": [{"delay_cycles": d, "planted": p} for d, p in done.sizing],
             "budget_s": seconds, "per_run_s": per_run,

@@ -117,7 +117,8 @@ def test_merge_keeps_the_parts_not_run_with_the_call_that_made_them(tmp_path, mo
     import json
 
     floor = {"false_rate": 0.0, "judgements": 200, "detect_rate": 1.0, "planted": 0.021, "min_effect": 0.01,
-             "false_by_threshold": {"0.01": 0.0}, "detect_by_threshold": {"0.01": 1.0}}
+             "false_by_threshold": {"0.01": 0.0}, "detect_by_threshold": {"0.01": 1.0}, "short_min_effect": None,
+             "short_judgements": 200, "short_false_by_threshold": {"0.05": 0.4, "0.2": 0.02}}
     monkeypatch.setattr(B, "run_calibrate", lambda *a: {
         "wanted": 100, "pairs": 100, "runs": 103, "seconds": 80.0, "budget_s": 300.0, "n": "4k", "medians_ms": {},
         "sizing": [{"delay_cycles": 5000, "planted": 0.017}, {"delay_cycles": 6200, "planted": 0.0205}],
@@ -132,6 +133,9 @@ def test_merge_keeps_the_parts_not_run_with_the_call_that_made_them(tmp_path, mo
     assert md.count("Made by an earlier call: `python3 scripts/bench_truth.py --parts truth,throttle` on 2026-11-25 "
                     "(cudalab old1)") == 2
     assert "the delay's checks (cycles: slowdown planted): 5000: 1.70%, 6200: 2.05%; the pairs' delay 6200" in md
+    assert ("rows under 20 µs (the same rows on a 64x64 copy, 200 A/A judgements): **no threshold** up to 20% keeps "
+            "their false verdicts to 1%: compare leaves such rows unsure on this GPU; false verdicts by threshold: "
+            "0.05: 40.0%, 0.2: 2.0%") in md
     assert "comes from that run, except the parts that name an earlier call (kept by `--merge`)." in md
     # the part run now is the new one, not the earlier's error
     assert "the old calibrate" not in md

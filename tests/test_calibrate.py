@@ -145,7 +145,70 @@ def test_a_real_run_through_the_workers_has_the_rows_calibrate_judges(fake_worke
     fake_workers({})
     spec = catalog.family("copy")
     once = C.gpu_run(spec, load(spec.module), RunOptions(variants=C.BUILTIN, n="1k", budget=0.01, roofline=False))
-    assert set(once(0).rows) == {C.BUILTIN, C.PLAIN}
-    assert set(once(7).rows) == {C.BUILTIN, C.PLAIN, C.SLOW}
+    short = {name + C.SHORT for name in (C.BUILTIN, C.PLAIN)}
+    assert set(once(0).rows) == {C.BUILTIN, C.PLAIN} | short
+    assert set(once(7).rows) == {C.BUILTIN, C.PLAIN, C.SLOW} | short | {C.SLOW + C.SHORT}
     done = C.calibrate(2, once)
-    assert done.delay_cycles > 0 and len(done.runs) == 3
+    assert done.delay_cycles > 0 and len(done.runs) == 3 and done.floor.short_judgements == 4
+
+
+def short_runs(level_spread=0.05, seed=3):
+    """Fake runs with short rows whose level moves per process by ``level_spread`` (a few-µs kernel on an H200)
+    and long rows that move by 0.3% within a process only."""
+    rng = np.random.default_rng(seed)
+
+    def once(delay):
+        level = 1 + level_spread * rng.standard_normal()
+        rows = {C.BUILTIN: _row(C.BUILTIN, 0.035, rng), C.PLAIN: _row(C.PLAIN, 0.13, rng),
+                C.BUILTIN + C.SHORT: _row(C.BUILTIN, 0.0018 * level, rng), C.PLAIN + C.SHORT: _row(C.PLAIN, 0.002 * level, rng)}
+        if delay:
+            rows[C.SLOW] = _row(C.SLOW, 0.13 * 1.02, rng)
+        return C.Run(rows, GPU, 1980.0)
+
+    return once
+
+
+def test_short_rows_get_their_own_floor_and_compare_judges_each_row_at_its_own():
+    f = C.calibrate(30, short_runs()).floor
+    assert f.short_judgements == 60 and f.min_effect <= 0.01
+    # rows that move 5% between processes: no threshold up to 20% keeps them to 1% false verdicts, or a wide one
+    assert f.short_min_effect is None or f.short_min_effect >= 0.1
+    assert f.effect(0.0018) == f.short_min_effect and f.effect(0.035) == f.min_effect and f.effect(None) == f.min_effect
+    quiet = C.calibrate(30, short_runs(level_spread=0.0)).floor
+    assert quiet.short_min_effect is not None and quiet.short_min_effect <= 0.02
+    assert "rows under 20 µs" in f.line() and "rows under 20 µs: " + ("not judged" if f.short_min_effect is None else "") in f.line()
+    # a GPU calibrated before the short rows were: one threshold for every row
+    old = noise.NoiseFloor(GPU, 0.0125, 0.0, 1.0, 0.02, 100, 200)
+    assert old.effect(0.0018) == 0.0125 and "rows under" not in old.line()
+
+
+def test_compare_judges_a_short_row_at_the_short_floor(tmp_path, monkeypatch):
+    from cudalab.records import compare as CMP
+    from cudalab.records.results import RunPoint, RunRecord
+
+    rng = np.random.default_rng(5)
+
+    def rec(short_ms, long_ms):
+        rows = (_row("smem", short_ms, rng, 0.002), _row("copy", long_ms, rng, 0.002))
+        point = RunPoint("copy", "bandwidth", {"dims": [64, 64], "dtype": "float32", "options": {}}, results=rows)
+        return RunRecord(cudalab="0.1.0", command=("cudalab", "copy"), started=0.0, device={"name": GPU}, points=(point,))
+
+    a, b = rec(0.0018, 0.035), rec(0.0018 * 1.06, 0.035 * 1.06)   # both 6% slower
+    verdicts = lambda c: {r.variant: r.verdict for r in c.rows}
+    assert {k: v.verdict for k, v in verdicts(CMP.compare(a, b, min_effect=0.01)).items()} == {"smem": "slower", "copy": "slower"}
+    none = noise.NoiseFloor(GPU, 0.01, 0.0, 1.0, 0.02, 100, 200, short_min_effect=None, short_judgements=200)
+    v = verdicts(CMP.compare(a, b, min_effect=0.01, row_effect=none.effect))
+    assert v["smem"].verdict == "unsure" and "not judged" in v["smem"].note and v["smem"].ratio > 1.05
+    assert v["copy"].verdict == "slower"
+    wide = noise.NoiseFloor(GPU, 0.01, 0.0, 1.0, 0.02, 100, 200, short_min_effect=0.1, short_judgements=200)
+    v = verdicts(CMP.compare(a, b, min_effect=0.01, row_effect=wide.effect))
+    assert v["smem"].verdict in ("same", "unsure") and v["copy"].verdict == "slower"
+    # a stored floor whose short threshold is not a fraction does not load
+    noise_dir = tmp_path / "noise"
+    noise_dir.mkdir()
+    bad = dict(__import__("dataclasses").asdict(wide), short_min_effect=5)
+    (noise_dir / "fake-h100.json").write_text(json.dumps(bad))
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path))
+    assert noise.load(GPU) is None
+    (noise_dir / "fake-h100.json").write_text(json.dumps(__import__("dataclasses").asdict(wide)))
+    assert noise.load(GPU) == wide

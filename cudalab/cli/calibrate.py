@@ -27,12 +27,14 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
                   json_path: str | None, dry_run: bool) -> None:
     """Measure this GPU's noise floor: how small a change compare can call faster or slower without false alarms.
 
-    Runs the same kernels (copy vec4 and a calibration copy) in PAIRS + 1 fresh processes (after up to four that size the slowed copy) and judges each
+    Runs the same kernels (copy vec4 and a calibration copy, at --n and on a 64x64 copy of a few µs) in
+    PAIRS + 1 fresh processes (after up to four that size the slowed copy) and judges each
     consecutive pair (nothing changed: any faster/slower verdict is a false one) at a ladder of effect
     thresholds; the floor is the smallest with at most 1% false verdicts. A copy slowed on purpose by ~2%
     (a delay loop through -D CALIB_DELAY) says how often a real change that size is caught there. The floor is
     kept per GPU name in the cache folder; compare's default --min-effect, --fail-on slower and tune's
-    racing use it (and say so).
+    racing use it (and say so). Rows under 20 µs get their own threshold from the small copy's pairs (a kernel
+    of a few µs moves more between processes); compare judges each row at its own.
 
     \b
     Examples:
@@ -69,6 +71,9 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
     click.echo(f.line())
     click.echo(f"false verdicts by threshold: " + ", ".join(f"{k}: {v:.1%}" for k, v in f.false_by_threshold.items()))
     click.echo(f"planted slowdown caught by threshold: " + ", ".join(f"{k}: {v:.0%}" for k, v in f.detect_by_threshold.items()))
+    if f.short_judgements:
+        click.echo(f"rows under 20 µs, false verdicts by threshold: "
+                   + ", ".join(f"{k}: {v:.1%}" for k, v in f.short_false_by_threshold.items()))
     click.echo(f"delay {done.delay_cycles} SM cycles; floor kept in {path}")
     if json_path:
         from dataclasses import asdict  # noqa: PLC0415

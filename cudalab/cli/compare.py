@@ -72,7 +72,10 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
     names = [Path(p).name for p in paths]
     if len(set(names)) < len(names):  # same file names in different folders: show the paths
         names = list(paths)
-    comparisons = [C.compare(records[0], rec, names[0], name, effect) for rec, name in zip(records[1:], names[1:])]
+    # a calibrated floor judges each row at its own threshold (short rows have theirs); --min-effect, all at one
+    row_effect = floor.effect if floor is not None and min_effect is None else None
+    comparisons = [C.compare(records[0], rec, names[0], name, effect, row_effect)
+                   for rec, name in zip(records[1:], names[1:])]
     failures = G.gate(comparisons, threshold, allow_missing) if threshold is not None else []  # before any output
     gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")] + failures
     if said:  # after everything that can refuse: a refusal stays one line

@@ -17,7 +17,7 @@ FLOP families), so the ratio compares % of roofline, which is what carries acros
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -221,7 +221,7 @@ def normalised(result: Result, by_roofline: bool) -> tuple[float, ...] | None:
 
 
 def compare(base: RunRecord, new: RunRecord, base_name: str = "A", new_name: str = "B",
-            min_effect: float = 0.02) -> Comparison:
+            min_effect: float = 0.02, row_effect: Callable[[float | None], float | None] | None = None) -> Comparison:
     """Match rows by family, problem and variant, and judge each pair.
 
     Args:
@@ -230,6 +230,8 @@ def compare(base: RunRecord, new: RunRecord, base_name: str = "A", new_name: str
         base_name: A's display name.
         new_name: B's display name.
         min_effect: smallest relative change that counts.
+        row_effect: a row's threshold from its median in A (ms), in place of ``min_effect``: a calibrated GPU's
+            (:meth:`cudalab.records.noise.NoiseFloor.effect`); None from it leaves the row unsure.
     """
     by_roofline = bool(base.gpu and new.gpu and base.gpu != new.gpu)
     ia, ib = _index(base), _index(new)
@@ -242,7 +244,10 @@ def compare(base: RunRecord, new: RunRecord, base_name: str = "A", new_name: str
             pa, pb = ia[key][0], ib[loose[key]][0]
             rb = ib[loose[key]][1]
             note = f"options differ (A: {_opts(pa) or '–'}; B: {_opts(pb) or '–'})"
-        v = _judge_pair(ra, rb, by_roofline, min_effect)
+        effect = min_effect
+        if row_effect is not None and not by_roofline and ra is not None and ra.stats is not None:
+            effect = row_effect(ra.stats.median)
+        v = _judge_pair(ra, rb, by_roofline, effect)
         if note:
             v = replace(v, note=f"{note}; {v.note}" if v.note else note)
         rows.append(Row(*key, ra, rb, v))
@@ -273,7 +278,7 @@ def _loose_pairs(ia: dict, ib: dict) -> dict[tuple[str, str, str], tuple[str, st
     return {left[g][0]: right[g][0] for g in left if g in right and len(left[g]) == 1 and len(right[g]) == 1}
 
 
-def _judge_pair(a: Result | None, b: Result | None, by_roofline: bool, min_effect: float) -> Verdict:
+def _judge_pair(a: Result | None, b: Result | None, by_roofline: bool, min_effect: float | None) -> Verdict:
     if a is None or b is None:
         return Verdict(NONE, note=f"only in {'B' if a is None else 'A'}")
     if a.kind == "host" or b.kind == "host":
@@ -285,6 +290,10 @@ def _judge_pair(a: Result | None, b: Result | None, by_roofline: bool, min_effec
         if by_roofline and a.stats and b.stats:
             return Verdict(NONE, note="no % of roofline to compare across GPUs")
         return Verdict(NONE, note="no samples")
+    if min_effect is None:  # a calibrated GPU whose short rows no threshold could judge between processes
+        ratio = float(np.median(sb)) / float(np.median(sa))
+        return Verdict(UNSURE, ratio, note="a kernel this short moves more between processes on this GPU than any "
+                                           "threshold calibrate tried: not judged")
     v = judge(sa, sb, min_effect)
     ma, mb = timing_method(a), timing_method(b)
     if ma != mb and v.verdict in (FASTER, SLOWER):

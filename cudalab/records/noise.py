@@ -27,6 +27,12 @@ MAX_FALSE = 0.01
 TARGET_SLOWDOWN = 0.02
 #: ``compare``'s effect threshold on a GPU never calibrated.
 DEFAULT_EFFECT = 0.02
+#: Rows whose median is under this (ms) are judged by their own floor: a kernel of a few µs moved by several
+#: percent between fresh processes on an H200 (one-block smem rows up to 14%) where a copy of 35-130 µs moved
+#: by 0.1-0.5%, so a floor made of copies would call most of them faster or slower when nothing changed.
+SHORT_MS = 0.020
+#: The thresholds tried for the short rows (the ladder, then wider).
+SHORT_LADDER = LADDER + (0.075, 0.1, 0.15, 0.2)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,10 @@ class NoiseFloor:
         pairs: A/A pairs run; judgements: A/A rows judged (pairs x rows).
         false_by_threshold: each threshold of the ladder -> its false rate.
         made: when (seconds since the epoch).
+        short_min_effect: the threshold of rows under :data:`SHORT_MS` (None: none of :data:`SHORT_LADDER`
+            kept their A/A false verdicts to MAX_FALSE, or they were not calibrated).
+        short_judgements: A/A short rows judged (0: the short rows were not calibrated; ``min_effect`` for all).
+        short_false_by_threshold: each threshold of the short ladder -> its false rate.
     """
 
     gpu: str
@@ -54,11 +64,27 @@ class NoiseFloor:
     false_by_threshold: dict[str, float] = field(default_factory=dict)
     detect_by_threshold: dict[str, float] = field(default_factory=dict)
     made: float = 0.0
+    short_min_effect: float | None = None
+    short_judgements: int = 0
+    short_false_by_threshold: dict[str, float] = field(default_factory=dict)
+
+    def effect(self, median_ms: float | None) -> float | None:
+        """The threshold for a row of this median: the short rows' own when they were calibrated (None: no
+        threshold of :data:`SHORT_LADDER` kept their false verdicts to :data:`MAX_FALSE`), else ``min_effect``."""
+        if self.short_judgements and median_ms is not None and median_ms < SHORT_MS:
+            return self.short_min_effect
+        return self.min_effect
 
     def line(self) -> str:
         """``effect threshold 1.25% (calibrated on NVIDIA H100: 0.5% false verdicts, 2.0% slowdown caught in 92%)``."""
-        return (f"effect threshold {_pct(self.min_effect)} (calibrated on {self.gpu} over {self.pairs} A/A pairs: "
+        text = (f"effect threshold {_pct(self.min_effect)} (calibrated on {self.gpu} over {self.pairs} A/A pairs: "
                 f"{self.false_rate:.1%} false verdicts; a {self.planted:.1%} slowdown caught in {self.detect_rate:.0%})")
+        if not self.short_judgements:
+            return text
+        under = f"rows under {SHORT_MS * 1e3:g} µs"
+        return text + (f"; {under}: {_pct(self.short_min_effect)}" if self.short_min_effect is not None else
+                       f"; {under}: not judged (no threshold up to {_pct(SHORT_LADDER[-1])} kept their false verdicts "
+                       f"between processes to {MAX_FALSE:.0%})")
 
 
 def _pct(x: float) -> str:
@@ -87,7 +113,9 @@ def load(gpu: str | None) -> NoiseFloor | None:
         floor = NoiseFloor(**{k: d[k] for k in NoiseFloor.__dataclass_fields__ if k in d})
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    ok = isinstance(floor.min_effect, (int, float)) and 0 < floor.min_effect < 1 and floor.gpu == gpu
+    short = floor.short_min_effect
+    ok = (isinstance(floor.min_effect, (int, float)) and 0 < floor.min_effect < 1 and floor.gpu == gpu
+          and (short is None or (isinstance(short, (int, float)) and 0 < short < 1)))
     return floor if ok else None
 
 
@@ -111,25 +139,31 @@ def _key(t: float) -> str:
     return f"{t:g}"
 
 
-def floor_of(gpu: str, aa: Sequence[tuple[Sequence[float], Sequence[float]]],
-             planted: Sequence[tuple[Sequence[float], Sequence[float]]], planted_fraction: float, pairs: int,
-             ladder: Sequence[float] = LADDER, clock: Any = time.time) -> NoiseFloor:
-    """The floor from the A/A sample pairs and the planted ones (plain A, slowed B).
+Pairs = Sequence[tuple[Sequence[float], Sequence[float]]]
+
+
+def _rates(pairs: Pairs, ladder: Sequence[float], slower_only: bool = False) -> dict[str, float]:
+    """Each threshold -> the share of pairs :func:`judge`'s rule calls faster or slower there (slower only)."""
+    vs = [judge(a, b) for a, b in pairs]    # the figures once; the rule asked at every threshold
+    return {_key(t): (sum(decisive(v.ratio, v.p, v.low, v.high, t) and (not slower_only or (v.ratio or 0) > 1)
+                          for v in vs) / len(vs) if vs else 0.0) for t in ladder}
+
+
+def floor_of(gpu: str, aa: Pairs, planted: Pairs, planted_fraction: float, pairs: int,
+             ladder: Sequence[float] = LADDER, clock: Any = time.time, short_aa: Pairs = ()) -> NoiseFloor:
+    """The floor from the A/A sample pairs and the planted ones (plain A, slowed B); ``short_aa``, A/A pairs of
+    rows under :data:`SHORT_MS`, give the short rows' own threshold.
 
     Raises:
         ValueError: no A/A pair to judge.
     """
     if not aa:
         raise ValueError("no A/A pair to judge")
-    same = [judge(a, b) for a, b in aa]    # the figures once; the rule asked at every threshold
-    slow = [judge(a, b) for a, b in planted]
-    false = {}
-    caught = {}
-    for t in ladder:
-        false[_key(t)] = sum(decisive(v.ratio, v.p, v.low, v.high, t) for v in same) / len(aa)
-        caught[_key(t)] = (sum(decisive(v.ratio, v.p, v.low, v.high, t) and (v.ratio or 0) > 1 for v in slow)
-                           / len(planted) if planted else 0.0)
+    false, caught = _rates(aa, ladder), _rates(planted, ladder, slower_only=True)
     chosen = next((t for t in ladder if false[_key(t)] <= MAX_FALSE), ladder[-1])
+    short = _rates(short_aa, SHORT_LADDER) if short_aa else {}
     return NoiseFloor(gpu=gpu, min_effect=chosen, false_rate=false[_key(chosen)], detect_rate=caught[_key(chosen)],
                       planted=planted_fraction, pairs=pairs, judgements=len(aa), false_by_threshold=false,
-                      detect_by_threshold=caught, made=clock())
+                      detect_by_threshold=caught, made=clock(),
+                      short_min_effect=next((t for t in SHORT_LADDER if short.get(_key(t), 1.0) <= MAX_FALSE), None),
+                      short_judgements=len(short_aa), short_false_by_threshold=short)

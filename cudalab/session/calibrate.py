@@ -58,6 +58,9 @@ OVERSHOOT = 1.05
 MAX_SCALE = 3.0
 #: The built-in row judged beside the calibration kernel.
 BUILTIN = "vec4"
+#: Each run also times its rows on a copy this small (a few µs: under :data:`cudalab.records.noise.SHORT_MS`),
+#: named with SHORT after them: the short rows' own floor (such kernels move more between processes).
+SHORT_N, SHORT = "64", "@short"
 
 
 def kernel_file() -> Path:
@@ -115,7 +118,8 @@ def _planted(run: Run) -> float | None:
 
 
 def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int, int], None] = lambda i, n: None,
-              rows: Sequence[str] = (BUILTIN, PLAIN)) -> Calibration:
+              rows: Sequence[str] = (BUILTIN, PLAIN),
+              short_rows: Sequence[str] = (BUILTIN + SHORT, PLAIN + SHORT)) -> Calibration:
     """Run ``pairs`` A/A pairs (``pairs + 1`` fresh runs after the probe and the checks) and make the GPU's floor.
 
     Args:
@@ -123,6 +127,7 @@ def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int,
         run_once: runs the rows in a fresh process with the slowed kernel delayed by that many cycles (0: none).
         on_run: progress (runs done, runs in all).
         rows: the rows judged A/A.
+        short_rows: the rows judged A/A for the short rows' floor (those a run has).
 
     Raises:
         UsageError: ``pairs`` under 1.
@@ -157,12 +162,13 @@ def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int,
     gpus = {r.gpu for r in runs} | {probe.gpu}
     if len(gpus) > 1:
         raise CudalabError(f"the calibration ran on more than one GPU ({', '.join(sorted(gpus))}): use --device")
-    aa, planted = [], []
+    aa, planted, short_aa = [], [], []
     for a, b in zip(runs, runs[1:]):
-        for name in rows:
-            sa, sb = _samples(a, name), _samples(b, name)
-            if sa and sb:
-                aa.append((sa, sb))
+        for names, into in ((rows, aa), (short_rows, short_aa)):
+            for name in names:
+                sa, sb = _samples(a, name), _samples(b, name)
+                if sa and sb:
+                    into.append((sa, sb))
         sa, sb = _samples(a, PLAIN), _samples(b, SLOW)
         if sa and sb:
             planted.append((sa, sb))
@@ -170,24 +176,27 @@ def calibrate(pairs: int, run_once: Callable[[int], Run], on_run: Callable[[int,
     if not aa:
         raise CudalabError("no A/A pair had two passed rows to judge")
     frac = float(np.median(ratios)) if ratios else 0.0
-    return Calibration(noise.floor_of(probe.gpu, aa, planted, frac, pairs), tuple(runs), delay, tuple(sizing))
+    return Calibration(noise.floor_of(probe.gpu, aa, planted, frac, pairs, short_aa=short_aa), tuple(runs), delay,
+                       tuple(sizing))
 
 
 def gpu_run(spec: Any, fam: Any, opts: Any) -> Callable[[int], Run]:
     """``run_once`` for :func:`calibrate` on the GPU: each call one :func:`cudalab.session.run.run_points`
-    (its own worker process) of ``opts`` with the calibration kernels added."""
+    (its own worker process) of ``opts`` with the calibration kernels added, at ``opts.n`` and at
+    :data:`SHORT_N` (those rows named with :data:`SHORT`)."""
     from cudalab.session.run import run_points  # noqa: PLC0415
 
     path = kernel_file()
 
     def once(delay: int) -> Run:
-        ran = run_points(spec, fam, replace(opts, add=adds(path, delay)))
+        ran = run_points(spec, fam, replace(opts, n=f"{opts.n},{SHORT_N}", add=adds(path, delay)))
         ex = ran.executed
         refused = ex.refusal()
         if refused is not None:
             raise refused
         # an --add row is named '+NAME' in a run (its table marks the user's kernels): judged here by NAME
-        rows = {r.variant.removeprefix("+"): r for p in ex.runs for r in p.results}
+        rows = {r.variant.removeprefix("+") + ("" if i == 0 else SHORT): r
+                for i, p in enumerate(ex.runs) for r in p.results}
         info = ex.info or {}
         tele = info.get("telemetry") or {}
         return Run(rows, str(info.get("name") or "GPU"), float(tele.get("sm_mhz") or info.get("sm_clock_mhz") or 1500))
