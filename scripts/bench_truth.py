@@ -194,7 +194,7 @@ def _made(rec: dict[str, Any], part: str) -> list[str]:
 def markdown(rec: dict[str, Any]) -> str:
     """The committed record's text."""
     gpu = rec.get("gpu", {})
-    md = [f"# Measurement truth on {gpu.get('name', 'the GPU')} (issue 46)", "",
+    md = [f"# Measurement truth on {_gpu_name(rec) or 'the GPU'} (issue 46)", "",
           f"Made by `python3 scripts/bench_truth.py {' '.join(rec.get('argv', []))}` on {rec.get('date', '?')} "
           f"(driver {gpu.get('driver_release') or gpu.get('driver_version', '?')}, CUDA {gpu.get('cuda_version', '?')}, "
           f"cudalab {rec.get('commit', '?')}). Every figure below comes from that run"
