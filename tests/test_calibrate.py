@@ -212,3 +212,9 @@ def test_compare_judges_a_short_row_at_the_short_floor(tmp_path, monkeypatch):
     assert noise.load(GPU) is None
     (noise_dir / "fake-h100.json").write_text(json.dumps(__import__("dataclasses").asdict(wide)))
     assert noise.load(GPU) == wide
+
+
+def test_dry_run_says_both_sizes_and_how_many_processes():
+    res = CliRunner().invoke(cli, ["calibrate", "--pairs", "10", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert f"would run 13 to {12 + C.CHECKS} processes of copy --variant vec4 --n 4k,{C.SHORT_N}" in res.output

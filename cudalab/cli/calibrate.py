@@ -61,7 +61,7 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
 
         check_output_path(json_path, "--json")
     if dry_run:
-        click.echo(f"would run {pairs + 3} to {pairs + 2 + C.CHECKS} processes of copy --variant {C.BUILTIN} --n {n} with the calibration "
+        click.echo(f"would run {pairs + 3} to {pairs + 2 + C.CHECKS} processes of copy --variant {C.BUILTIN} --n {n},{C.SHORT_N} with the calibration "
                    f"kernels; the floor goes to {noise.folder()}/<gpu>.json")
         return
     done = C.calibrate(pairs, C.gpu_run(spec, fam, opts),
