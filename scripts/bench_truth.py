@@ -338,9 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # the other parts' figures are kept
             rec[part] = {"error": f"{type(exc).__name__}: {exc}"}
         rec[part]["made"] = made
-        if (rec.get("truth") or {}).get("gpu") and part == "truth":
-            rec["gpu"] = rec["truth"]["gpu"]
-        rec["gpu"] = rec.get("gpu") or {}
+        if part == "truth" and rec[part].get("gpu"):  # this call's device, over an earlier record's
+            rec["gpu"] = rec[part]["gpu"]
+        rec.setdefault("gpu", {})
         here, there = _part_gpu(rec[part]), _gpu_name(earlier or {})
         if here and there and here != there:  # nothing written: the earlier record's parts are another GPU's
             print(f"bench_truth: --merge {a.merge} is a record of {there}, this GPU is {here}", file=sys.stderr)
