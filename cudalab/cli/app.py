@@ -11,7 +11,14 @@ import click
 from cudalab import __version__, catalog
 from cudalab.cli.options import CONTEXT  # noqa: F401  (re-exported: every command's context settings)
 from cudalab.errors import CatalogError, CudalabError
-from cudalab.textcells import clean
+from cudalab.textcells import clean, wrapped
+
+
+def echo_folded(text: str, width: int, err: bool = False) -> None:
+    """One line of a command's closing text, folded at words to ``width`` columns (a number is never split; the
+    lines after the first indented two spaces)."""
+    for i, line in enumerate(wrapped(text, max(40, width - 2))):
+        click.echo(("  " if i else "") + line, err=err)
 
 
 def family_names() -> list[str]:

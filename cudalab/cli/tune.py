@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from cudalab.cli.app import CONTEXT, cli
+from cudalab.cli.app import CONTEXT, cli, echo_folded
 from cudalab.errors import UsageError
 
 
@@ -200,7 +200,6 @@ def _show(res: Any) -> None:
     race = res.race
     rows = []
     shown = res.feasible[:10] if len(res.objectives) == 1 else list(res.pareto)
-    from cudalab.textcells import wrapped  # noqa: PLC0415
     from cudalab.tuning.result import point_key  # noqa: PLC0415
 
     raced_first = race is not None and len(res.objectives) == 1 and any(point_key(m.point) in race.samples
@@ -243,8 +242,7 @@ def _show(res: Any) -> None:
         title += " (the raced first, by the race's medians; the rest by their trial's)"
     con.print(report.simple_table(cols, rows, title=title, wrap=("configuration", "race")))
     def say(text: str) -> None:  # a closing line, folded at words to the terminal (a number never split)
-        for i, line in enumerate(wrapped(text, max(40, con.width - 2))):
-            click.echo(("  " if i else "") + line)
+        echo_folded(text, con.width)
 
     ref = res.reference
     if ref is not None and ref.rate is None and not res.incomplete:  # why the % column is empty
