@@ -218,3 +218,38 @@ def test_dry_run_says_both_sizes_and_how_many_processes():
     res = CliRunner().invoke(cli, ["calibrate", "--pairs", "10", "--dry-run"])
     assert res.exit_code == 0, res.output
     assert f"would run 13 to {12 + C.CHECKS} processes of copy --variant vec4 --n 4k,{C.SHORT_N}" in res.output
+
+
+def test_the_floor_line_folds_at_words_to_the_terminal(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path))
+    from cudalab import report
+    from cudalab.records.results import load_record
+    from cudalab.report.console import CleanConsole
+
+    # an 80-column terminal (piped output stays wide, as tune's closing lines)
+    monkeypatch.setattr(report, "console", lambda stderr=False: CleanConsole(width=80, soft_wrap=False))
+    a = RUNS / next(p.name for p in RUNS.glob("*.json"))
+    noise.save(noise.NoiseFloor(load_record(a).gpu, 0.0125, 0.0, 1.0, 0.0177, 100, 200, short_min_effect=None,
+                                short_judgements=200))
+    res = CliRunner().invoke(cli, ["compare", str(a), str(a)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("noise floor of this GPU"))
+    said = [lines[start]] + [ln for ln in lines[start + 1:start + 4] if ln.startswith("  ")]
+    assert len(said) > 1 and all(len(ln) <= 80 for ln in said)
+    assert "rows under 20 µs: not judged (no threshold up to 20% kept" in " ".join(ln.strip() for ln in said)
+
+
+def test_calibrate_s_closing_lines_fold_to_the_terminal(fake_workers, tmp_path, monkeypatch):
+    from cudalab import report
+    from cudalab.report.console import CleanConsole
+
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(report, "console", lambda stderr=False: CleanConsole(width=80, soft_wrap=False))
+    fake_workers({})
+    res = CliRunner().invoke(cli, ["calibrate", "--pairs", "2", "--budget", "0.01", "--min-samples", "8"])
+    assert res.exit_code == 0, res.output
+    # a word longer than the terminal (the floor file's path) stays whole on a line of its own
+    assert all(len(ln) <= 80 for ln in res.stdout.splitlines() if " " in ln.strip()), res.stdout
+    text = " ".join(ln.strip() for ln in res.stdout.splitlines())
+    assert "rows under 20 µs, false verdicts by threshold: 0.0025:" in text and "floor kept in" in text

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from cudalab.cli.app import CONTEXT, cli
+from cudalab.cli.app import CONTEXT, cli, echo_folded
 from cudalab.cli.options import DEVICE_INDEX, POSITIVE_SECONDS
 
 
@@ -41,7 +41,7 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
       cudalab calibrate --pairs 100
       cudalab calibrate --pairs 20 --budget 0.1 --json floor.json
     """
-    from cudalab import catalog  # noqa: PLC0415
+    from cudalab import catalog, report  # noqa: PLC0415
     from cudalab.families import load  # noqa: PLC0415
     from cudalab.files import atomic_write  # noqa: PLC0415
     from cudalab.records import noise  # noqa: PLC0415
@@ -68,13 +68,15 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
                        on_run=lambda i, total: click.echo(f"calibrate: run {i}/{total}", err=True))
     f = done.floor
     path = noise.save(f)
-    click.echo(f.line())
-    click.echo(f"false verdicts by threshold: " + ", ".join(f"{k}: {v:.1%}" for k, v in f.false_by_threshold.items()))
-    click.echo(f"planted slowdown caught by threshold: " + ", ".join(f"{k}: {v:.0%}" for k, v in f.detect_by_threshold.items()))
+    width = report.console().width  # a terminal's width; piped, wide (as tune's closing lines)
+    say = [f.line(),
+           "false verdicts by threshold: " + ", ".join(f"{k}: {v:.1%}" for k, v in f.false_by_threshold.items()),
+           "planted slowdown caught by threshold: " + ", ".join(f"{k}: {v:.0%}" for k, v in f.detect_by_threshold.items())]
     if f.short_judgements:
-        click.echo(f"rows under 20 µs, false verdicts by threshold: "
+        say.append("rows under 20 µs, false verdicts by threshold: "
                    + ", ".join(f"{k}: {v:.1%}" for k, v in f.short_false_by_threshold.items()))
-    click.echo(f"delay {done.delay_cycles} SM cycles; floor kept in {path}")
+    for line in say + [f"delay {done.delay_cycles} SM cycles; floor kept in {path}"]:
+        echo_folded(line, width)
     if json_path:
         from dataclasses import asdict  # noqa: PLC0415
 

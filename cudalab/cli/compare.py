@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cudalab.cli.app import CONTEXT, cli
+from cudalab.cli.app import CONTEXT, cli, echo_folded
 from cudalab.cli.options import wide_option
 
 
@@ -78,9 +78,9 @@ def compare_cmd(paths: tuple[str, ...], min_effect: str, fail_on: str | None, al
                    for rec, name in zip(records[1:], names[1:])]
     failures = G.gate(comparisons, threshold, allow_missing) if threshold is not None else []  # before any output
     gate = [f"gate --fail-on {fail_on}: " + ("FAILED" if failures else "passed")] + failures
-    if said:  # after everything that can refuse: a refusal stays one line
-        click.echo(said, err=markdown)
     con = report.console()
+    if said:  # after everything that can refuse: a refusal stays one line
+        echo_folded(said, con.width, err=markdown)
     for c in comparisons:
         if markdown:
             click.echo(report.markdown_comparison(c))
