@@ -84,6 +84,19 @@ class CompileError(CudalabError):
     def __init__(self, message: str, log: str = ""):
         super().__init__(message + ("\n" + log.strip() if log.strip() else ""))
         self.log = log
+        self.message = message
+
+    def first_error(self) -> str:
+        """The compiler's first error line (``file.cu(12): error: ...``), '' when its log has none."""
+        for line in self.log.splitlines():
+            if "error" in line.lower() and line.strip():
+                return line.strip()
+        return ""
+
+    def summary(self) -> str:
+        """One line: the message and the compiler's first error (what a row or a trial's reason shows)."""
+        first = self.first_error()
+        return f"{self.message}: {first}" if first and first not in self.message else self.message
 
 
 class VerificationError(CudalabError):

@@ -135,6 +135,9 @@ def plan_launch(
         consts = _int_defines(_defines_in_effect(variant, fam, problem, early, overrides))
         t = [evaluate(e, {**consts, **names}) for e in variant.tile] + [1, 1]
         tile = (t[0], t[1], t[2])
+        if min(tile) < 1:  # block_x*TX/64 at a small block: a point of the space no launch can cover
+            raise LaunchConfigError(f"{variant.name}: tile {' x '.join(variant.tile)} is {L.fmt_dims(tile)} here "
+                                    f"(block {L.fmt_dims(b)}): every dim must be at least 1", "tile")
         names = names_for(problem, b, tile)
     defines = _defines_in_effect(variant, fam, problem, names, overrides)
     # require, grid and shared memory may name the compiled macros too (IPAD, WT_STAGES): sized from
@@ -164,12 +167,32 @@ def plan_launch(
         needed = t[0] * t[1] * t[2]  # a persistent grid walks every tile, on any axis
         g = (max(1, min(limits.sm_count * per_sm, needed)), 1, 1)
     else:
-        g = L.parse_dims(variant.grid, "grid")
+        g = _fixed_grid(variant, known, extent)
+        if variant.tile and user.is_user(variant):  # a grid the user sized against the tile they named: it
+            L.check_covers(g, tile, extent, False)  # must cover the problem (a campaign refuses one that does not)
     if overrides:  # ROWS=0: a loop that never ends
         check_launch_defines(variant, {k: dict(defines)[k] for k, _ in overrides})
     shared = evaluate(variant.shared, known)
     L.check_launch(b, g, shared, limits)
     return Launch(block=b, grid=g, tile=tile, shared=shared, defines=defines)
+
+
+def _fixed_grid(variant: VariantSpec, known: dict[str, int], extent: L.Dim3) -> L.Dim3:
+    """A variant's fixed grid: dims (``64x64``) or expressions over the launch's names, the integer defines
+    and ``extent_x``/``extent_y``/``extent_z`` (an ``--add`` kernel's ``grid=extent_x/(block_x*VW)``).
+
+    Raises:
+        LaunchConfigError: a dim below 1.
+    """
+    if all(p.isdigit() for p in variant.grid.split("x")):
+        return L.parse_dims(variant.grid, "grid")
+    names = {**known, "extent_x": extent[0], "extent_y": extent[1], "extent_z": extent[2]}
+    dims = [evaluate(e, names) for e in user.split_dims(variant.grid)] + [1, 1]
+    g = (dims[0], dims[1], dims[2])
+    if min(g) < 1:
+        raise LaunchConfigError(f"{variant.name}: grid {variant.grid} is {L.fmt_dims(g)} here: every dim must be "
+                                "at least 1", "grid")
+    return g
 
 
 def variant_arch(variant: VariantSpec, device_arch: str) -> str:
@@ -191,9 +214,13 @@ def variant_arch(variant: VariantSpec, device_arch: str) -> str:
 
 def _defines_in_effect(variant: VariantSpec, fam: Family, problem: Problem, names: dict[str, int],
                        overrides: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """The macros a launch compiles with: the variant's (expressions over ``names``), the family's for
-    the problem (the element type), then the ``-D`` overrides (the user's word wins over the family's)."""
-    defines = tuple((k, _define_value(v, names)) for k, v in variant.defines)
+    """The macros a launch compiles with: the launch's own (``BLOCK_X`` ... ``TILE_Z``, for every kernel: a
+    kernel written for ``--add`` compiles as a family's variant too), the variant's (expressions over
+    ``names``), the family's for the problem (the element type), then the ``-D`` overrides (the user's word
+    wins over the family's)."""
+    own = {k for k, _ in variant.defines}
+    launch = tuple((k, v) for k, v in user.LAUNCH_DEFINES if k not in own) if variant.kind == "kernel" else ()
+    defines = tuple((k, _define_value(v, names)) for k, v in launch + tuple(variant.defines))
     defines += tuple(fam.defines(problem, variant).items())
     if overrides:
         merged = dict(defines)
@@ -301,7 +328,7 @@ class Plan:
                    variants=tuple(by_name[n] for n in d["variants"] if n not in req.done))
 
 
-def precheck(req: RunRequest, strict: bool = True) -> Plan:
+def precheck(req: RunRequest, strict: bool = True, check_signatures: bool = True) -> Plan:
     """Plan one point: everything that can be refused without a GPU (names, sizes, dtype, block and grid
     rules, the signatures of ``--add`` kernels: nvcc, no GPU), the problem, the rows, a fixed seed.
 
@@ -309,6 +336,9 @@ def precheck(req: RunRequest, strict: bool = True) -> Plan:
         req: the run.
         strict: refuse when no kernel can run; a sweep passes False for its points once one point can
             run, so a point where nothing fits still shows its skipped rows (:attr:`Plan.blocked`).
+        check_signatures: compile each ``--add`` kernel (nvcc, PTX) to check its parameters now; a tuning
+            campaign's trials pass False (the GPU worker checks each before its launch, and a build per
+            trial in the parent would wait on nvcc while the GPU idles).
 
     Raises:
         UsageError: when ``strict`` and every selected variant breaks a rule (the first reason is the message).
@@ -327,11 +357,16 @@ def precheck(req: RunRequest, strict: bool = True) -> Plan:
     if req.grid:
         L.parse_dims(req.grid, "grid")
     kernels = [v for v in variants if v.kind == "kernel"]
+    defined = ({k for k, _ in req.defines} | {k for k, v in problem.options if isinstance(v, int) and not isinstance(v, bool)}
+               | set(fam.defines(problem, kernels[0]) if kernels else ()))
+    for v in kernels:  # an --add kernel's tile/grid/shared expressions name only what exists: one line now
+        if user.is_user(v):
+            user.check_names(v, defined | {k for k, _ in v.defines})
     reasons = []
     for v in kernels:  # with the default device limits; the real ones are checked again per launch
         try:
             lau = plan_launch(v, fam, problem, req.block, req.grid, L.DeviceLimits(), req.defines)
-            if user.is_user(v):
+            if user.is_user(v) and check_signatures:
                 user.precheck_signature(v, spec.name, fam.SIGNATURE, dict(lau.defines), problem.np_dtype.itemsize)
         except (UsageError, LaunchConfigError) as exc:
             reasons.append(exc)

@@ -142,7 +142,8 @@ def main() -> None:
                     time.sleep(0.1)
                     send(ev="beat")
             try:
-                lau = planning.plan_launch(v, run.family, run.problem, req.block, req.grid) if v.kind == "kernel" else None
+                lau = (planning.plan_launch(v, run.family, run.problem, req.block, req.grid, overrides=req.defines)
+                       if v.kind == "kernel" else None)
             except (UsageError, LaunchConfigError) as exc:
                 send(ev="row", row=Result(v.name, v.kind, SKIPPED, reason=str(exc)).to_dict(), output=None)
                 continue

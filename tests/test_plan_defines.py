@@ -14,13 +14,15 @@ import pytest
 from cudalab import catalog
 from cudalab import launch as L
 from cudalab.errors import CudalabError, SkipRow
-from cudalab.catalog import VariantSpec
+from cudalab.catalog import VariantSpec, user
 from cudalab.families import load
 from cudalab.plan import plan_launch
 
 SNAPSHOT = Path(__file__).parent / "data" / "launches" / "builtin.json"
 SIZES = (None, "1024", "4096", "3000")
 BLOCKS = (None, "128", "256", "32x8")
+#: The launch's own macros every kernel gets (issue 56): derived from the block and tile the snapshot holds.
+LAUNCH = {k for k, _ in user.LAUNCH_DEFINES}
 
 
 def planned_launches() -> dict[str, str]:
@@ -45,7 +47,7 @@ def planned_launches() -> dict[str, str]:
                         out[key] = type(exc).__name__
                         continue
                     out[key] = (f"grid {L.fmt_dims(lau.grid)} block {L.fmt_dims(lau.block)} tile {L.fmt_dims(lau.tile)} "
-                                f"shared {lau.shared} defines {' '.join(f'{k}={v}' for k, v in lau.defines)}")
+                                f"shared {lau.shared} defines {' '.join(f'{k}={v}' for k, v in lau.defines if k not in LAUNCH)}")
     return out
 
 
@@ -113,7 +115,15 @@ def test_a_define_that_names_the_tile_gets_the_tile_it_names():
     problem = fam.problem("4096", None, spec.default_dtype, {})
     v = _variant(tile=("4 * W", "1"), defines=(("W", "block_x"), ("TILE_X", "tile_x")))
     got = plan_launch(v, fam, problem)
-    assert got.tile == (512, 1, 1) and dict(got.defines) == {"W": "128", "TILE_X": "512"}
+    assert got.tile == (512, 1, 1) and dict(got.defines) == {"BLOCK_X": "128", "BLOCK_Y": "1", "BLOCK_Z": "1",
+                                                             "TILE_Y": "1", "TILE_Z": "1", "W": "128", "TILE_X": "512"}
+
+
+def test_a_family_variant_gets_the_launch_macros_an_add_kernel_gets():
+    # a kernel written for --add (BLOCK_X, TILE_Y...) compiles as a family's variant too
+    got = dict(_planned("matmul", "tiled", "4096").defines)
+    assert {k: got[k] for k in LAUNCH} == {"BLOCK_X": "32", "BLOCK_Y": "32", "BLOCK_Z": "1", "TILE_X": "32",
+                                           "TILE_Y": "32", "TILE_Z": "1"}
 
 
 @pytest.mark.parametrize("grid, ok", [("sm:PER", True), ("sm:2 * PER", True), ("sm:4", True), ("sm:", False),

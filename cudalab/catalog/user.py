@@ -20,6 +20,10 @@ Syntax (keys after ``@``, comma separated, any order)::
 dim (tile = block × per_thread); ``tile`` elements one block covers, when not block × per_thread;
 ``grid`` ``tiles`` (default), ``sm:K`` (K blocks per SM, grid-stride) or fixed dims; ``shared``
 dynamic shared memory bytes; ``name`` the row's name (default ``+KERNEL``); ``-DNAME=VALUE`` a macro.
+
+``tile``, ``grid`` and ``shared`` may be integer expressions over the launch's names (``block_x``,
+``threads``, ``itemsize``...) and the kernel's integer defines, the tuned ones too, dims separated by a
+lone ``x``: ``tile=block_x*TX x block_y*TY`` is kernel_tuner's ``grid_div_x = ["block_size_x", "TX"]``.
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ __all__ = ["UserKernel", "SignatureError", "parse_add", "prototype_sizes", "chec
            "compile_source", "is_user", "compact_signature"]
 
 _SYMBOL = re.compile(r"[A-Za-z_]\w*")
-_ADD = re.compile(r"(?P<path>.+):(?P<kernel>[A-Za-z_]\w*)(?:@(?P<opts>.*))?", re.S)
+# the path is the shortest that leaves ":KERNEL" then "@" or the end (a path may hold ':', and so may grid=sm:K)
+_ADD = re.compile(r"(?P<path>.+?):(?P<kernel>[A-Za-z_]\w*)(?:@(?P<opts>.*))?", re.S)
+#: ``x`` standing alone between two expressions (``block_x*TX x block_y*TY``); ``32x8`` is plain dims.
+_BY = re.compile(r"\bx\b")
 _DIMS = re.compile(r"\d+(x\d+){0,2}")
 _GRID = re.compile(r"tiles|sm:\d+|\d+(x\d+){0,2}")
 #: Characters a ``-D`` value from ``--add`` may use: enough for numbers, types and arithmetic.
@@ -144,6 +151,7 @@ def parse_add(text: str, cwd: str | os.PathLike | None = None) -> UserKernel:
     if b"\0" in data:  # an object file or an image: nvcc would print pages of garbage
         raise UsageError(f"--add {text!r}: {path} is a binary file (a NUL byte at offset {data.index(0)}), "
                          "not CUDA source")
+    _kernel_in(data, m.group("kernel"), path, text)
     fields: dict[str, Any] = {"kernel": m.group("kernel"), "name": "+" + m.group("kernel")}
     defines: list[tuple[str, str]] = []
     opts = m.group("opts")
@@ -173,21 +181,98 @@ def parse_add(text: str, cwd: str | os.PathLike | None = None) -> UserKernel:
     return UserKernel(path=str(path), defines=tuple(defines), text=text, **fields)
 
 
+def split_dims(value: str) -> tuple[str, ...]:
+    """Dims written ``32x8`` or as expressions separated by a lone ``x`` (``block_x*TX x block_y*TY``)."""
+    if _DIMS.fullmatch(value):
+        return tuple(value.split("x"))
+    return tuple(part.strip() for part in _BY.split(value))
+
+
+def _expressions(text: str, key: str, value: str, parts: tuple[str, ...]) -> None:
+    """Refuse dims that are not 1 to 3 integer expressions (their names are checked where they are known)."""
+    import ast  # noqa: PLC0415
+
+    if not 1 <= len(parts) <= 3 or not all(parts):
+        raise UsageError(f"--add {text!r}: {key}={value!r} must be 1 to 3 dims such as 32x8 or block_x*TX x block_y*TY")
+    for part in parts:
+        try:
+            ast.parse(part, mode="eval")
+        except SyntaxError as exc:
+            raise UsageError(f"--add {text!r}: {key}={value!r}: {part!r} is not an expression ({exc.msg})") from None
+
+
 def _value(text: str, key: str, value: str) -> Any:
     """Check one ``KEY=VALUE`` of an ``--add`` text and return it as UserKernel stores it."""
-    if key in ("block", "per_thread", "tile"):
+    if key in ("block", "per_thread"):
         if not _DIMS.fullmatch(value) or any(int(x) < 1 for x in value.split("x")):
             raise UsageError(f"--add {text!r}: {key}={value!r} must be positive dims such as 32 or 32x8")
-        return tuple(value.split("x")) if key == "tile" else value
+        return value
+    if key == "tile":
+        parts = split_dims(value)
+        if _DIMS.fullmatch(value) and any(int(x) < 1 for x in parts):
+            raise UsageError(f"--add {text!r}: tile={value!r} must be positive dims such as 32 or 32x8")
+        _expressions(text, key, value, parts)
+        return parts
     if key == "grid" and not _GRID.fullmatch(value):
-        raise UsageError(f"--add {text!r}: grid={value!r} must be tiles, sm:K or dims such as 1024 or 64x64")
+        if value.startswith("sm:"):
+            _expressions(text, key, value, (value[3:],))
+        else:
+            _expressions(text, key, value, split_dims(value))
     if key == "shared" and not value.isdigit():
-        raise UsageError(f"--add {text!r}: shared={value!r} must be a number of bytes")
+        _expressions(text, key, value, (value,))
     if key == "name":
         if not _NAME.fullmatch(value):
             raise UsageError(f"--add {text!r}: name={value!r} may hold letters, digits and . + - _ only")
         return value if value.startswith("+") else "+" + value
     return value
+
+
+#: Names a tile, grid or shared expression may use besides the defines: the launch's and the problem's extent.
+LAUNCH_NAMES = ("block_x", "block_y", "block_z", "threads", "warps", "itemsize", "tile_x", "tile_y", "tile_z",
+                "extent_x", "extent_y", "extent_z")
+
+
+def check_names(variant: VariantSpec, defined: set[str] | frozenset[str]) -> None:
+    """Refuse a tile, grid or shared expression of an ``--add`` kernel that names what nothing defines
+    (before any build: a typo would otherwise fail every launch of a campaign).
+
+    Args:
+        variant: the kernel's VariantSpec.
+        defined: the macro names in effect (its ``-D``, the family's, the tuned ones) and the problem's options.
+
+    Raises:
+        UsageError: one line naming the expression and the unknown name.
+    """
+    import ast  # noqa: PLC0415
+
+    known = set(defined) | set(LAUNCH_NAMES)
+    grid = variant.grid[3:] if variant.grid.startswith("sm:") else variant.grid
+    exprs = [("tile", e) for e in variant.tile] + [("shared", variant.shared)]
+    if grid != "tiles" and not _DIMS.fullmatch(grid):
+        exprs += [("grid", e) for e in split_dims(grid)]
+    for key, expr in exprs:
+        try:
+            tree = ast.parse(str(expr), mode="eval")
+        except SyntaxError:
+            continue  # parse_add refused it already; a family.toml's is the catalog's to say
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id not in known:
+                raise UsageError(f"{variant.name}: {key} expression {expr!r} names {node.id!r}, which is no define "
+                                 f"nor launch name (known: {', '.join(sorted(known))})")
+
+
+def _kernel_in(data: bytes, kernel: str, path: Path, text: str) -> None:
+    """Refuse a kernel whose name the file never spells (before any build: nvcc would only say so later).
+
+    Raises:
+        UsageError: one line naming the ``__global__`` functions the file has.
+    """
+    source = data.decode("utf-8", "replace")
+    if re.search(rf"\b{re.escape(kernel)}\b", source):
+        return
+    found = re.findall(r"__global__[^(;{]*?\b([A-Za-z_]\w*)\s*\(", source)
+    have = f"its kernels: {', '.join(dict.fromkeys(found))}" if found else "it has no __global__ function"
+    raise UsageError(f"--add {text!r}: {path} has no kernel {kernel} ({have})")
 
 
 def parse_adds(texts: tuple[str, ...] | list[str], cwd: str | os.PathLike | None = None) -> tuple[UserKernel, ...]:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from cudalab import catalog
+from cudalab.catalog import user
 from cudalab.cli.app import cli
 from cudalab.cli.options import DEVICE_INDEX, parse_defines, wide_option
 from cudalab.errors import CudalabError
@@ -204,7 +205,9 @@ def _compile_table(family: str, variants: str | None, arch: str, block: str | No
         r = b.kernel(v.kernel)
         if r is None:
             raise CudalabError(f"{v.source} has no kernel {v.kernel!r} (is it extern \"C\"?)")
-        defs = " ".join(f"{k}={val}" for k, val in lau.defines)
+        # the launch's own macros (BLOCK_X ... TILE_Z) repeat the block and tile columns' story: left out
+        launch_macros = {k for k, _ in user.LAUNCH_DEFINES}
+        defs = " ".join(f"{k}={val}" for k, val in lau.defines if k not in launch_macros)
         name = v.name + (f" ({target})" if target != arch else "")
         try:
             occ = occupancy.occupancy(target, L.threads(lau.block), r.registers, r.static_shared + lau.shared)

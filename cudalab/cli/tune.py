@@ -35,6 +35,9 @@ def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
 @cli.command("tune", context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("family", required=False)
 @click.option("--variant", default=None, help="The kernel variant to tune (default: the family's [[tune]] one).")
+@click.option("--add", "add", default=None, metavar="FILE.cu:KERNEL[@KEY=VALUE,...]",
+              help="Tune your own kernel on the family's problem instead of a variant; tile=, grid=, shared= may be "
+                   "expressions over the tuned names (tile=block_x*TX x block_y*TY).")
 @click.option("--n", default=None, help="Problem size (default: the [[tune]] table's, else the family's).")
 @click.option("--shape", default=None, help="Problem shape.")
 @click.option("--dtype", default=None, help="Element type.")
@@ -70,7 +73,7 @@ def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
 @click.option("--seeds", type=int, default=20, show_default=True, help="With --replay: seeds per strategy.")
 @click.option("--quiet", is_flag=True, help="No live line.")
 @click.pass_context
-def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str | None, shape: str | None,
+def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: str | None, n: str | None, shape: str | None,
              dtype: str | None, defines: tuple[str, ...], block: str | None, require: tuple[str, ...], no_table: bool,
              strategy: str | None, trials: int | None, time_text: str | None, seed: int | None, objective: str,
              name: str | None, storage: str | None, race_k: int, tolerance: float, budget: float, device: int,
@@ -86,6 +89,8 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
     Examples:
       cudalab tune matmul --variant warptile --trials 60
       cudalab tune copy --variant vec4 -D UNROLL=1..8 --block 64..1024:pow2 --require 'threads*UNROLL <= 4096'
+      cudalab tune matmul --n 2048 --add 'my_sgemm.cu:my_sgemm@tile=block_x*TX x block_y*TY' \
+          --block 8x8,16x8,16x16 -D TX=1..8:pow2 -D TY=1..8:pow2 -D BK=8,16
       cudalab tune --replay matmul-warptile.tune.db --strategy tpe,gp,random --seeds 20 --trials 30
     """
     from cudalab import files  # noqa: PLC0415
@@ -115,7 +120,7 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
         trials=trials, time_s=parse_duration(time_text), seed=seed,
         objectives=tuple(o.strip() for o in objective.split(",")), name=name, storage=storage, race=race_k,
         tolerance=tolerance, budget=budget, device=device, timeout=timeout, build_ahead=build_ahead,
-        cluster=cluster, devices=devices)
+        cluster=cluster, devices=devices, add=add)
     p = plan(opts)
     live = _Live(quiet)
     res = run_campaign(p, live)

@@ -28,15 +28,20 @@ def build_of(req: RunRequest, arch: str) -> Callable[[], None]:
     """The build the worker will need for ``req``'s kernel variant on a GPU of ``arch``, as a call."""
     from cudalab import build, catalog  # noqa: PLC0415
 
+    from cudalab.catalog import user  # noqa: PLC0415
+
     def job() -> None:
         spec = catalog.family(req.family)
         fam = load(spec.module)
         problem = make_problem(spec, fam, req)
-        for v in spec.select(req.variants):
+        own = user.variants(req.add, spec)  # an --add kernel: built from its prelude, as the worker builds it
+        chosen = [] if own and (req.variants or "").strip() == "none" else spec.select(req.variants)
+        for v in chosen + own:
             if v.kind != "kernel":
                 continue
             lau = plan_launch(v, fam, problem, req.block, req.grid, overrides=req.defines)
-            build.build(spec.directory / v.source, dict(lau.defines), variant_arch(v, arch))
+            source = user.compile_source(v) if user.is_user(v) else spec.directory / v.source
+            build.build(source, dict(lau.defines), variant_arch(v, arch))
 
     return job
 

@@ -90,6 +90,12 @@ def open_campaign(url: str, name: str, meta: Mapping[str, Any], directions: list
     storage = _storage(url)
     studies = optuna.get_all_study_summaries(storage, include_best_trial=False)
     mine = [s for s in studies if s.study_name == name]
+    built = meta.get("build")
+    if mine and built and mine[0].user_attrs.get("build") not in (None, built):
+        # the same space, but the kernel (its source, its fixed defines) changed since: its trials measured
+        # another build, so a fresh campaign beside it, never one that inherits the old build's failures
+        name = f"{name}@{built[:8]}"
+        mine = [s for s in studies if s.study_name == name]
     others = [s for s in studies if s.study_name != name] if url.startswith("sqlite") else []
     for s in mine + others:
         old = s.user_attrs

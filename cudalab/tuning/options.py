@@ -29,6 +29,9 @@ class TuneOptions:
         cluster: ``--cluster``: ``local`` or a Dask scheduler's address (None: this host's worker on ``device``);
             devices: the GPUs of a ``local`` cluster (``0,1`` or ``all``; None: ``device``).
         build_ahead: build threads ahead of the GPU (None: the machine's cores less one; 0: none).
+        add: ``--add FILE.cu:KERNEL@KEY=VALUE,...``: the user's own kernel, on the family's problem, is what is
+            tuned (instead of a family variant); its ``tile``/``grid``/``shared`` may be expressions over the
+            tuned names.
     """
 
     family: str
@@ -60,6 +63,7 @@ class TuneOptions:
     build_ahead: int | None = None
     cluster: str | None = None
     devices: str | None = None
+    add: str | None = None
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")

@@ -11,8 +11,11 @@ from cudalab import catalog
 from cudalab.bench import Protocol
 from cudalab.errors import UsageError
 from cudalab.families import load
+from cudalab import plan as planning
+from cudalab.plan import make_problem
 from cudalab.session import sweep
 from cudalab.tuning import campaign as C
+from cudalab.tuning import own
 from cudalab.tuning import strategy as S
 from cudalab.tuning.options import TuneOptions
 from cudalab.tuning.runs import precheck
@@ -42,6 +45,7 @@ class CampaignPlan:
     strategy: str
     budget: int
     valid_points: list[dict[str, str]] | None = None  # in the space's order (None: too many to list)
+    add: Any = None  # the --add kernel tuned (a UserKernel), None for a family's variant
 
 
 def plan(opts: TuneOptions) -> CampaignPlan:
@@ -67,10 +71,14 @@ def plan(opts: TuneOptions) -> CampaignPlan:
         parse_devices(opts.devices, opts.device)
     spec = catalog.family(opts.family)
     fam = load(spec.module)
-    v = kernel_variant(spec, opts.variant)
-    table = table_for(spec, v.name)
+    uk = None
+    if opts.add is not None:  # the user's kernel on the family's problem (tuning/own.py)
+        uk, v = own.own_variant(spec, opts.add, opts.variant)
+    else:
+        v = kernel_variant(spec, opts.variant)
+    table = table_for(spec, v.name) if uk is None else None
     space = make_space(spec, fam, v, defines=opts.defines, block=opts.block, options=dict(opts.options),
-                       require=opts.require, use_table=opts.use_table)
+                       require=opts.require, use_table=opts.use_table and uk is None)
     valid_points = space.valid_points() if space.size() <= ENUMERATE_LIMIT else None
     valid = len(valid_points) if valid_points is not None else None
     if valid == 0:
@@ -83,30 +91,43 @@ def plan(opts: TuneOptions) -> CampaignPlan:
     shape = opts.shape or (table.shape if table else None)
     protocol = Protocol(budget_s=opts.budget, min_samples=opts.min_samples, flush_l2=not opts.hot,
                         energy_s=1.0 if "energy" in opts.objectives else 0.0)
-    base = sweep.base_request(spec, fam, variants=v.name, protocol=protocol, seed=opts.seed or 0,
-                              device=opts.device)
+    base = sweep.base_request(spec, fam, variants="none" if uk is not None else v.name, protocol=protocol,
+                              seed=opts.seed or 0, device=opts.device, add=(uk,) if uk is not None else ())
     base = replace(base, n=n, shape=shape, dtype=opts.dtype)
-    precheck(base)  # a bad size, dtype or a default configuration the rules refuse: before any GPU work
+    # the family's own configuration, as the campaign measures it first: a replay starts with it too
+    dflt = default_point(spec, fam, v, space, dict(base.options))
+    if uk is None:
+        precheck(base)  # a bad size, dtype or a default configuration the rules refuse: before any GPU work
+    else:  # the tuned names the expressions use, and a tile of 0 anywhere, before any build
+        problem = make_problem(spec, fam, base)
+        own.check_names(v, space, fam.defines(problem, v), dict(problem.options))
+        own.check_tiles(v, space, valid_points)
+        first = dflt if all(dflt.values()) and not space.allows(dflt) else (valid_points or [None])[0]
+        if first is not None:  # the size, the dtype, one configuration's launch and the kernel's parameters
+            planning.precheck(_point_request(base, space, fam, first))  # (its build is the first trial's)
     context = {"family": spec.name, "variant": v.name, "n": n, "shape": shape, "dtype": opts.dtype,
                "objectives": list(opts.objectives)}
     fp = space.fingerprint(context)
-    name = opts.name or f"{spec.name}-{v.name}"
+    name = opts.name or f"{spec.name}-{v.name.lstrip('+')}"
     url = opts.storage or C.default_storage(name)[0]
-    # the family's own configuration, as the campaign measures it first: a replay starts with it too
-    dflt = default_point(spec, fam, v, space, dict(base.options))
-    meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe()), "default": json.dumps(dflt)}
+    meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe()), "default": json.dumps(dflt),
+            "build": own.build_identity(spec, v)}
     budget = opts.trials or (valid if strategy == "grid" or (valid or 0) <= DEFAULT_TRIALS else DEFAULT_TRIALS)
     return CampaignPlan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget,
-                        valid_points)
+                        valid_points, uk)
 
 
 def trial_request(p: CampaignPlan, point: dict[str, str]) -> Any:
     """The run point of one configuration: the base request with the point's block, options and defines."""
-    base, opts = p.base, dict(p.base.options)
+    return _point_request(p.base, p.space, p.fam, point)
+
+
+def _point_request(base: Any, space: Space, fam: Any, point: dict[str, str]) -> Any:
+    opts = dict(base.options)
     defines = dict(base.defines)
     block = base.block
-    types = {o.name: o.type for o in p.fam.OPTIONS}
-    for d in p.space.dims:
+    types = {o.name: o.type for o in fam.OPTIONS}
+    for d in space.dims:
         value = point[d.name]
         if d.kind == BLOCK:
             block = value

@@ -108,7 +108,7 @@ def measure(p: Any, runs: Any, account: Any) -> Reference | None:
     ref = library_of(p)
     if ref is None or ref.reason:
         return ref
-    req = replace(p.base, variants=ref.variant)
+    req = replace(p.base, variants=ref.variant, add=())  # the library row alone (a tuned --add kernel is a trial's)
     try:
         runs.plan(req)  # refused on the CPU (the size, the host's memory): no GPU work
     except (UsageError, LaunchConfigError) as exc:

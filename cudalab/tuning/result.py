@@ -159,13 +159,20 @@ class TuneResult:
 
 def rerun_command(p: Any, point: Mapping[str, str]) -> str:
     """The ordinary ``cudalab`` run of one configuration (the problem and protocol of the race)."""
-    argv = ["cudalab", p.spec.name, "--variant", p.variant.name]
+    own = getattr(p, "add", None)  # an --add kernel: its tuned defines go in its --add text, not on -D
+    argv = ["cudalab", p.spec.name] + (["--variant", p.variant.name] if own is None else [])
     for flag, value in (("--n", p.base.n), ("--shape", p.base.shape), ("--dtype", p.base.dtype)):
         if value:
             argv += [flag, str(value)]
     for d in p.space.dims:
         v = point[d.name]
+        if d.kind == "define" and own is not None:
+            continue
         argv += ["--block", v] if d.kind == "block" else [f"--{d.name}", v] if d.kind == "option" else ["-D", f"{d.name}={v}"]
+    if own is not None:
+        from cudalab.tuning.own import rerun_add  # noqa: PLC0415
+
+        argv += ["--add", rerun_add(own, point, p.space.dims)]
     return shlex.join(argv)
 
 

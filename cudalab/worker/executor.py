@@ -17,7 +17,7 @@ from cudalab import hostwork, memplan
 from cudalab import launch as L
 from cudalab.bench import summarize
 from cudalab.catalog import VariantSpec, user
-from cudalab.errors import CudalabError, LaunchConfigError, SkipRow
+from cudalab.errors import CompileError, CudalabError, LaunchConfigError, SkipRow
 from cudalab.families import Case, Launch
 from cudalab.families.model import Check, SetupContext
 from cudalab.inspect.occupancy import with_occupancy
@@ -212,8 +212,9 @@ class FamilyRun:
             return replace(base, status=SKIPPED, reason=str(exc))
         except KeyboardInterrupt:
             raise
-        except CudalabError as exc:
-            return replace(base, status=FAILED, reason=str(exc).splitlines()[0], extra={"log": str(exc)})
+        except CudalabError as exc:  # a compile error's reason carries nvcc's first error line (its log in extra)
+            why = exc.summary() if isinstance(exc, CompileError) else str(exc).splitlines()[0]
+            return replace(base, status=FAILED, reason=why, extra={"log": str(exc)})
         except Exception as exc:  # a family bug must not take the other variants down
             return replace(base, status=FAILED, reason=f"{type(exc).__name__}: {exc}")
         finally:
