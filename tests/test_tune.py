@@ -224,7 +224,8 @@ def test_a_killed_campaign_loses_only_its_trial_in_flight(tmp_path):
         del os.environ["FAKE_WORKER"]
     ran = [m for m in res.trials if m.status == "passed"]
     assert len(ran) == 12 and len({json.dumps(m.point) for m in ran}) == 12  # each configuration once
-    assert len([m for m in res.trials if m.status == "interrupted"]) <= 1  # at most the one in flight
+    # at most those in flight: the one on the GPU and the one asked while it ran (the next trial is ready)
+    assert len([m for m in res.trials if m.status == "interrupted"]) <= 2
 
 
 def test_the_plot_has_its_two_panels_apart_and_a_log_axis_for_slow_outliers(fake, tmp_path, monkeypatch):

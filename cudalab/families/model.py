@@ -279,7 +279,12 @@ def compare(result: np.ndarray, reference: np.ndarray, tolerance: float, relativ
 
 def where(mask: np.ndarray) -> str:
     """Name the first True element of ``mask`` in C order: ``element 7``, ``row 3, column 17`` or ``[b, y, x]``."""
-    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
+    return where_index(int(np.argmax(mask)), mask.shape)
+
+
+def where_index(flat: int, shape: tuple[int, ...]) -> str:
+    """Name the element at C-order index ``flat`` of an array of ``shape`` as :func:`where` does."""
+    idx = tuple(int(i) for i in np.unravel_index(flat, shape))
     if len(idx) == 1:
         return f"element {idx[0]}"
     if len(idx) == 2:

@@ -26,12 +26,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from cudalab import hostwork
+
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
 from cudalab.errors import SizeError, SkipRow, UsageError
 from cudalab.families import matmul_sketch as sketch
 from cudalab.families.model import Case, Check, Size
-from cudalab.families.model import where as first_at
+from cudalab.families.model import where_index
 
 DEFAULT_N = 4096
 SIZE_HELP = "square matrices (--n 4096) or --shape MxKxN for (MxK)·(KxN); default 4096"
@@ -89,21 +91,18 @@ def check_product(result: np.ndarray, ref: np.ndarray, k: int) -> Check:
     ref = np.asarray(ref)
     if result.shape != ref.shape:
         return Check(False, float("inf"), fro_tol, f" (shape {result.shape}, expected {ref.shape})")
-    r = result.astype(np.float64)
-    bad = int(np.count_nonzero(~np.isfinite(r)))
-    if bad:
-        return Check(False, float("nan"), fro_tol,
-                     f" ({bad} elements unwritten, NaN or inf, first at {first_at(~np.isfinite(r))})")
-    if r.size == 0:
+    if result.size == 0:
         return Check(True, 0.0, fro_tol)
-    diff = r - ref
-    ref_norm = float(np.linalg.norm(ref))
+    m = hostwork.diff_moments(result, ref)  # in parallel blocks: a full-size float64 copy was most of a trial
+    if m.nonfinite:
+        return Check(False, float("nan"), fro_tol, f" ({m.nonfinite} elements unwritten, NaN or inf, first at "
+                                                   f"{where_index(m.first_nonfinite, ref.shape)})")
+    ref_norm = math.sqrt(m.sq_ref)
     scale = ref_norm if ref_norm > 0 else 1.0
-    fro = float(np.linalg.norm(diff)) / scale
+    fro = math.sqrt(m.sq_diff) / scale
     rms = scale / math.sqrt(ref.size)
-    worst = int(np.argmax(np.abs(diff)))
-    elem = float(abs(diff.flat[worst])) / rms
-    where = tuple(int(i) for i in np.unravel_index(worst, ref.shape))
+    elem = m.worst_abs / rms
+    where = tuple(int(i) for i in np.unravel_index(m.worst, ref.shape))
     if fro > fro_tol:
         return Check(False, fro, fro_tol, f" (relative Frobenius error; worst element {where}: {elem:.3g} x rms|C|)")
     if elem > elem_tol:

@@ -69,6 +69,8 @@ class Telemetry:
         self.locked_mhz: int | None = None
         self.polls: list[Poll] = []   # every poll of the run, for the header's measured clocks
         self.other_seen: set[int] = set()
+        self._others: set[int] = set()  # the last answer of others(), and when (monotonic seconds)
+        self._others_at: float | None = None
         self.threads: list[threading.Thread] = []  # pollers of stopped windows, joined by close()
         # The newer name first; a driver older than the binding lacks it, the older name is there.
         names = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -103,9 +105,20 @@ class Telemetry:
         if len(new) == 1:
             self.self_pids |= new
 
-    def others(self) -> set[int]:
-        """Processes other than this one computing on the GPU now."""
+    def others(self, max_age: float = 0.0) -> set[int]:
+        """Processes other than this one computing on the GPU now.
+
+        Args:
+            max_age: seconds an earlier answer stays good (0: ask NVML now). The process list is NVML's slowest
+                call (about 18 ms on an H200): asked at every window's start and stop it was a third of a small
+                kernel's tuning trial, while the poller asks every :data:`~cudalab.instruments.window.PROCESS_EVERY`
+                polls anyway.
+        """
+        now = time.monotonic()
+        if max_age > 0 and self._others_at is not None and now - self._others_at <= max_age:
+            return set(self._others)
         found = self.processes() - self.self_pids
+        self._others, self._others_at = found, now
         self.other_seen |= found
         return found
 

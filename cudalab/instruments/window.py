@@ -16,6 +16,9 @@ __all__ = ["PROCESS_EVERY", "Window"]
 
 #: Look for other processes every this many polls (the process list is the slowest NVML call).
 PROCESS_EVERY = 10
+#: A window's start and stop take the process list asked within this many seconds (a small kernel's window
+#: is shorter than one NVML process query).
+PROCESS_MAX_AGE_S = 1.0
 
 
 class Window:
@@ -33,7 +36,7 @@ class Window:
 
     def start(self) -> "Window":
         """Look for other processes, start polling."""
-        self.other |= self.tele.others()
+        self.other |= self.tele.others(PROCESS_MAX_AGE_S)
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._loop, name="cudalab-telemetry", daemon=True)
         self._thread.start()
@@ -54,14 +57,14 @@ class Window:
 
         The thread is not waited for here (it may be inside an NVML call): the polls it has made so
         far are the window's, and :meth:`Telemetry.close` joins every such thread before NVML shuts
-        down. No NVML call here or in :meth:`start` costs more than a few microseconds.
+        down. The process list here and in :meth:`start` is one asked within :data:`PROCESS_MAX_AGE_S`.
         """
         self._stop.set()
         t1 = time.perf_counter()
         polls = list(self.polls)  # what the thread appends after this belongs to no window
         if not polls:
             polls.append(self.tele.poll())
-        self.other |= self.tele.others()
+        self.other |= self.tele.others(PROCESS_MAX_AGE_S)
         seconds = t1 - self._t0
         self.tele.polls.extend(polls)
         self.kept = polls

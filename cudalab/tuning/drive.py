@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -65,7 +65,11 @@ class _Campaign:
         self.pool = BuildPool((p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()) if local else 0)
         self.lost: ClusterLost | None = None
         self.account = TimeAccount()  # its start is the campaign's (the deadline and the ETA count from it)
-        self.builds: dict[int, Any] = {}  # trial number -> its build's future in the pool
+        self.builds: dict[int, Any] = {}  # id of a trial's request -> its build's future in the pool
+        # grid and random walk the valid points themselves: their trials are written once, when measured
+        self.walking = self.prop.walk is not None and not getattr(runs, "concurrent", False)
+        self.added = len(study.get_trials(deepcopy=False)) if self.walking else 0  # the next added trial's number
+        self.flying: set[str] = set()  # the key of the trial on the GPU now (pipelined: asks happen meanwhile)
 
     def evaluated(self) -> int:
         return sum(1 for m in self.known.values() if m.status not in ("refused", "skipped"))
@@ -77,22 +81,39 @@ class _Campaign:
     def _record(self, trial: Any, point: dict[str, str], status: str, reason: str, values: Any,
                 attrs: dict[str, Any]) -> None:
         # One attribute, one SQLite transaction (ten of their own cost ~20 ms a trial on the driver's clock).
-        asked = self.asked.pop(trial.number, None)
-        trial.set_user_attr(C.ATTR, {**attrs, **({"asked": asked} if asked else {}), "point": point, "status": status,
-                                     "reason": reason[:500], "owner": C.owner()})
-        if values is None:
-            self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+        asked = self.asked.pop(trial.number, None) if trial is not None else None
+        fact = {**attrs, **({"asked": asked} if asked else {}), "point": point, "status": status,
+                "reason": reason[:500], "owner": C.owner()}
+        if trial is None:  # a walk's trial: written once, finished (no ask: the walk chose it, no sampler needed)
+            T = self.optuna.trial
+            made = T.create_trial(params=S.encode(self.p.space, point), distributions=self.dists,
+                                  values=list(values) if values is not None else None, user_attrs={C.ATTR: fact},
+                                  state=T.TrialState.COMPLETE if values is not None else T.TrialState.FAIL)
+            self.study.add_trial(made)
+            number, self.added = self.added, self.added + 1
         else:
-            self.study.tell(trial, values)
-        self.known[point_key(point)] = C.Measured(trial.number, point, tuple(values) if values is not None else None,
+            trial.set_user_attr(C.ATTR, fact)
+            if values is None:
+                self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+            else:
+                self.study.tell(trial, values)
+            number = trial.number
+        self.known[point_key(point)] = C.Measured(number, point, tuple(values) if values is not None else None,
                                                   status, reason, attrs)
 
     def ask(self, pending: deque) -> bool:
         """Ask for the next point worth running and queue it; False when the strategy has nothing new."""
-        in_flight = {point_key(pt) for _, pt, _ in pending}
+        in_flight = {point_key(pt) for _, pt, _ in pending} | self.flying  # the one on the GPU too
         for _ in range(STALE_ASKS):
             if len(self.known) + len(in_flight) >= self.prop.size:
                 return False
+            if self.walking:  # grid, random: the walk's next valid point, no ask (its trial is written when done)
+                queued = len(pending)
+                if not self._queue_walk(pending, in_flight):
+                    return False
+                if len(pending) > queued:
+                    return True
+                continue  # refused on the CPU (recorded) or measured already: the next point
             first = None
             if not self.redo and not self.opened:  # once: after it, the default is measured or in flight
                 self.opened = True
@@ -139,28 +160,42 @@ class _Campaign:
                 self._record(trial, point, "refused", str(exc), None, {})
                 continue
             pending.append((trial, point, req))
-            arch = self.runs.arch()
-            if arch:
-                fut = self.pool.submit(build_of(req, arch))
-                if fut is not None:
-                    self.builds[trial.number] = fut
+            self._prebuild(trial, req)
             return True
         return False
 
-    def run_one(self, trial: Any, point: dict[str, str], req: Any) -> bool:
-        """Run one trial and record it; returns True when an interrupt cut it short."""
-        fut = self.builds.pop(trial.number, None)
-        if fut is not None:  # the GPU waits here for a build the pool has not finished (the worker would wait too)
-            with self.account.timed("builds"):
-                try:
-                    fut.result()
-                except CancelledError:  # cancelled at the pool's close: the worker builds it
-                    pass
-        with self.account.timed("trials"):
-            runs, interrupted = self.runs.run([req])
-        fr = runs[0] if runs else None
-        with self.account.timed("search"):  # the study's storage
-            return self.finish(trial, point, fr) or interrupted
+    def _queue_walk(self, pending: deque, in_flight: set[str]) -> bool:
+        """Queue the walk's next point (interrupted trials first) unless the constraints or the launch rules refuse
+        it (recorded at once, no build); False when the walk is spent."""
+        if self.redo:
+            point = S.decode(self.p.space, self.redo.popleft())
+            if point_key(point) in self.known or point_key(point) in in_flight:
+                return True
+        else:
+            point = self.prop.next_walk(set(self.known) | in_flight)
+            if point is None:
+                return False
+        why = self.p.space.allows(point)
+        if why:
+            self._record(None, point, "refused", f"constraint {why}", None, {})
+            return True
+        req = trial_request(self.p, point)
+        try:
+            self.runs.plan(req)
+        except (UsageError, LaunchConfigError) as exc:
+            self._record(None, point, "refused", str(exc), None, {})
+            return True
+        pending.append((None, point, req))
+        self._prebuild(None, req)
+        return True
+
+    def _prebuild(self, trial: Any, req: Any) -> None:
+        """Start the trial's build on the pool (the worker finds it in the cache when its turn comes)."""
+        arch = self.runs.arch()
+        if arch:
+            fut = self.pool.submit(build_of(req, arch))
+            if fut is not None:
+                self.builds[id(req)] = fut
 
     def finish(self, trial: Any, point: dict[str, str], fr: Any) -> bool:
         """Record one trial's point (None: it did not run); returns True when it did not."""
@@ -195,25 +230,63 @@ class _Campaign:
         return False
 
     def loop(self) -> bool:
-        """Run trials until the budget, the time or the space is spent; True when interrupted."""
+        """Run trials until the budget, the time or the space is spent; True when interrupted.
+
+        One trial runs on the GPU (in a thread of its own) while this thread records the one before, asks the
+        strategy for the next ones and queues their builds: the GPU is not idle behind the study's storage."""
         if getattr(self.runs, "concurrent", False):
             return self.loop_cluster()
         opts, p = self.p.opts, self.p
         deadline = None if opts.time_s is None else self.account.started + opts.time_s
-        ahead = max(1, min(self.pool.workers, 8)) if self.pool.workers else 1
+        workers = self.pool.workers
+        # a walk asks nothing of a model, so its builds can run as far ahead as there are cores
+        ahead = max(1, workers if self.walking else min(workers, 8)) if workers else 1
         pending: deque = deque()
+        runner = ThreadPoolExecutor(1, thread_name_prefix="tune-trial")
+        flying: tuple | None = None  # (trial, point, request, future) on the GPU now
+
+        def room(extra: int) -> int:  # trials the budget still has, ``extra`` of them finished but not recorded
+            if deadline is not None and time.monotonic() >= deadline:
+                return 0
+            return p.budget - self.evaluated() - extra
+
+        def fill(extra: int) -> None:
+            with self.account.timed("search"):
+                while len(pending) < min(ahead, room(extra)) and self.ask(pending):
+                    pass
+
+        def launch() -> tuple | None:
+            trial, point, req = pending.popleft()
+            self.flying = {point_key(point)}  # asked again while it runs, it is a repeat, not a new trial
+            return trial, point, req, runner.submit(self._gpu_trial, req)
+
         try:
             while True:
-                left = p.budget - self.evaluated()
-                if left <= 0 or (deadline is not None and time.monotonic() >= deadline):
-                    break
-                with self.account.timed("search"):
-                    while len(pending) < min(ahead, left) and self.ask(pending):
-                        pass
-                if not pending:
-                    break
-                trial, point, req = pending.popleft()
-                interrupted = self.run_one(trial, point, req)
+                if flying is None:
+                    if room(0) <= 0:
+                        break
+                    fill(0)
+                    if not pending:
+                        break
+                    flying = launch()
+                fill(1)  # while the GPU works: the next trials asked, planned and their builds queued
+                trial, point, req, fut = flying
+                flying = None
+                t0 = time.monotonic()
+                try:
+                    runs, interrupted, waited = fut.result()
+                except KeyboardInterrupt:
+                    self.runs.kill()  # the trial's worker is ended; its thread returns what finished
+                    runs, interrupted, waited = fut.result()
+                    interrupted = True
+                blocked = time.monotonic() - t0
+                self.account.seconds["builds"] += min(blocked, waited)
+                self.account.seconds["trials"] += max(0.0, blocked - waited)
+                if not interrupted and room(1) > 0 and pending:
+                    flying = launch()  # the next trial starts now; this one is recorded while it runs
+                with self.account.timed("search"):  # the study's storage
+                    interrupted = self.finish(trial, point, runs[0] if runs else None) or interrupted
+                self.flying = {point_key(flying[1])} if flying is not None else set()
                 self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
                                     "builds": self.pool.queued(), "elapsed": time.monotonic() - self.account.started,
                                     "gpu_busy": self.meter.percent if self.meter is not None else None,
@@ -222,12 +295,38 @@ class _Campaign:
                     return True
             return False
         except KeyboardInterrupt:
+            if flying is not None:
+                self.runs.kill()
             return True
         finally:
+            if flying is not None:  # interrupted while it ran: its thread ends with its worker
+                try:
+                    runs, _, _ = flying[3].result()
+                    self.finish(flying[0], flying[1], runs[0] if runs else None)
+                except BaseException:  # noqa: BLE001
+                    self._record(flying[0], flying[1], "interrupted", "the campaign was interrupted while it ran",
+                                 None, {})
+            runner.shutdown(wait=False)
             for trial, point, _ in pending:  # asked but not run: asked again first when the campaign resumes
-                self._record(trial, point, "interrupted", "asked but not run before the campaign stopped", None, {})
+                if trial is not None:  # a walk's are not written: the walk comes to them again
+                    self._record(trial, point, "interrupted", "asked but not run before the campaign stopped",
+                                 None, {})
             self.pool.close()
 
+    def _gpu_trial(self, req: Any) -> tuple[list[Any], bool, float]:
+        """One trial on the GPU (the trial thread): wait for its build, run it; (points, interrupted, seconds
+        waited for the build)."""
+        waited = 0.0
+        fut = self.builds.pop(id(req), None)
+        if fut is not None:
+            t0 = time.monotonic()
+            try:
+                fut.result()
+            except CancelledError:  # cancelled at the pool's close: the worker builds it
+                pass
+            waited = time.monotonic() - t0
+        runs, interrupted = self.runs.run([req])
+        return runs, interrupted, waited
 
     def loop_cluster(self) -> bool:
         """:meth:`loop` on a Dask cluster: up to two trials in flight per GPU worker (one running, one
@@ -296,6 +395,10 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     # A walk (grid, random over the valid points) enqueues each trial's point: the sampler is never consulted.
     sampler = S.sampler("random" if walks else p.strategy, opts.seed, p.space, len(opts.objectives))
     study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
+    if study.study_name != p.name:  # the kernel changed since the campaign of this name: a fresh one beside it
+        emit("warning", {"text": f"{p.variant.name} is built from another source or defines than campaign {p.name} "
+                                 f"measured: a fresh campaign {study.study_name} in the same file"})
+        p = replace(p, name=study.study_name)
     C.reap_interrupted(study)
     redo = _unfinished(study, p.space)
     runs = runs or runs_for(opts)

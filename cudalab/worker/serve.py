@@ -315,6 +315,19 @@ def _die_with_parent() -> None:
         pass
 
 
+def _profiler() -> Any:
+    """A running cProfile when ``CUDALAB_PROFILE`` names a folder (a developer's question: where does a
+    trial's time go in the worker), else None."""
+    folder = os.environ.get("CUDALAB_PROFILE", "")
+    if not folder or not os.path.isdir(folder):
+        return None
+    import cProfile  # noqa: PLC0415
+
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
 def main(argv: list[str] | None = None) -> int:
     """Worker entry point (the parent starts it; not a command for people)."""
     parser = argparse.ArgumentParser(prog="python -m cudalab.worker")
@@ -328,7 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from cudalab.worker import warm  # noqa: PLC0415
 
-        serve(sys.stdin, out, args.device, args.energy, opening=warm.opening)
+        profile = _profiler()
+        try:
+            serve(sys.stdin, out, args.device, args.energy, opening=warm.opening)
+        finally:
+            if profile is not None:  # CUDALAB_PROFILE=DIR: where a worker's time goes (docs/testing.md)
+                profile.disable()
+                profile.dump_stats(os.path.join(os.environ["CUDALAB_PROFILE"], f"worker-{os.getpid()}.prof"))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
