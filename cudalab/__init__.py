@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "run": ("cudalab.api", "run"),
     "tune": ("cudalab.tuning", "tune"),
+    "tune_kernel": ("cudalab.tuning.kernel", "tune_kernel"),
     "load_record": ("cudalab.api", "load_record"),
     "save_record": ("cudalab.records.results", "save_record"),
     "RunRecord": ("cudalab.records.results", "RunRecord"),

@@ -304,61 +304,6 @@ def first_difference(result: np.ndarray | RowChunks, reference: np.ndarray) -> t
     return exact_diff(result, reference).first
 
 
-@dataclass(frozen=True)
-class Moments:
-    """How a float result differs from its reference, element by element (:func:`diff_moments`).
-
-    Attributes:
-        nonfinite: elements of the result that are NaN or infinite; first_nonfinite: the first's flat index (-1).
-        sq_diff: the sum of squared differences over the finite elements; sq_ref: the reference's sum of squares.
-        worst: the flat index of the largest absolute difference (-1 when empty); worst_abs: that difference.
-    """
-
-    nonfinite: int
-    first_nonfinite: int
-    sq_diff: float
-    sq_ref: float
-    worst: int
-    worst_abs: float
-
-
-#: Elements per task of :func:`diff_moments` (2 MiB of float64: a 2048² product is 16 tasks).
-MOMENT_CHUNK = 1 << 18
-
-
-def diff_moments(result: np.ndarray, reference: np.ndarray) -> Moments:
-    """Compare a result with its (finite) reference in float64, in parallel over blocks, one float64 block
-    per task: the few passes a norm check needs, without the full-size temporaries (at 2048² the serial
-    version's four 32 MiB arrays took 55 ms a check, most of a small kernel's trial)."""
-    res, ref = np.ascontiguousarray(result).reshape(-1), np.ascontiguousarray(reference).reshape(-1)
-    spans = _spans(res.size, MOMENT_CHUNK)
-    parts: list[Moments | None] = [None] * len(spans)
-
-    def task(i: int) -> None:
-        a, b = spans[i]
-        d = res[a:b].astype(np.float64)
-        np.subtract(d, ref[a:b], out=d)
-        finite = np.isfinite(d)
-        bad = d.size - int(np.count_nonzero(finite))
-        if bad:
-            first = a + int(np.argmin(finite))
-            d[~finite] = 0.0
-        r = ref[a:b].astype(np.float64, copy=False)
-        sq, sq_ref = float(np.dot(d, d)), float(np.dot(r, r))
-        np.abs(d, out=d)
-        w = int(np.argmax(d)) if d.size else -1
-        parts[i] = Moments(bad, first if bad else -1, sq, sq_ref, a + w if w >= 0 else -1,
-                           float(d[w]) if w >= 0 else 0.0)
-
-    _run(task, len(spans))
-    done = [m for m in parts if m is not None]
-    firsts = [m.first_nonfinite for m in done if m.nonfinite]
-    worst = max(done, key=lambda m: m.worst_abs, default=None)
-    return Moments(sum(m.nonfinite for m in done), firsts[0] if firsts else -1, sum(m.sq_diff for m in done),
-                   sum(m.sq_ref for m in done), worst.worst if worst is not None else -1,
-                   worst.worst_abs if worst is not None else 0.0)
-
-
 _POOL: ThreadPoolExecutor | None = None
 _MEMCMP: Any = None
 _DRIVER: ThreadPoolExecutor | None = None

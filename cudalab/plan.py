@@ -359,6 +359,9 @@ def precheck(req: RunRequest, strict: bool = True, check_signatures: bool = True
     kernels = [v for v in variants if v.kind == "kernel"]
     defined = ({k for k, _ in req.defines} | {k for k, v in problem.options if isinstance(v, int) and not isinstance(v, bool)}
                | set(fam.defines(problem, kernels[0]) if kernels else ()))
+    for k in req.add:  # a kernel its file never names: one line, before the signature's build
+        if any(v.name == k.name for v in kernels):
+            user.check_named(k)
     for v in kernels:  # an --add kernel's tile/grid/shared expressions name only what exists: one line now
         if user.is_user(v):
             user.check_names(v, defined | {k for k, _ in v.defines})

@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ bench-lanes tunedemo ab
+#                                          cluster occ bench-lanes tunedemo ab tuneown
 #                                          (default: info tests ncu sanitizer bench)
 #
 # The records name the code that ran (cudalab.records.machine.code_revision): the GPU machine's git HEAD is the
@@ -199,6 +199,16 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
                   rc=$?; mkdir -p "$OUT/tune-docs"; cp -r docs/benchmarks/*-tune.* docs/benchmarks/tune "$OUT/tune-docs/"
                   (exit $rc)
               fi ;;
+        # issue 56: your own kernel tuned, cudalab against kernel_tuner on two user-style spaces (scripts/bench_tune_own.py):
+        # the record, its campaigns and kernel_tuner's caches under $OUT/tuneown-docs (copy them to docs/benchmarks/).
+        # Arguments: $TUNEOWN_ARGS (e.g. "--spaces axpy --repeats 2"); kernel_tuner from .wheelhouse/kt/ as in tune.
+        tuneown) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
+                 kt=""
+                 if ls .wheelhouse/kt/*.whl >/dev/null 2>&1; then
+                     python3 -m pip install -q --no-index --no-deps --target /tmp/kt .wheelhouse/kt/*.whl && kt=/tmp/kt
+                 fi
+                 timeout -s KILL "$limit" python3 scripts/bench_tune_own.py ${kt:+--kernel-tuner "$kt"} \
+                     --out "$OUT/tuneown-docs$SFX" $(lane_args TUNEOWN_ARGS) ;;
         # issue 43: the README's run, a real campaign of the matmul warptile with its table and plot
         tunedemo) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
                   rm -f /tmp/demo.tune.db

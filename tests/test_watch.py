@@ -184,7 +184,7 @@ def test_a_kernel_that_no_longer_fits_is_shown_and_the_next_save_runs_it(gpu, in
                 "mine.cu:my_transpose")
     v = versions(res.output)
     assert len(v) == 3, res.output
-    assert "cudalab: +my_transpose:" in v[1] and "has no kernel my_transpose" in v[1]
+    assert "cudalab: --add 'mine.cu:my_transpose':" in v[1] and "has no kernel my_transpose (its kernels: my_transpose2)" in v[1]
     assert "the table is the last one that ran" in v[1]
     assert "faster 0.40× vs v1" in row(v[2], "+my_transpose")
 

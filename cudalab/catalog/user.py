@@ -151,7 +151,6 @@ def parse_add(text: str, cwd: str | os.PathLike | None = None) -> UserKernel:
     if b"\0" in data:  # an object file or an image: nvcc would print pages of garbage
         raise UsageError(f"--add {text!r}: {path} is a binary file (a NUL byte at offset {data.index(0)}), "
                          "not CUDA source")
-    _kernel_in(data, m.group("kernel"), path, text)
     fields: dict[str, Any] = {"kernel": m.group("kernel"), "name": "+" + m.group("kernel")}
     defines: list[tuple[str, str]] = []
     opts = m.group("opts")
@@ -261,18 +260,23 @@ def check_names(variant: VariantSpec, defined: set[str] | frozenset[str]) -> Non
                                  f"nor launch name (known: {', '.join(sorted(known))})")
 
 
-def _kernel_in(data: bytes, kernel: str, path: Path, text: str) -> None:
-    """Refuse a kernel whose name the file never spells (before any build: nvcc would only say so later).
+def check_named(k: "UserKernel") -> None:
+    """Refuse a kernel whose name its file never spells (before any build: nvcc would say so only after one).
+    Not part of :func:`parse_add`: ``cudalab watch`` may start before the kernel is written.
 
     Raises:
-        UsageError: one line naming the ``__global__`` functions the file has.
+        SignatureError: one line naming the ``__global__`` functions the file has.
     """
-    source = data.decode("utf-8", "replace")
+    kernel, path, text = k.kernel, Path(k.path), k.text or f"{k.path}:{k.kernel}"
+    try:
+        source = read_bytes(path, f"--add {text!r}:").decode("utf-8", "replace")
+    except UsageError:
+        return  # gone or unreadable now: the build says so in its own words
     if re.search(rf"\b{re.escape(kernel)}\b", source):
         return
     found = re.findall(r"__global__[^(;{]*?\b([A-Za-z_]\w*)\s*\(", source)
     have = f"its kernels: {', '.join(dict.fromkeys(found))}" if found else "it has no __global__ function"
-    raise UsageError(f"--add {text!r}: {path} has no kernel {kernel} ({have})")
+    raise SignatureError(f"--add {text!r}: {path} has no kernel {kernel} ({have})")
 
 
 def parse_adds(texts: tuple[str, ...] | list[str], cwd: str | os.PathLike | None = None) -> tuple[UserKernel, ...]:

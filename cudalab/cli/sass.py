@@ -11,7 +11,11 @@ import click
 from cudalab import catalog
 from cudalab.cli.app import cli
 from cudalab.cli.options import parse_defines
+from cudalab.catalog.user import LAUNCH_DEFINES
 from cudalab.errors import UsageError
+
+#: The launch's own macros (BLOCK_X ... TILE_Z): the header's block says them, as cudalab compile leaves them out.
+LAUNCH_MACROS = {k for k, _ in LAUNCH_DEFINES}
 
 
 def _line_option(value: str | None) -> tuple[str | None, int] | None:
@@ -123,7 +127,7 @@ def sass_cmd(family: str, variants: str, arch: str | None, block: str | None, dt
 
     if listing or only:
         for c in codes:
-            defs = " ".join(f"{k}={val}" for k, val in c.defines)
+            defs = " ".join(f"{k}={val}" for k, val in c.defines if k not in LAUNCH_MACROS)  # the block says them
             click.echo(f"── {c.name}: {c.kernel}{f' ({defs})' if defs else ''}, {c.arch}, block {L.fmt_dims(c.block)}"
                        + (f", line {only[1]}" if only else "") + " ──")
             lines = _listing(c, only)

@@ -69,7 +69,13 @@ def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
 @click.option("--build-ahead", type=int, default=None, help="nvcc threads building upcoming trials (default: cores - 1).")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Save the run record (report, compare read it).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Convergence and importances to .png/.svg/.pdf.")
-@click.option("--replay", default=None, metavar="CAMPAIGN", help="Replay strategies against a finished campaign (no GPU).")
+@click.option("--replay", default=None, metavar="CAMPAIGN",
+              help="Replay strategies against a finished campaign (no GPU): a cudalab campaign file, or a kernel_tuner "
+                   "cache file (.json).")
+@click.option("--versus", default=None, metavar="KT_CACHE",
+              help="With --replay CAMPAIGN: its measurements beside a kernel_tuner cache file's of the same space.")
+@click.option("--header", "header_path", default=None, metavar="FILE.h",
+              help="Write the winner as a C header of #defines (and FILE.h.json) naming the GPU.")
 @click.option("--seeds", type=int, default=20, show_default=True, help="With --replay: seeds per strategy.")
 @click.option("--quiet", is_flag=True, help="No live line.")
 @click.pass_context
@@ -78,7 +84,7 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: s
              strategy: str | None, trials: int | None, time_text: str | None, seed: int | None, objective: str,
              name: str | None, storage: str | None, race_k: int, tolerance: float, budget: float, device: int,
              timeout: float | None, cluster: str | None, devices: str | None, build_ahead: int | None, json_path: str | None, plot_path: str | None,
-             replay: str | None, seeds: int, quiet: bool) -> None:
+             replay: str | None, versus: str | None, header_path: str | None, seeds: int, quiet: bool) -> None:
     """Search a kernel variant's parameters with a real strategy and name a winner you can trust.
 
     Every trial is an ordinary run point (built, verified, timed in the GPU worker); the campaign is an
@@ -101,8 +107,12 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: s
         plot.check(plot_path)
     if json_path:
         files.check_output_path(json_path, "--json")
+    if header_path:
+        files.check_output_path(header_path, "--header")
+    if versus is not None and replay is None:
+        raise UsageError("--versus KT_CACHE compares a finished campaign: give --replay CAMPAIGN too")
     if replay is not None:
-        return _replay(replay, name, strategy, seeds, trials)
+        return _replay(replay, name, strategy, seeds, trials, versus)
     if family is None:
         raise UsageError("cudalab tune FAMILY (or --replay CAMPAIGN): name the family to tune")
     from cudalab.tuning.drive import plan, run_campaign  # noqa: PLC0415
@@ -132,6 +142,8 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: s
         from cudalab.tuning.plot import plot_campaign  # noqa: PLC0415
 
         plot_campaign(res, plot_path)
+    if header_path and res.best_params:
+        click.echo(f"header: {res.write_header(header_path)} (and {header_path}.json)", err=True)
     if res.exit_code:
         ctx.exit(res.exit_code)
 
@@ -281,15 +293,31 @@ def _show(res: Any) -> None:
         click.echo("INCOMPLETE: interrupted; the campaign keeps what finished (the same command continues it)")
 
 
-def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, trials: int | None) -> None:
+def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, trials: int | None,
+            versus: str | None = None) -> None:
     from cudalab import report  # noqa: PLC0415
+    from cudalab.tuning import interchange as KT  # noqa: PLC0415
     from cudalab.tuning import replay as RP  # noqa: PLC0415
     from cudalab.tuning.result import point_key  # noqa: PLC0415
 
     url = campaign if "://" in campaign else f"sqlite:///{Path(campaign).resolve()}"
     if "://" not in campaign and not Path(campaign).is_file():
         raise UsageError(f"--replay {campaign}: no such campaign file")
-    space, table, attrs = RP.load_campaign(url, name)
+    if campaign.endswith(".json"):  # a kernel_tuner cache: its measurements are the replay data
+        kt, table, attrs = KT.load_kt_cache(campaign)
+        space = kt.space
+        attrs = {"family": attrs.get("kernel"), "variant": f"kernel_tuner on {attrs.get('device')}"}
+    else:
+        space, table, attrs = RP.load_campaign(url, name)
+    if versus is not None:  # the same space measured by both tools, side by side
+        _, theirs, facts = KT.load_kt_cache(versus)
+        rows, lines = KT.side_by_side(table, theirs)
+        report.console().print(report.simple_table(["configuration", "cudalab ms", "rank", "kernel_tuner ms", "rank"],
+                                                   rows, title=f"{attrs.get('family')}/{attrs.get('variant')}: cudalab "
+                                                               f"and kernel_tuner ({facts.get('device')})"))
+        for line in lines:
+            click.echo(line)
+        return
     n = trials or max(1, len(table) // 10)
     names = [s.strip() for s in (strategy or "tpe,random").split(",")]
     t0 = time.monotonic()

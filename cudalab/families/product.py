@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab import hostwork
+from cudalab import hostcheck
 
 from cudalab import launch as L
 from cudalab.catalog.specs import VariantSpec
@@ -93,7 +93,7 @@ def check_product(result: np.ndarray, ref: np.ndarray, k: int) -> Check:
         return Check(False, float("inf"), fro_tol, f" (shape {result.shape}, expected {ref.shape})")
     if result.size == 0:
         return Check(True, 0.0, fro_tol)
-    m = hostwork.diff_moments(result, ref)  # in parallel blocks: a full-size float64 copy was most of a trial
+    m = hostcheck.diff_moments(result, ref)  # in parallel blocks: a full-size float64 copy was most of a trial
     if m.nonfinite:
         return Check(False, float("nan"), fro_tol, f" ({m.nonfinite} elements unwritten, NaN or inf, first at "
                                                    f"{where_index(m.first_nonfinite, ref.shape)})")

@@ -125,6 +125,8 @@ class Kernel:
         source: CUDA source text, or the path of a ``.cu`` file.
         kernel: the ``extern "C"`` symbol.
         block, per_thread, grid, shared, require, defines, params, description: as in family.toml.
+        tile: elements one block covers per dim, when not block × per_thread: expressions over the launch's
+            names and the defines (``("block_x * TX", "block_y * TY")``), as family.toml's ``tile``.
     """
 
     name: str
@@ -134,6 +136,7 @@ class Kernel:
     per_thread: str = "1"
     grid: str = "tiles"
     shared: str = "0"
+    tile: tuple[str, ...] = ()
     require: tuple[str, ...] = ()
     defines: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)

@@ -88,7 +88,8 @@ def write_folder(problem: Problem, root: Path) -> Path:
                  "grid": k.grid, "shared": k.shared, "description": k.description}
         lines.append("[[variant]]")
         lines += [f"{key} = {_toml(v)}" for key, v in table.items()]
-        for key, v in (("require", list(k.require)), ("defines", dict(k.defines)), ("params", dict(k.params))):
+        for key, v in (("require", list(k.require)), ("defines", dict(k.defines)), ("params", dict(k.params)),
+                       ("tile", [str(t) for t in k.tile])):
             if v:
                 lines.append(f"{key} = {_toml(v)}")
         lines.append("")

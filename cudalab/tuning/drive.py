@@ -250,10 +250,16 @@ class _Campaign:
                 return 0
             return p.budget - self.evaluated() - extra
 
+        hidden = [0.0]  # the parent's own seconds since the trial on the GPU started (see the wait below)
+
         def fill(extra: int) -> None:
-            with self.account.timed("search"):
-                while len(pending) < min(ahead, room(extra)) and self.ask(pending):
-                    pass
+            t0 = time.monotonic()
+            while len(pending) < min(ahead, room(extra)) and self.ask(pending):
+                pass
+            if extra:
+                hidden[0] += time.monotonic() - t0
+            else:  # nothing on the GPU: the search is all there is
+                self.account.seconds["search"] += time.monotonic() - t0
 
         def launch() -> tuple | None:
             trial, point, req = pending.popleft()
@@ -280,12 +286,20 @@ class _Campaign:
                     runs, interrupted, waited = fut.result()
                     interrupted = True
                 blocked = time.monotonic() - t0
+                # Where the time went, on the parent's clock: what it did while the trial ran is the trial's time
+                # when the trial outlasted it (the parent then waited), the search's when it did not.
+                self.account.seconds["trials" if blocked > 0.001 else "search"] += hidden[0]
                 self.account.seconds["builds"] += min(blocked, waited)
                 self.account.seconds["trials"] += max(0.0, blocked - waited)
+                hidden[0] = 0.0
                 if not interrupted and room(1) > 0 and pending:
                     flying = launch()  # the next trial starts now; this one is recorded while it runs
-                with self.account.timed("search"):  # the study's storage
-                    interrupted = self.finish(trial, point, runs[0] if runs else None) or interrupted
+                t1 = time.monotonic()
+                interrupted = self.finish(trial, point, runs[0] if runs else None) or interrupted  # the study's storage
+                if flying is not None:
+                    hidden[0] += time.monotonic() - t1
+                else:
+                    self.account.seconds["search"] += time.monotonic() - t1
                 self.flying = {point_key(flying[1])} if flying is not None else set()
                 self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
                                     "builds": self.pool.queued(), "elapsed": time.monotonic() - self.account.started,

@@ -36,6 +36,7 @@ def own_variant(spec: FamilySpec, text: str, variant: str | None) -> tuple[user.
     if variant is not None:
         raise UsageError(f"--variant {variant} and --add: a campaign tunes one kernel (give one of them)")
     uk = user.parse_add(text)
+    user.check_named(uk)
     return uk, user.variants((uk,), spec)[0]
 
 

@@ -96,12 +96,13 @@ def plan(opts: TuneOptions) -> CampaignPlan:
     base = replace(base, n=n, shape=shape, dtype=opts.dtype)
     # the family's own configuration, as the campaign measures it first: a replay starts with it too
     dflt = default_point(spec, fam, v, space, dict(base.options))
-    if uk is None:
-        precheck(base)  # a bad size, dtype or a default configuration the rules refuse: before any GPU work
-    else:  # the tuned names the expressions use, and a tile of 0 anywhere, before any build
+    if uk is not None:  # the names its expressions use, before any build
         problem = make_problem(spec, fam, base)
         own.check_names(v, space, fam.defines(problem, v), dict(problem.options))
-        own.check_tiles(v, space, valid_points)
+    own.check_tiles(v, space, valid_points)  # a tile expression of 0 at a valid point: before any build
+    if uk is None:
+        precheck(base)  # a bad size, dtype or a default configuration the rules refuse: before any GPU work
+    else:
         first = dflt if all(dflt.values()) and not space.allows(dflt) else (valid_points or [None])[0]
         if first is not None:  # the size, the dtype, one configuration's launch and the kernel's parameters
             planning.precheck(_point_request(base, space, fam, first))  # (its build is the first trial's)

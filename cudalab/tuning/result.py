@@ -90,6 +90,33 @@ class TuneResult:
         best = self.feasible
         return point_key(best[0].point) if best else ""
 
+    @property
+    def best_params(self) -> dict[str, str]:
+        """The winner's configuration, name -> value ({} when nothing passed)."""
+        return next((dict(m.point) for m in self.trials if point_key(m.point) == self.winner), {})
+
+    def write_header(self, path: str) -> str:
+        """Write the winner as a C header of ``#define``\\ s (the block as ``TUNED_BLOCK_X/Y/Z``) and JSON beside it
+        (``PATH.json``), both naming the GPU and the campaign; returns the path.
+
+        Raises:
+            UsageError: nothing passed, or the path is refused.
+        """
+        from cudalab.errors import UsageError  # noqa: PLC0415
+        from cudalab.tuning.interchange import write_header  # noqa: PLC0415
+
+        point = self.best_params
+        if not point:
+            raise UsageError("--header: no configuration passed: no winner to write")
+        kinds = {d["name"]: d["kind"] for d in self.space.get("dims", [])}
+        winner = next(m for m in self.trials if point_key(m.point) == self.winner)
+        race = self.race.samples.get(self.winner) if self.race is not None else None
+        facts = {"campaign": self.name, "storage": self.url, "family": self.family, "variant": self.variant,
+                 "gpu": winner.attrs.get("gpu", ""), "median_ms": float(np.median(race)) if race else winner.attrs.get("median_ms"),
+                 "raced": bool(race), "command": self.command, "when": time.strftime("%Y-%m-%d %H:%M")}
+        defines = {k: v for k, v in point.items() if kinds.get(k, "define") == "define"}
+        return str(write_header(path, defines, point.get("block"), facts))
+
     def speedup(self, key: str) -> float | None:
         """The default configuration's median over ``key``'s, from the race (None: not both raced)."""
         if self.race is None:

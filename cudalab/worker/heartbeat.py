@@ -47,23 +47,40 @@ def beat() -> None:
     send()
 
 
+_DEPTH = 0  # host_work blocks open now (any thread)
+_HOST = threading.Condition()
+_TICKER: threading.Thread | None = None
+
+
+def _tick() -> None:
+    """The one thread that beats while a :func:`host_work` block is open (started once: a thread started and
+    joined per block cost milliseconds a check on a GPU machine's host, several a tuning trial)."""
+    while True:
+        with _HOST:
+            while _DEPTH == 0:
+                _HOST.wait()
+            _HOST.wait(EVERY_S)
+            busy = _DEPTH > 0
+        if busy:
+            beat()
+
+
 @contextlib.contextmanager
 def host_work() -> Iterator[None]:
     """Beat from a helper thread while the block runs: host computation only (drawing inputs, a NumPy
     reference, a check), never a wait on a kernel, so nothing a user wrote can hang in it."""
+    global _DEPTH, _TICKER
     if _send is None:
         yield
         return
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(EVERY_S):
-            beat()
-
-    ticker = threading.Thread(target=tick, name="cudalab-host-beat", daemon=True)
-    ticker.start()
+    with _HOST:
+        if _TICKER is None:
+            _TICKER = threading.Thread(target=_tick, name="cudalab-host-beat", daemon=True)
+            _TICKER.start()
+        _DEPTH += 1
+        _HOST.notify_all()
     try:
         yield
     finally:
-        stop.set()
-        ticker.join()
+        with _HOST:
+            _DEPTH -= 1

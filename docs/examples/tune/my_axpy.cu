@@ -6,6 +6,9 @@
 // grid_div_x = ["block_size_x", "EPT", "VW"], cudalab's tile=block_x*EPT*VW). The tail that does
 // not fill a vector is done one float at a time by the last block.
 
+#if !defined(BLOCK_X) && defined(block_size_x)  // the same file under kernel_tuner, which names it so
+#define BLOCK_X block_size_x
+#endif
 #ifndef EPT
 #define EPT 4
 #endif

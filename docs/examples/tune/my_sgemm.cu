@@ -10,6 +10,10 @@
 //   cudalab tune matmul --n 2048 --add 'docs/examples/tune/my_sgemm.cu:my_sgemm@tile=block_x*TX x block_y*TY' \
 //       --block 8x8,16x8,16x16,32x8 -D TX=1..8:pow2 -D TY=1..8:pow2 -D BK=8,16 --strategy grid
 
+#if !defined(BLOCK_X) && defined(block_size_x)  // the same file under kernel_tuner, which names them so
+#define BLOCK_X block_size_x
+#define BLOCK_Y block_size_y
+#endif
 #ifndef TX
 #define TX 4
 #endif
