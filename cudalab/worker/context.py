@@ -29,6 +29,10 @@ class Context:
             self._shared[key] = self.device.to_device(host, pitched=pitched)
         return self._shared[key]
 
+    def uploads_of(self, host: np.ndarray) -> list[Any]:
+        """The device copies :meth:`upload` made of ``host`` (plain and pitched): the judge refills them in place."""
+        return [obj for key, obj in self._shared.items() if key[:2] == ("upload", id(host))]
+
     def shared(self, key: str, make: Callable[[], Any]) -> Any:
         """Return the object stored under ``key``, making it once (e.g. uploaded inputs)."""
         if key not in self._shared:

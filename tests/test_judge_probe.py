@@ -1,0 +1,114 @@
+"""The judge's second look (cudalab.worker.judgeprobe) on the CPU with test_runcore's fake device.
+
+The fake device's kernels are Python functions, so a kernel that remembers its answer by its input's
+address (the array object), by its first values, or that skips when its output already holds an answer,
+is played exactly; each must be caught (a wrong answer on the second set, or repeats faster than fresh
+launches), and the honest copy must not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cudalab import plan as planning
+from cudalab.worker import executor as runner
+from cudalab.worker import judgeprobe
+from cudalab.worker.gpu import EventTime
+from test_runcore import FAST, FakeDevice, good_copy
+
+
+def judged(kernel, timer=None):
+    dev = FakeDevice({"copy_naive": kernel})
+    if timer is not None:
+        dev.time_ms = timer(dev)
+    req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3,
+                              judge=True)
+    rows = runner.FamilyRun(planning.precheck(req), dev).run()
+    return rows[0]
+
+
+def pointer_memo():
+    seen = {}
+
+    def k(out, src, rows, cols, pitch):
+        if id(src) in seen:
+            out.data[...] = seen[id(src)]  # the answer it remembered for this address
+        else:
+            out.data[...] = src.data
+            seen[id(src)] = src.data.copy()
+    return k
+
+
+def content_memo():
+    seen = {}
+
+    def k(out, src, rows, cols, pitch):
+        key = src.data.reshape(-1)[:8].tobytes()  # keyed on the first values only
+        if key not in seen:
+            seen[key] = src.data.copy()
+        out.data[...] = seen[key]
+    return k
+
+
+def skips_when_written(out, src, rows, cols, pitch):
+    if not np.isnan(out.data).any() and not (out.data.view(np.uint8) == 0x7F).all():
+        return  # the output holds an answer already (not a poison): nothing to do
+    out.data[...] = src.data
+
+
+def test_the_honest_kernel_is_probed_and_passes():
+    row = judged(good_copy)
+    fig = row.extra["judge"]
+    assert fig["second_set"] == "ran" and fig["answers_differ"] and fig["wrong"] is None
+    assert len(fig["fresh_ms"]) == judgeprobe.ROUNDS
+    assert len(fig["repeat_ms"]) == judgeprobe.ROUNDS * (judgeprobe.REPEATS - 1)
+    assert len(fig["idle_after_stop_ms"]) == judgeprobe.ROUNDS * judgeprobe.REPEATS
+
+
+def test_a_pointer_memo_is_wrong_on_the_second_set():
+    row = judged(pointer_memo())
+    assert row.status.value == "passed"  # the verified launches alone do not see it
+    assert row.extra["judge"]["wrong"]["set"] == "second"
+
+
+def test_a_memo_keyed_on_the_first_values_is_wrong_on_the_second_set():
+    row = judged(content_memo())
+    assert row.extra["judge"]["wrong"]["set"] == "second"
+
+
+def test_a_kernel_that_skips_a_written_output_is_wrong_on_the_second_set():
+    row = judged(skips_when_written)
+    assert row.extra["judge"]["wrong"] is not None
+
+
+def test_the_second_set_shares_its_edges_and_differs_inside():
+    a = {"a": np.arange(1000, dtype=np.float32)}
+    b = judgeprobe.second_inputs(a, lambda rng: {"a": rng.random(1000, dtype=np.float32)}, 1)
+    assert (b["a"][:judgeprobe.EDGE] == a["a"][:judgeprobe.EDGE]).all()
+    assert (b["a"][-judgeprobe.EDGE:] == a["a"][-judgeprobe.EDGE:]).all()
+    assert (b["a"][judgeprobe.EDGE:-judgeprobe.EDGE] != a["a"][judgeprobe.EDGE:-judgeprobe.EDGE]).any()
+
+
+def test_the_first_set_is_back_in_the_buffers_after_the_probe():
+    seen = []
+
+    def k(out, src, rows, cols, pitch):
+        seen.append(src.data.copy())
+        out.data[...] = src.data
+    dev = FakeDevice({"copy_naive": k})
+    req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3,
+                              judge=True)
+    run = runner.FamilyRun(planning.precheck(req), dev)
+    from cudalab.worker.context import Context
+    ctx = Context(dev, run.rng)
+    run.run_variants(ctx)
+    (arr,) = ctx.uploads_of(run.inputs["a"] if "a" in run.inputs else next(iter(run.inputs.values())))
+    assert (arr.data == next(iter(run.inputs.values()))).all()
+    assert any(not (s == seen[0]).all() for s in seen)  # the second set did reach the kernel
+
+
+def test_without_judge_no_probe_runs():
+    dev = FakeDevice({"copy_naive": good_copy})
+    req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3)
+    (row,) = runner.FamilyRun(planning.precheck(req), dev).run()
+    assert "judge" not in row.extra
