@@ -20,6 +20,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "run": ("cudalab.api", "run"),
     "tune": ("cudalab.tuning", "tune"),
+    "judge": ("cudalab.judging", "judge"),
+    "Judge": ("cudalab.judging", "Judge"),
     "load_record": ("cudalab.api", "load_record"),
     "save_record": ("cudalab.records.results", "save_record"),
     "RunRecord": ("cudalab.records.results", "RunRecord"),

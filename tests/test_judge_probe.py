@@ -112,3 +112,39 @@ def test_without_judge_no_probe_runs():
     req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3)
     (row,) = runner.FamilyRun(planning.precheck(req), dev).run()
     assert "judge" not in row.extra
+
+
+def test_no_answer_is_ever_on_the_device_for_either_set():
+    """Every host array that reaches the fake GPU (allocations filled from the host, in-place refills) is
+    recorded through a transpose row's verified, timed and probed launches: none holds either set's answer
+    (transpose's answer is its input transposed, so an input is never mistaken for it)."""
+    from test_runcore import FakeArray, good_transpose
+
+    given = []
+
+    class Recording(FakeDevice):
+        def to_device(self, host, pitched=False):
+            given.append(np.array(host, copy=True))
+            return super().to_device(host, pitched)
+
+    real = FakeArray.upload
+
+    def upload(self, host):
+        given.append(np.array(host, copy=True))
+        real(self, host)
+
+    dev = Recording({"transpose_naive": good_transpose})
+    req = planning.RunRequest(family="transpose", variants="naive", shape="48x80", roofline=False, protocol=FAST,
+                              seed=3, judge=True)
+    run = runner.FamilyRun(planning.precheck(req), dev)
+    FakeArray.upload, saved = upload, FakeArray.upload
+    try:
+        (row,) = run.run()
+    finally:
+        FakeArray.upload = saved
+    assert row.extra["judge"]["second_set"] == "ran" and row.extra["judge"]["wrong"] is None
+    answers = [np.asarray(run.reference), np.asarray(run.second[1])]
+    assert len(given) >= 5  # the first upload and the probe's refills
+    for arr in given:
+        for ans in answers:
+            assert not (arr.shape == ans.shape and np.array_equal(arr, ans)), "an answer reached the device"
