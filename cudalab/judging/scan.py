@@ -32,6 +32,11 @@ STREAM_CALLS = ("StreamCreate", "StreamDestroy", "StreamFireAndForget", "StreamT
                 "GraphFireAndForgetLaunch", "GraphTailLaunch")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _LAUNCH_SYNTAX = re.compile(r"<<<")
+#: A special stream as the headers' macros expand (``cudaStreamFireAndForget`` is ``((cudaStream_t)0x4)``).
+_STREAM_CONSTANT = re.compile(r"\(\s*cudaStream_t\s*\)\s*0x([0-9a-fA-F]+)")
+#: The special streams' values (cuda_device_runtime_api.h), by name.
+_SPECIAL = {0x3: "cudaStreamTailLaunch", 0x4: "cudaStreamFireAndForget", 0x0100000000000000: "cudaStreamGraphTailLaunch",
+            0x0200000000000000: "cudaStreamGraphFireAndForget", 0x0300000000000000: "cudaStreamGraphFireAndForgetAsSibling"}
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,8 @@ def scan_texts(source: str, ptx: str | None) -> tuple[tuple[str, ...], tuple[str
     child = set(_calls(code, CHILD_CALLS))
     if _LAUNCH_SYNTAX.search(code):  # a .cu given to --add holds device code only: any launch is a child grid
         child.add("<<<")
-    streams = set(_calls(code, STREAM_CALLS))
+    streams = set(_calls(code, STREAM_CALLS)) | {_SPECIAL.get(int(m.group(1), 16), m.group(0))
+                                                 for m in _STREAM_CONSTANT.finditer(code)}
     if ptx:
         child |= set(_calls(ptx, CHILD_CALLS))
         streams |= set(_calls(ptx, STREAM_CALLS))
@@ -71,7 +77,9 @@ def scan_texts(source: str, ptx: str | None) -> tuple[tuple[str, ...], tuple[str
 
 
 def scan(path: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Scan:
-    """Scan the user's file: its source, and its PTX compiled with ``-rdc=true`` and the run's macros.
+    """Scan the user's file: its code as the preprocessor leaves it with the run's macros (``#if`` branches
+    not taken are gone; the file's own lines only, not the headers'), and its PTX compiled with ``-rdc=true``.
+    Where nvcc cannot preprocess it, its raw text (comments stripped) is read instead.
 
     The macros go in a prelude (``#define`` lines, then ``#include`` of the file by absolute path): no user
     text reaches a command line.
@@ -81,12 +89,25 @@ def scan(path: Path, defines: Mapping[str, str], arch: str = "sm_90") -> Scan:
         source = path.read_text(errors="replace")
     except OSError as exc:
         return Scan(note=f"cannot read {path} ({exc.strerror})")
-    ptx, note = _ptx(path, defines, arch)
-    child, streams = scan_texts(source, ptx)
+    pre, ptx, note = _nvcc(path, defines, arch)
+    child, streams = scan_texts(pre if pre is not None else source, ptx)
     return Scan(child_grids=child, side_streams=streams, ptx=ptx is not None, note=note)
 
 
-def _ptx(path: Path, defines: Mapping[str, str], arch: str) -> tuple[str | None, str]:
+def own_lines(preprocessed: str, path: Path) -> str:
+    """The lines of ``preprocessed`` (``nvcc -E`` output) that come from ``path`` itself (its line markers)."""
+    mine, keep = [], False
+    for line in preprocessed.splitlines():
+        if line.startswith("# ") and '"' in line:
+            keep = line.split('"')[1] == str(path)
+            continue
+        if keep:
+            mine.append(line)
+    return "\n".join(mine)
+
+
+def _nvcc(path: Path, defines: Mapping[str, str], arch: str) -> tuple[str | None, str | None, str]:
+    """(the file's own preprocessed lines, the PTX, a note): None for what nvcc could not make."""
     from cudalab import build  # noqa: PLC0415
     from cudalab.errors import CudalabError  # noqa: PLC0415
 
@@ -97,12 +118,14 @@ def _ptx(path: Path, defines: Mapping[str, str], arch: str) -> tuple[str | None,
     try:
         nvcc = build.find_nvcc()
     except CudalabError as exc:
-        return None, f"PTX not read: {str(exc).splitlines()[0]}"
+        return None, None, f"PTX not read: {str(exc).splitlines()[0]}"
+    virtual = f"-arch={arch.replace('sm_', 'compute_')}"
     with tempfile.TemporaryDirectory(prefix="cudalab-judge-") as tmp:
-        out = Path(tmp) / "scan.ptx"
-        proc = build._run([nvcc, "-ptx", "-rdc=true", f"-arch={arch.replace('sm_', 'compute_')}",
-                           "-I", str(path.parent), "-o", str(out), str(prelude)])
+        out, ii = Path(tmp) / "scan.ptx", Path(tmp) / "scan.ii"
+        proc = build._run([nvcc, "-E", "-rdc=true", virtual, "-I", str(path.parent), "-o", str(ii), str(prelude)])
+        pre = own_lines(ii.read_text(errors="replace"), path) if proc.returncode == 0 and ii.exists() else None
+        proc = build._run([nvcc, "-ptx", "-rdc=true", virtual, "-I", str(path.parent), "-o", str(out), str(prelude)])
         if proc.returncode != 0 or not out.exists():
             first = next((ln for ln in (proc.stderr or "").splitlines() if "error" in ln), "nvcc failed")
-            return None, f"PTX not read: {first.strip()[:200]}"
-        return out.read_text(errors="replace"), ""
+            return pre, None, f"PTX not read: {first.strip()[:200]}"
+        return pre, out.read_text(errors="replace"), ""
