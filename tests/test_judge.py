@@ -230,3 +230,14 @@ def test_busy_after_stop_and_the_ceiling_for_flop_rows():
     assert obj["flags"] == ["suspect"] and obj["checks"]["speed"]["basis"] == "compute ceiling"
     obj = V.verdict(row, None, None, metric="flops", roofline=None, ceiling=5000.0, floor=0.02, scan={})
     assert obj["flags"] == [] and obj["exit_code"] == 0
+
+
+def test_json_dash_writes_the_whole_record_alone_on_stdout(fake_workers, invoke):
+    fake_workers({"naive": "incorrect"})
+    res = invoke("copy", "--n", "64", "--variant", "naive,vec4", "--json", "-")
+    assert res.exit_code == 1, res.output  # an incorrect row: exit 1, the record still written
+    rec = json.loads(res.stdout)  # stdout is the record and nothing else
+    assert [r["variant"] for r in rec["points"][0]["results"]] == ["naive", "vec4"]
+    assert "vec4" in res.stderr and "incorrect" in res.stderr  # the table went to stderr
+    ok = invoke("copy", "--n", "64", "--variant", "vec4", "--json", "-")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["points"][0]["results"][0]["status"] == "passed"

@@ -42,8 +42,10 @@ def pick_reference(spec: FamilySpec) -> str | None:
 
 def pick_best(spec: FamilySpec) -> str | None:
     """The family's best variant: the kernel marked ``best`` in its family.toml, else its last kernel that is
-    not a faithful legacy one (ladders run from the textbook's first kernel to the best)."""
-    kernels = [v for v in spec.variants if v.kind == "kernel"]
+    neither a faithful legacy one nor a wrong twin kept to be caught (ladders run from the textbook's first
+    kernel to the best)."""
+    kernels = [v for v in spec.variants if v.kind == "kernel" and not v.name.startswith("wrong")
+               and "must be ✗" not in v.description]
     marked = [v for v in kernels if v.param("best")]
     if marked:
         return marked[0].name
