@@ -241,3 +241,16 @@ def test_json_dash_writes_the_whole_record_alone_on_stdout(fake_workers, invoke)
     assert "vec4" in res.stderr and "incorrect" in res.stderr  # the table went to stderr
     ok = invoke("copy", "--n", "64", "--variant", "vec4", "--json", "-")
     assert ok.exit_code == 0 and json.loads(ok.stdout)["points"][0]["results"][0]["status"] == "passed"
+
+
+def test_a_batched_row_is_judged_at_its_one_launch_time():
+    """Launches 2..N of a batch find a warm L2: the speed check uses the row's flushed one-launch probes."""
+    from cudalab.records.results import Roofline
+    roof = Roofline(gbs=1000.0, source="memcpy_dtod", dtod_gbs=1000.0)
+    row = Result(variant="+k", kind="kernel", status=PASSED, stats=summarize([0.005] * 20), gbs=1500.0,
+                 extra={"batch": 40, "single_launch_ms": 0.010})
+    obj = V.verdict(row, None, None, metric="bandwidth", roofline=roof, ceiling=None, floor=0.02, scan={})
+    assert "suspect" not in obj["flags"] and obj["checks"]["speed"]["pct"] == pytest.approx(75.0)
+    row = Result(variant="+k", kind="kernel", status=PASSED, stats=summarize([0.005] * 20), gbs=1500.0)
+    obj = V.verdict(row, None, None, metric="bandwidth", roofline=roof, ceiling=None, floor=0.02, scan={})
+    assert "suspect" in obj["flags"]
