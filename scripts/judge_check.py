@@ -46,7 +46,7 @@ COMMANDS = [
      {"CUDALAB_PATH": "examples"}, 0),
     ("refused", ["copy", "--n", "4096,8192", "--add", f"{EX}/my_transpose.cu:my_transpose"], {}, 2),
 ]
-TIMED = ("reduce", f"{EX}/my_reduce.cu:my_reduce@block=512,per_thread=2", "2^22")
+TIMED = ("reduce", f"{EX}/my_reduce.cu:my_reduce@block=512,per_thread=2", "2^20")
 CALL_TARGET_S, COMMAND_TARGET_S = 0.3, 1.2
 
 
