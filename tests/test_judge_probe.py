@@ -9,21 +9,36 @@ launches), and the honest copy must not.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab.worker import judgeprobe
-from cudalab.worker.gpu import EventTime
 from test_runcore import FAST, FakeDevice, good_copy
 
 
-def judged(kernel, timer=None):
-    dev = FakeDevice({"copy_naive": kernel})
-    if timer is not None:
-        dev.time_ms = timer(dev)
-    req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3,
-                              judge=True)
-    rows = runner.FamilyRun(planning.precheck(req), dev).run()
+@pytest.fixture(autouse=True)
+def _candidate_file(tmp_path, monkeypatch):
+    """The candidate is an --add kernel (only those get the second look): its file exists, its signature is
+    taken as given (the fake device runs a Python function in its place)."""
+    from cudalab.catalog import user
+
+    (tmp_path / "cand.cu").write_text('extern "C" __global__ void cand() {}\n')
+    monkeypatch.setattr(user, "check_signature", lambda *a, **k: None)
+    monkeypatch.setattr(user, "precheck_signature", lambda *a, **k: None)
+    monkeypatch.chdir(tmp_path)
+
+
+def request(family="copy", **kw):
+    from cudalab.catalog import user
+
+    return planning.RunRequest(family=family, variants="none", protocol=FAST, seed=3, roofline=False,
+                               add=user.parse_adds(("cand.cu:cand@block=32x8",)), **kw)
+
+
+def judged(kernel, judge=True):
+    dev = FakeDevice({"cand": kernel})
+    rows = runner.FamilyRun(planning.precheck(request(n="64", judge=judge)), dev).run()
     return rows[0]
 
 
@@ -95,10 +110,8 @@ def test_the_first_set_is_back_in_the_buffers_after_the_probe():
     def k(out, src, rows, cols, pitch):
         seen.append(src.data.copy())
         out.data[...] = src.data
-    dev = FakeDevice({"copy_naive": k})
-    req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3,
-                              judge=True)
-    run = runner.FamilyRun(planning.precheck(req), dev)
+    dev = FakeDevice({"cand": k})
+    run = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), dev)
     from cudalab.worker.context import Context
     ctx = Context(dev, run.rng)
     run.run_variants(ctx)
@@ -107,11 +120,13 @@ def test_the_first_set_is_back_in_the_buffers_after_the_probe():
     assert any(not (s == seen[0]).all() for s in seen)  # the second set did reach the kernel
 
 
-def test_without_judge_no_probe_runs():
+def test_without_judge_no_probe_runs_and_built_in_rows_never_get_one():
+    assert "judge" not in judged(good_copy, judge=False).extra
     dev = FakeDevice({"copy_naive": good_copy})
-    req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3)
+    req = planning.RunRequest(family="copy", variants="naive", n="64", roofline=False, protocol=FAST, seed=3,
+                              judge=True)
     (row,) = runner.FamilyRun(planning.precheck(req), dev).run()
-    assert "judge" not in row.extra
+    assert row.status.value == "passed" and "judge" not in row.extra  # the family's own rows are trusted
 
 
 def test_no_answer_is_ever_on_the_device_for_either_set():
@@ -133,10 +148,8 @@ def test_no_answer_is_ever_on_the_device_for_either_set():
         given.append(np.array(host, copy=True))
         real(self, host)
 
-    dev = Recording({"transpose_naive": good_transpose})
-    req = planning.RunRequest(family="transpose", variants="naive", shape="48x80", roofline=False, protocol=FAST,
-                              seed=3, judge=True)
-    run = runner.FamilyRun(planning.precheck(req), dev)
+    dev = Recording({"cand": good_transpose})
+    run = runner.FamilyRun(planning.precheck(request("transpose", shape="48x80", judge=True)), dev)
     FakeArray.upload, saved = upload, FakeArray.upload
     try:
         (row,) = run.run()

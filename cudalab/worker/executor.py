@@ -207,7 +207,7 @@ class FamilyRun:
             case = self.family.setup(SetupContext(v, lau, self.problem, inputs, ctx, kernels))
             self.on_stage(v.name, "running")
             row = self._drive(base, v, case, ref)
-            if self.req.judge and v.kind == "kernel" and row.status == PASSED and case.timer != "host":
+            if self.req.judge and user.is_user(v) and row.status == PASSED and case.timer != "host":  # the candidate
                 row = judgeprobe.attach(row, self, ctx, case)
             return with_occupancy(row, compiled, v.kernel, _arch(self.device))
         except user.SignatureError as exc:  # the user's kernel does not fit: an error, not a rule to skip
