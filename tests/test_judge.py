@@ -182,7 +182,9 @@ def test_a_child_grid_is_named_from_the_code(fake_gpu, invoke):
 
 @pytest.mark.parametrize("args,fragment", [
     (["--n", "64,128"], "one point"), (["--against", "nope"], "no such variant"),
-    (["--option", "x"], "NAME=VALUE"), (["--n", "64", "--option", "tile=3"], "no option")])
+    (["--option", "x"], "NAME=VALUE"), (["--n", "64", "--option", "tile=3"], "no option"),
+    (["--n", "64", "--timeout", "-1"], "--timeout"), (["--n", "64", "--device", "-2"], "--device"),
+    (["--n", "64", "--budget", "0"], "--budget")])
 def test_refused_input_is_one_line_exit_2_and_no_json(fake_gpu, invoke, one_line_exit_2, args, fragment):
     (fake_gpu / "cand.cu").write_text(KERNEL.format(marker="HONEST"))
     res = invoke("judge", "copy", "--add", "cand.cu:cand@block=32x8", *args)
@@ -254,3 +256,18 @@ def test_a_batched_row_is_judged_at_its_one_launch_time():
     row = Result(variant="+k", kind="kernel", status=PASSED, stats=summarize([0.005] * 20), gbs=1500.0)
     obj = V.verdict(row, None, None, metric="bandwidth", roofline=roof, ceiling=None, floor=0.02, scan={})
     assert "suspect" in obj["flags"]
+
+
+def test_a_hang_is_timeout_exit_4_and_the_json_still_comes(fake_workers, invoke, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cand.cu").write_text(KERNEL.format(marker="HONEST"))
+    fake_workers({"+cand": "hang"})
+    res = invoke("judge", "copy", "--n", "64", "--add", "cand.cu:cand@block=32x8", "--timeout", "1")
+    obj = json.loads(res.stdout)
+    assert res.exit_code == 4 and obj["verdict"] == "timeout" and obj["status"] == "timeout", res.output
+    assert obj["reference"]["status"] == "passed"  # the rows before it stand
+
+
+def test_the_help_names_the_exit_codes(invoke):
+    res = invoke("judge", "--help")
+    assert res.exit_code == 0 and "4 timed out" in res.output and "2 refused input" in res.output

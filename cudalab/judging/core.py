@@ -63,7 +63,16 @@ class Judge:
     """
 
     def __init__(self, device: int = 0, timeout: float | None = None, progress: bool = False):
-        self.device, self.timeout, self.progress = device, timeout, progress
+        """Check the arguments; the worker starts with the first call.
+
+        Raises:
+            UsageError: a negative device, or a timeout that is not a positive, finite number of seconds.
+        """
+        if int(device) < 0:
+            raise UsageError(f"--device must be a GPU index (0 or more), not {device}")
+        if timeout is not None and not 0 < timeout < float("inf"):
+            raise UsageError(f"--timeout must be a positive number of seconds (got {timeout})")
+        self.device, self.timeout, self.progress = int(device), timeout, progress
         self._session: Any = None
         self._scans: dict[str, dict[str, Any]] = {}
         self._host: dict[str, Any] | None = None
