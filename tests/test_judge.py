@@ -271,3 +271,23 @@ def test_a_hang_is_timeout_exit_4_and_the_json_still_comes(fake_workers, invoke,
 def test_the_help_names_the_exit_codes(invoke):
     res = invoke("judge", "--help")
     assert res.exit_code == 0 and "4 timed out" in res.output and "2 refused input" in res.output
+
+
+def test_a_judge_reuses_its_recent_reference_and_best_rows(fake_gpu, monkeypatch):
+    import cudalab
+    from cudalab.session import drive
+
+    sent = []
+    real = drive.Session.run
+    monkeypatch.setattr(drive.Session, "run", lambda self, plans, total=0: sent.append(
+        [v.name for v in plans[0].variants]) or real(self, plans, total))
+    (fake_gpu / "cand.cu").write_text(KERNEL.format(marker="HONEST"))
+    with cudalab.Judge() as j:
+        a = j.judge("copy", "cand.cu:cand@block=32x8", n=64)
+        b = j.judge("copy", "cand.cu:cand@block=32x8", n=64)
+    assert sent == [["memcpy_dtod", "block", "+cand"], ["+cand"]]
+    assert a["reference"]["age_s"] == 0 and b["reference"]["age_s"] > 0 and b["reference"]["verdict"] == a["reference"]["verdict"]
+    with cudalab.Judge(reuse_s=0) as j:
+        j.judge("copy", "cand.cu:cand@block=32x8", n=64)
+        j.judge("copy", "cand.cu:cand@block=32x8", n=64)
+    assert sent[2:] == [["memcpy_dtod", "block", "+cand"]] * 2
