@@ -164,6 +164,7 @@ def test_a_wrong_answer_names_the_first_wrong_element(fake_gpu, invoke):
     obj = json.loads(out)
     assert obj["verdict"] == "incorrect" and obj["correct"] is False
     assert obj["first_wrong"] and "first at" in obj["first_wrong"]
+    assert obj["reference"]["verdict"] == "–" and obj["reference"]["speedup"] is None  # no speed for a wrong answer
 
 
 def test_a_crash_is_failed_exit_3_and_the_other_rows_stand(fake_gpu, invoke):

@@ -156,6 +156,13 @@ class Judge:
             (uk,) = plan.request.add
             session = self._ensure()
             points, _ = session.run([plan], len(plan.variants))
+        if session.stopping.is_set():  # Ctrl-C: the session killed its worker; the next call starts a fresh one
+            from cudalab.errors import CudalabError  # noqa: PLC0415
+
+            session.stopping.clear()
+            err = CudalabError("interrupted: the candidate was not judged")
+            err.exit_code = 130
+            raise err
         point = points[0]
         if point.refused is not None:
             from cudalab.errors import CudalabError  # noqa: PLC0415

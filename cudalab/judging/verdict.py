@@ -74,8 +74,10 @@ def beside(cand: Result, other: Result | None, min_effect: float, suspect: bool)
         return None
     out: dict[str, Any] = {"variant": other.variant, "kind": other.kind, "status": other.status.value,
                            "time": time_of(other), "speedup": None, "verdict": "–", "p": None, "note": ""}
-    if cand.stats is None or other.stats is None or other.status != PASSED:
-        out["note"] = "not compared: " + ("the candidate was not timed" if cand.stats is None else
+    if cand.stats is None or cand.status != PASSED or other.stats is None or other.status != PASSED:
+        # a wrong kernel's speed is no speed: a loop must never read "faster" beside a wrong answer
+        out["note"] = "not compared: " + ("the candidate did not pass" if cand.status != PASSED else
+                                          "the candidate was not timed" if cand.stats is None else
                                           f"{other.variant} did not pass" if other.status != PASSED else "no samples")
         return out
     v = judge(other.stats.samples, cand.stats.samples, min_effect)
