@@ -292,3 +292,11 @@ def test_a_judge_reuses_its_recent_reference_and_best_rows(fake_gpu, monkeypatch
         j.judge("copy", "cand.cu:cand@block=32x8", n=64)
         j.judge("copy", "cand.cu:cand@block=32x8", n=64)
     assert sent[2:] == [["memcpy_dtod", "block", "+cand"]] * 2
+
+
+def test_the_object_is_strict_json_whatever_the_figures():
+    from cudalab.judging.core import _plain
+
+    obj = _plain({"a": float("nan"), "b": (1, np.float32(2.5), np.int64(3)), "c": {"d": float("inf")}, "e": True})
+    assert obj == {"a": None, "b": [1, 2.5, 3], "c": {"d": None}, "e": True}
+    json.dumps(obj, allow_nan=False)

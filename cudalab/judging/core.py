@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -190,10 +191,10 @@ class Judge:
         for side in ("reference", "best"):
             if judged[side] is not None:
                 judged[side]["age_s"] = age  # how long before the candidate its row was measured
-        return {"schema_version": V.SCHEMA_VERSION, "cudalab": __version__, "family": spec.name,
-                "candidate": uk.name, **judged, "problem": rp.problem, "seed": plan.request.seed,
-                "roofline": rp.roofline.to_dict() if rp.roofline is not None else None,
-                "roofline_note": rp.roofline_note, "protocol": rp.protocol, "gpu": _gpu(info), "code": code}
+        return _plain({"schema_version": V.SCHEMA_VERSION, "cudalab": __version__, "family": spec.name,
+                       "candidate": uk.name, **judged, "problem": rp.problem, "seed": plan.request.seed,
+                       "roofline": rp.roofline.to_dict() if rp.roofline is not None else None,
+                       "roofline_note": rp.roofline_note, "protocol": rp.protocol, "gpu": _gpu(info), "code": code})
 
     def _code(self, plan: Any, fam: Any, uk: user.UserKernel, cand: Any, info: dict[str, Any]) -> dict[str, Any]:
         """What ran: the file, its hash, the macros, the launch, and the scan of its code."""
@@ -265,6 +266,26 @@ def _floor_and_ceiling(info: dict[str, Any], cand: Any) -> tuple[float, float | 
     c = ceilings.cached(name, int(info.get("sm_clock_mhz") or 0)) if name else None
     peaks = [p for p in ((c.fma_gflops, c.tensor_gflops) if c is not None else ()) if p]
     return float(effect), (max(peaks) if peaks else None)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as strict JSON holds it: tuples as lists, NumPy scalars as Python numbers, and a number that is
+    not finite (a nan max error) as None, so the object always serialises (``json.dumps(allow_nan=False)``)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) or hasattr(value, "item"):
+        try:
+            x = value.item() if hasattr(value, "item") else value
+        except (ValueError, TypeError):
+            return str(value)
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        return x
+    return str(value)
 
 
 def _gpu(info: dict[str, Any]) -> dict[str, Any]:
