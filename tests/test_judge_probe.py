@@ -161,3 +161,20 @@ def test_no_answer_is_ever_on_the_device_for_either_set():
     for arr in given:
         for ans in answers:
             assert not (arr.shape == ans.shape and np.array_equal(arr, ans)), "an answer reached the device"
+
+
+def test_the_probe_stands_aside_where_it_cannot_refill_everything(monkeypatch):
+    """A family that uploads an array derived from its inputs would see it stale on the second set: an honest
+    kernel would read as a memo. The probe says why it did not run instead."""
+    from cudalab.families import copy as copy_family
+
+    fam_cls = next(c for c in vars(copy_family).values() if isinstance(c, type) and hasattr(c, "setup")
+                   and c.__module__ == copy_family.__name__)
+    real = fam_cls.setup
+
+    def setup(self, ctx):
+        ctx.upload(np.zeros(4, np.float32))  # derived data of its own
+        return real(self, ctx)
+    monkeypatch.setattr(fam_cls, "setup", setup)
+    row = judged(good_copy)
+    assert row.extra["judge"]["second_set"] == "not run: the family uploads arrays derived from its inputs"

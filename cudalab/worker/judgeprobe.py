@@ -141,8 +141,14 @@ def attach(row: Any, run: Any, ctx: Any, case: Any) -> Any:
         b, ref_b = run.second
         targets = [(arr, host, b[name]) for name, host in run.inputs.items() if name in b
                    for arr in ctx.uploads_of(host)]
-        if not targets:
-            fig: dict[str, Any] = {"second_set": "not run: the family's inputs are not uploaded through the run's context"}
+        # Refilling only some of what the kernel reads would mix the sets and fault an honest kernel: every input
+        # must have its device copy here, and nothing else may have been uploaded (an array derived from them).
+        missing = [name for name, host in run.inputs.items() if not ctx.uploads_of(host)]
+        derived = ctx.uploaded_ids() - {id(h) for h in run.inputs.values()}
+        if missing or derived or not targets:
+            why = (f"input {missing[0]!r} has no device copy to refill" if missing else
+                   "the family uploads arrays derived from its inputs" if derived else "no input on the device")
+            fig: dict[str, Any] = {"second_set": f"not run: {why}"}
         else:
             fig = probe(run.device, case, targets, lambda out, ref: fam.check(problem, out, ref), run.reference,
                         ref_b, run.req.protocol.flush_l2)
