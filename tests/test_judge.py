@@ -300,3 +300,13 @@ def test_the_object_is_strict_json_whatever_the_figures():
     obj = _plain({"a": float("nan"), "b": (1, np.float32(2.5), np.int64(3)), "c": {"d": float("inf")}, "e": True})
     assert obj == {"a": None, "b": [1, 2.5, 3], "c": {"d": None}, "e": True}
     json.dumps(obj, allow_nan=False)
+
+
+def test_pct_roofline_is_the_run_tables_column():
+    from cudalab.records.results import Roofline
+    row = Result(variant="+k", kind="kernel", status=PASSED, stats=summarize([1.0] * 20), gbs=500.0, gflops=800.0)
+    lib = Result(variant="cublas", kind="library", status=PASSED, stats=summarize([1.0] * 20), gflops=1000.0)
+    roof = Roofline(gbs=1000.0, source="memcpy_dtod", dtod_gbs=1000.0)
+    bw = V.verdict(row, None, None, metric="bandwidth", roofline=roof, ceiling=None, floor=0.02, scan={})
+    fl = V.verdict(row, lib, None, metric="flops", roofline=None, ceiling=None, floor=0.02, scan={})
+    assert bw["pct_roofline"] == pytest.approx(50.0) and fl["pct_roofline"] == pytest.approx(80.0)

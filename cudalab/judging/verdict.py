@@ -187,12 +187,24 @@ def verdict(cand: Result, reference: Result | None, best: Result | None, *, metr
         "status": cand.status.value, "reason": cand.reason or "", "first_wrong": first_wrong,
         "flags": flags, "flag_details": details,
         "time": time_of(cand), "gbs": _num(cand.gbs), "gflops": _num(cand.gflops),
-        "pct_roofline": (100.0 * cand.gbs / roofline.gbs) if roofline is not None and cand.gbs else None,
+        "pct_roofline": _pct_of_ceiling(cand, reference, metric, roofline),
         "max_error": _num(cand.max_error), "tolerance": _num(cand.tolerance),
         "reference": beside(cand, reference, floor, suspect), "best": beside(cand, best, floor, suspect),
         "noise_floor": floor,
         "checks": {"speed": speed, "second_look": probe, "scan": dict(scan), "reference_on_device": False},
     }
+
+
+def _pct_of_ceiling(cand: Result, reference: Result | None, metric: str, roofline: Roofline | None) -> float | None:
+    """The run table's % column: GB/s over the roofline measured in the same run; for FLOP/s and item-rate rows,
+    the rate over the library reference row's (cuBLAS, CuPy), as ``cudalab.report.pct_column`` has it."""
+    if metric == "bandwidth":
+        return (100.0 * cand.gbs / roofline.gbs) if roofline is not None and cand.gbs else None
+    key = "gflops" if metric == "flops" else None
+    if key and reference is not None and reference.kind == "library" and reference.status == PASSED:
+        mine, theirs = _num(getattr(cand, key)), _num(getattr(reference, key))
+        return 100.0 * mine / theirs if mine and theirs else None
+    return _num(cand.pct_roofline)
 
 
 def exit_code(obj: dict[str, Any]) -> int:
