@@ -178,3 +178,17 @@ def test_the_probe_stands_aside_where_it_cannot_refill_everything(monkeypatch):
     monkeypatch.setattr(fam_cls, "setup", setup)
     row = judged(good_copy)
     assert row.extra["judge"]["second_set"] == "not run: the family uploads arrays derived from its inputs"
+
+
+def test_a_kernel_that_faults_on_the_second_set_is_a_failed_row():
+    from cudalab.errors import GpuError
+
+    first = []
+
+    def k(out, src, rows, cols, pitch):
+        first.append(src.data.copy()) if not first else None
+        if not np.array_equal(src.data, first[0]):  # only the second set (the second look) makes it fault
+            raise GpuError("the GPU reported an error: an illegal memory access was encountered")
+        out.data[...] = src.data
+    row = judged(k)
+    assert row.status.value == "failed" and "illegal memory access" in row.reason

@@ -111,7 +111,10 @@ def probe(dev: Any, case: Any, targets: list[tuple[Any, np.ndarray, np.ndarray]]
                                  "what": what}
     finally:
         for arr, host_a, _ in targets:  # the first set back: whatever runs next sees the point's own inputs
-            arr.upload(host_a)
+            try:
+                arr.upload(host_a)
+            except Exception:  # a context the kernel broke: the error that broke it is what the row reports
+                break
     return {"second_set": "ran", "answers_differ": bool(differ), "wrong": wrong, "fresh_ms": fresh,
             "repeat_ms": repeat, "idle_after_stop_ms": idle}
 
