@@ -150,6 +150,7 @@ def test_each_door_is_named_with_its_flag_and_exit_code(fake_gpu, invoke, marker
     assert flag in obj["flags"], obj["flags"]
     assert res.exit_code == code == obj["exit_code"]
     assert flag in obj["flag_details"]
+    assert obj["reference"]["verdict"] in ("suspect", "–", "slower", "unsure")  # never faster nor same beside a door
 
 
 def test_an_impossible_speed_is_never_faster(fake_gpu, invoke):

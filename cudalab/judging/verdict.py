@@ -65,18 +65,20 @@ def time_of(r: Result | None) -> dict[str, Any] | None:
             "timed_by": str((r.extra or {}).get("timed_by", "events"))}
 
 
-def beside(cand: Result, other: Result | None, min_effect: float, suspect: bool) -> dict[str, Any] | None:
+def beside(cand: Result, other: Result | None, min_effect: float, suspect: bool,
+           correct: bool = True) -> dict[str, Any] | None:
     """The candidate against one other row: speedup (other's median / candidate's) and ``compare``'s verdict.
 
-    A suspect candidate is never ``faster``: its verdict reads ``suspect``.
+    A suspect candidate is never ``faster``: its verdict reads ``suspect``; a wrong one (``correct`` False: also
+    wrong on the second input set) is not compared at all.
     """
     if other is None:
         return None
     out: dict[str, Any] = {"variant": other.variant, "kind": other.kind, "status": other.status.value,
                            "time": time_of(other), "speedup": None, "verdict": "–", "p": None, "note": ""}
-    if cand.stats is None or cand.status != PASSED or other.stats is None or other.status != PASSED:
+    if cand.stats is None or cand.status != PASSED or not correct or other.stats is None or other.status != PASSED:
         # a wrong kernel's speed is no speed: a loop must never read "faster" beside a wrong answer
-        out["note"] = "not compared: " + ("the candidate did not pass" if cand.status != PASSED else
+        out["note"] = "not compared: " + ("the candidate did not pass" if cand.status != PASSED or not correct else
                                           "the candidate was not timed" if cand.stats is None else
                                           f"{other.variant} did not pass" if other.status != PASSED else "no samples")
         return out
@@ -189,7 +191,8 @@ def verdict(cand: Result, reference: Result | None, best: Result | None, *, metr
         "time": time_of(cand), "gbs": _num(cand.gbs), "gflops": _num(cand.gflops),
         "pct_roofline": _pct_of_ceiling(cand, reference, metric, roofline),
         "max_error": _num(cand.max_error), "tolerance": _num(cand.tolerance),
-        "reference": beside(cand, reference, floor, suspect), "best": beside(cand, best, floor, suspect),
+        "reference": beside(cand, reference, floor, suspect, correct),
+        "best": beside(cand, best, floor, suspect, correct),
         "noise_floor": floor,
         "checks": {"speed": speed, "second_look": probe, "scan": dict(scan), "reference_on_device": False},
     }
