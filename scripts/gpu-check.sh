@@ -267,6 +267,7 @@ PY
         # validated against docs/judge-schema.json), the suite again for the record, 100 cudalab.judge calls in one
         # process and 10 commands timed. The record <gpu>-judge.md/.json goes to $OUT/judge-docs (copy it to
         # docs/benchmarks/), every JSON object the judge gave to $OUT/judge-objects. ~3-4 min on an H200.
+        # $JUDGE_ARGS go to judge_check.py (e.g. "--parts commands,timing --calls 50").
         judge) timeout -s KILL 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_exploits_gpu.py
                rc=$?
                timeout -s KILL 240 python3 scripts/judge_check.py --out "$OUT/judge-docs" --objects "$OUT/judge-objects" \
