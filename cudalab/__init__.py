@@ -21,6 +21,8 @@ _LAZY = {
     "run": ("cudalab.api", "run"),
     "tune": ("cudalab.tuning", "tune"),
     "tune_kernel": ("cudalab.tuning.kernel", "tune_kernel"),
+    "judge": ("cudalab.judging", "judge"),
+    "Judge": ("cudalab.judging", "Judge"),
     "load_record": ("cudalab.api", "load_record"),
     "save_record": ("cudalab.records.results", "save_record"),
     "RunRecord": ("cudalab.records.results", "RunRecord"),

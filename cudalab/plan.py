@@ -53,6 +53,7 @@ class RunRequest:
     exclusive: bool = False
     lock_clocks: int | None = None
     done: tuple[str, ...] = ()  # variants an earlier worker finished (a point resumed after a fault)
+    judge: bool = False  # cudalab judge: passed kernel rows get a second input set in place (worker.judgeprobe)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (tuples become lists)."""

@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ bench-lanes tunedemo ab tuneown
+#                                          cluster occ bench-lanes tunedemo ab tuneown judge
 #                                          (default: info tests ncu sanitizer bench)
 #
 # The records name the code that ran (cudalab.records.machine.code_revision): the GPU machine's git HEAD is the
@@ -272,6 +272,17 @@ PY
               done
               python3 scripts/bench_agree.py "$OUT"/ab/old-*/ --vs "$OUT"/ab/new-*/ --out "$OUT/ab" \
                   --names "$(cat "$old/REVISION" 2>/dev/null || echo "$old")" "${CUDALAB_CODE:-this tree}" ) ;;
+        # issue 60: the exploit suite's GPU test (every exploit caught with its flag, every honest twin correct and
+        # unflagged), then scripts/judge_check.py: cudalab judge on built-in families and an own problem (each JSON
+        # validated against docs/judge-schema.json), the suite again for the record, 100 cudalab.judge calls in one
+        # process and 10 commands timed. The record <gpu>-judge.md/.json goes to $OUT/judge-docs (copy it to
+        # docs/benchmarks/), every JSON object the judge gave to $OUT/judge-objects. ~3-4 min on an H200.
+        # $JUDGE_ARGS go to judge_check.py (e.g. "--parts commands,timing --calls 50").
+        judge) timeout -s KILL 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_exploits_gpu.py
+               rc=$?
+               timeout -s KILL 240 python3 scripts/judge_check.py --out "$OUT/judge-docs" --objects "$OUT/judge-objects" \
+                   ${JUDGE_ARGS:-} || rc=$?
+               (exit $rc) ;;
         bench-lanes) bench_lanes ;;
         *) echo "unknown stage $stage"; false ;;
     esac

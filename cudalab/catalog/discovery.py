@@ -34,7 +34,7 @@ GROUP = "cudalab.families"
 PATH_PREFIX, ENTRY_PREFIX = "path:", "entry:"
 #: cudalab's own commands (tests/test_hostile.py checks this against the click group): a family of one of
 #: these names would be listed but could never run (``cudalab list`` is the command, not the family).
-COMMANDS = frozenset({"calibrate", "compare", "compile", "info", "list", "ncu", "report", "roofline", "sanitize", "sass", "truth", "tune",
+COMMANDS = frozenset({"calibrate", "compare", "compile", "info", "judge", "list", "ncu", "report", "roofline", "sanitize", "sass", "truth", "tune",
                       "watch"})
 #: A family's name is a command word: letters, digits, '.', '-' and '_', not starting with '-' (an option).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

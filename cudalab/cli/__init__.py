@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from cudalab.cli import basic, calibrate, compare, ncu, report, roofline, sanitize, sass, truth, tune, watch  # noqa: F401  (each module registers its commands)
+from cudalab.cli import basic, calibrate, compare, judge, ncu, report, roofline, sanitize, sass, truth, tune, watch  # noqa: F401  (each module registers its commands)
 from cudalab.cli.app import cli
 
 __all__ = ["cli", "main"]

@@ -105,8 +105,26 @@ class Saver:
             report.write_csv(self.kw["csv_path"], [r for p in record.points for r in p.results])
 
 
+def record_to_stdout(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
+    """``--json -``: the run as :func:`run_family` makes it, its tables and header on stderr, and the whole record
+    on stdout, alone (written before the exit code is decided: an incorrect row still gives the record)."""
+    import contextlib  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    out, got = sys.stdout, []
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            run_family(spec, fam, dict(kw, json_path=None, json_emit=got.append))
+    finally:
+        if got:
+            out.write(json.dumps(got[-1].to_dict(), indent=1, default=str) + "\n")
+            out.flush()
+
+
 def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Start the workers, precheck on the CPU meanwhile, run every point, render, save; exit 1 on a bad row."""
+    if kw.get("json_path") == "-":
+        return record_to_stdout(spec, fam, kw)
     from cudalab import files, progress, report  # noqa: PLC0415
     from cudalab.session import sweep  # noqa: PLC0415
     from cudalab.records.results import Status  # noqa: PLC0415
@@ -149,6 +167,8 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
         points = [ncu.add_ncu(p, req) for p, req in zip(points, requests)]
     record = sweep.record(spec, runs, incomplete, info, sys.argv, started, points, host=saver.host())
     saver.write(record)  # the final record first: a broken terminal cannot cost it
+    if kw.get("json_emit") is not None:
+        kw["json_emit"](record)
     con = report.console()
     if kw.get("layout") == "long" and len(record.points) > 1:
         report.print_long(con, record, fam.EXTRA_COLUMNS)

@@ -173,7 +173,7 @@ def timing_options() -> list[click.Parameter]:
         click.Option(["--lock-clocks"], type=click.IntRange(min=1), default=None, metavar="MHZ",
                      help="Lock the SM clock at MHZ during the run and restore it after (needs NVML and "
                           "permission to set clocks; never on a shared GPU)."),
-        click.Option(["--json", "json_path"], default=None, help="Write everything (raw samples too) to this JSON file."),
+        click.Option(["--json", "json_path"], default=None, help="Write everything (raw samples too) to this JSON file; '-': to stdout, alone (tables to stderr)."),
         click.Option(["--csv", "csv_path"], default=None, help="Write one row per variant to this CSV file."),
         click.Option(["--plot", "plot_path"], default=None,
                      help="Draw the run (bars per variant, the roofline as a line; a sweep as lines) to FILE.png or .svg."),

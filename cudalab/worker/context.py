@@ -29,6 +29,14 @@ class Context:
             self._shared[key] = self.device.to_device(host, pitched=pitched)
         return self._shared[key]
 
+    def uploads_of(self, host: np.ndarray) -> list[Any]:
+        """The device copies :meth:`upload` made of ``host`` (plain and pitched): the judge refills them in place."""
+        return [obj for key, obj in self._shared.items() if key[:2] == ("upload", id(host))]
+
+    def uploaded_ids(self) -> set[int]:
+        """The ``id`` of every host array :meth:`upload` has copied to the device in this run."""
+        return {key[1] for key in self._shared if isinstance(key, tuple) and key[:1] == ("upload",)}
+
     def shared(self, key: str, make: Callable[[], Any]) -> Any:
         """Return the object stored under ``key``, making it once (e.g. uploaded inputs)."""
         if key not in self._shared:

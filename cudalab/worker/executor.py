@@ -26,7 +26,7 @@ from cudalab.plan import Plan, RunRequest, plan_launch, precheck
 from cudalab.plan import variant_arch as plan_arch
 from cudalab.bench import Protocol
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
-from cudalab.worker import heartbeat
+from cudalab.worker import heartbeat, judgeprobe
 from cudalab.worker.context import Context
 from cudalab.worker.kept import Drawn, draw
 from cudalab.worker.sampling import Timing, measure, sustained_energy, throttle_marks, time_case
@@ -76,6 +76,7 @@ class FamilyRun:
         self.outputs: dict[str, np.ndarray] = {}
         self.inputs: dict[str, np.ndarray] = inputs or {}
         self.reference: np.ndarray | None = None
+        self.second: tuple[dict[str, np.ndarray], Any] | None = None  # cudalab judge's second input set
         self.roofline_note = ""  # why no roofline was measured, when one was wanted
         # what the worker keeps: its last draw if this point would draw the same (cudalab.worker.kept), else prepare()'s
         self.drawn = kept if kept is not None and not self.inputs and kept.serves(plan) else None
@@ -205,7 +206,10 @@ class FamilyRun:
                 kernels = None  # a host, driver or library row has none
             case = self.family.setup(SetupContext(v, lau, self.problem, inputs, ctx, kernels))
             self.on_stage(v.name, "running")
-            return with_occupancy(self._drive(base, v, case, ref), compiled, v.kernel, _arch(self.device))
+            row = self._drive(base, v, case, ref)
+            if self.req.judge and user.is_user(v) and row.status == PASSED and case.timer != "host":  # the candidate
+                row = judgeprobe.attach(row, self, ctx, case)
+            return with_occupancy(row, compiled, v.kernel, _arch(self.device))
         except user.SignatureError as exc:  # the user's kernel does not fit: an error, not a rule to skip
             return replace(base, status=FAILED, reason=str(exc))
         except (SkipRow, LaunchConfigError) as exc:
