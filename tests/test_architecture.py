@@ -56,6 +56,27 @@ def test_a_forbidden_import_breaks_a_contract(tmp_path, module, line):
     assert res.returncode == 1 and "BROKEN" in res.stdout, res.stdout + res.stderr
 
 
+def _worker_modules() -> list[str]:
+    return sorted(f"cudalab.worker.{f.stem}" for f in (ROOT / "cudalab" / "worker").glob("*.py")
+                  if f.stem not in ("__init__", "protocol")) + ["cudalab.worker"]
+
+
+def test_the_parents_contract_forbids_every_worker_module_but_the_protocol(tmp_path):
+    # issue 58: the contract listed worker modules one by one, and graphs, rowout and the package itself were
+    # missing (planted imports of them read "kept"); one planted file imports all of them, each must be named
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "cudalab", copy / "cudalab", ignore=shutil.ignore_patterns("__pycache__"))
+    mods = _worker_modules()
+    (copy / "cudalab" / "session" / "planted.py").write_text("".join(f"import {m}\n" for m in mods))
+    res = lint(copy, tmp_path)
+    assert res.returncode == 1
+    broken = {m for m in mods if f"cudalab.session.planted -> {m} " in res.stdout + " "
+              or f"cudalab.session.planted -> {m}\n" in res.stdout}
+    assert broken == set(mods), (set(mods) - broken, res.stdout[-3000:])
+    (copy / "cudalab" / "session" / "planted.py").write_text("from cudalab.worker import protocol\n")
+    assert lint(copy, tmp_path).returncode == 0  # the protocol is the one that crosses
+
+
 # --- the shape of the package -------------------------------------------------------------------------
 
 def test_no_import_circles_lazy_ones_included():
