@@ -281,8 +281,8 @@ def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, t
     from cudalab.tuning import replay as RP  # noqa: PLC0415
     from cudalab.tuning.result import point_key  # noqa: PLC0415
 
-    url = campaign if "://" in campaign else f"sqlite:///{Path(campaign).resolve()}"
-    if "://" not in campaign and not Path(campaign).is_file():
+    url = campaign if "://" in campaign else f"sqlite:///{Path(campaign).absolute()}"  # a link stays one: refused
+    if "://" not in campaign and not Path(campaign).is_file() and not Path(campaign).is_symlink():
         raise UsageError(f"--replay {campaign}: no such campaign file")
     space, table, attrs = RP.load_campaign(url, name)
     n = trials or max(1, len(table) // 10)

@@ -157,7 +157,11 @@ class _Campaign:
                 except CancelledError:  # cancelled at the pool's close: the worker builds it
                     pass
         with self.account.timed("trials"):
-            runs, interrupted = self.runs.run([req])
+            try:
+                runs, interrupted = self.runs.run([req])
+            except BaseException:  # no GPU left (WorkerError) or the scheduler gone: never a trial left RUNNING
+                self._record(trial, point, "interrupted", "the campaign stopped while it ran", None, {})
+                raise
         fr = runs[0] if runs else None
         with self.account.timed("search"):  # the study's storage
             return self.finish(trial, point, fr) or interrupted
@@ -295,11 +299,17 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     walks = p.strategy in WALKS and p.valid_points is not None
     # A walk (grid, random over the valid points) enqueues each trial's point: the sampler is never consulted.
     sampler = S.sampler("random" if walks else p.strategy, opts.seed, p.space, len(opts.objectives))
-    study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
-    C.reap_interrupted(study)
-    redo = _unfinished(study, p.space)
+    C.check_campaign(p.url, p.name, p.meta)  # reading only: a file it must not write is refused before any GPU work
     runs = runs or runs_for(opts)
     runs.start()  # a cluster is checked here: before the campaign's first line
+    try:  # the campaign's file is created (or changed) only once a GPU is there to run its first trial
+        runs.ready()
+        study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
+        C.reap_interrupted(study)
+        redo = _unfinished(study, p.space)
+    except BaseException:
+        runs.kill()
+        raise
     emit("start", {"name": p.name, "url": p.url, "size": p.space.size(), "valid": p.valid, "budget": p.budget,
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
     if getattr(runs, "concurrent", False):
