@@ -8,6 +8,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,97 @@ def test_two_tunes_started_at_once_on_a_new_file_both_run(fake_workers, ws):
         optuna.create_study(storage=url, study_name="someone-elses")
         cudalab.tune("copy", "vec4", **SPACE, seed=1, build_ahead=0, strategy="grid", race=0, trials=2,
                      storage=url)
+
+
+# --- class: an interrupt ends the measuring; nothing is concluded from a round its worker did not finish -------
+
+def _counts_add_up(output: str) -> None:
+    import re
+
+    line = next(x for x in output.splitlines() if " trials: " in x)
+    total = int(line.split(" trials:")[0].split()[-1])
+    parts = [int(n) for n in re.findall(r"(\d+) (?:passed|infeasible|refused|interrupted)", line)]
+    assert sum(parts) == total, line
+
+
+def test_an_interrupt_during_the_trials_races_nothing_and_names_no_winner(fake_workers, ws, invoke):
+    # the 4th point of the grid sends the parent a Ctrl-C: the trials before it passed; no race may follow
+    fake_workers({"_ms": MS, "vec4#UNROLL=6": "sigint"})
+    res = invoke(["tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=3..7", "--block", "256", "--seed",
+                  "1", "--build-ahead", "0", "--strategy", "grid", "--race", "3", "--json", "out.json"])
+    assert res.exit_code == 130, res.output
+    assert "racing round" not in res.output and "winner after" not in res.output and "rerun:" not in res.output
+    assert "the winner is" not in res.output
+    assert "not raced" in res.output and "INCOMPLETE" in res.output
+    _counts_add_up(res.output)
+    if (ws / "out.json").exists():
+        assert json.loads((ws / "out.json").read_text())["tune"]["winner"] == ""
+
+
+def test_a_worker_killed_mid_race_by_an_interrupt_names_no_winner(fake_workers, ws, tmp_path):
+    """The race's GPU worker is killed with a contender in flight and the parent gets Ctrl-C (a terminal's, to
+    the group): the contender's cut row is no failure of its own, and the round names nobody."""
+    import signal
+
+    from cudalab.tuning.drive import plan, run_campaign
+    from cudalab.tuning.options import TuneOptions
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    os.environ["FAKE_WORKER_BUSY"] = str(busy)
+    fake_workers({"_ms": MS, "_delay": 0.05})
+    p = plan(TuneOptions(family="copy", variant="vec4", defines=(("UNROLL", "3..7"),), n="1k", block="256",
+                         seed=1, strategy="grid", race=3, build_ahead=0, storage=f"sqlite:///{ws / 'c.db'}"))
+    rounds = []
+
+    def ctrl_c_mid_race():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            pids = [int(f.name) for f in busy.iterdir()]
+            if pids:
+                os.kill(pids[0], signal.SIGKILL)  # its worker dies under the contender in flight...
+                time.sleep(0.05)
+                os.kill(os.getpid(), signal.SIGINT)  # ...and the parent gets the Ctrl-C
+                return
+            time.sleep(0.005)
+
+    def on_event(what, data):
+        if what == "race":
+            threading.Thread(target=ctrl_c_mid_race, daemon=True).start()
+        if what == "round":
+            rounds.append(data["result"])
+
+    try:
+        res = run_campaign(p, on_event)
+    finally:
+        del os.environ["FAKE_WORKER_BUSY"]
+    assert res.exit_code == 130 and res.incomplete
+    assert res.race is not None and res.race.interrupted and res.race.winner == "" and res.race.dropped == {}
+    assert res.unraced and res.to_dict()["tune"]["winner"] == ""
+    assert all(r.winner == "" for r in rounds if r.interrupted)
+
+
+def test_an_interrupted_round_drops_no_contender():
+    from cudalab.bench import summarize
+    from cudalab.records.results import FAILED, PASSED
+    from cudalab.tuning import race as R
+
+    class Row:
+        def __init__(self, ok, ms=1.0):
+            self.variant, self.status = "v", PASSED if ok else FAILED
+            self.reason, self.stats = "" if ok else "the GPU worker died (killed by SIGKILL)", summarize([ms] * 10)
+
+    class Run:
+        def __init__(self, row):
+            self.results = [row]
+
+    calls = []
+
+    def run(reqs):
+        calls.append(len(reqs))
+        if len(calls) == 1:
+            return [Run(Row(True, 1.0 + 0.1 * i)) for i, _ in enumerate(reqs)], False
+        return [Run(Row(True, 2.0)), Run(Row(False))], True  # the interrupt cut the 2nd contender's row
+
+    got = R.race(run, [R.Contender(k, {}, k) for k in ("a", "b", "c")], "v", max_rounds=4)
+    assert got.interrupted and got.winner == "" and got.dropped == {} and not got.decided

@@ -249,9 +249,11 @@ def _show(res: Any) -> None:
         say(f"{ref.header}: no {ref.variant} row to divide by ({ref.reason})")
     bad = [m for m in res.trials if m.values is None and m.status not in ("refused", "interrupted")]
     refused = sum(1 for m in res.trials if m.status == "refused")
+    cut = sum(1 for m in res.trials if m.status == "interrupted")  # every trial in one count: they add up
     busy = f"; GPU busy {res.gpu_busy_pct:.0f}% while they ran (NVML)" if res.gpu_busy_pct is not None else ""
     say(f"{len(res.trials)} trials: {len(res.feasible)} passed, {len(bad)} infeasible "
-               f"(incorrect, failed or timed out), {refused} refused before any build{busy}")
+               f"(incorrect, failed or timed out), {refused} refused before any build"
+        + (f", {cut} interrupted (asked again first when the campaign resumes)" if cut else "") + busy)
     if res.time_account.get("wall"):
         from cudalab.tuning.account import describe as describe_time  # noqa: PLC0415  (tune's modules load late)
 
@@ -264,13 +266,17 @@ def _show(res: Any) -> None:
         ties = f"; tied within the tolerance: {', '.join(race.ties)}" if race.ties else ""
         say(f"winner after {race.rounds} racing rounds: {race.winner}{vs}{ties}")
         say(f"racing tolerance {race.tolerance:.2%}" + (f": {race.calibrated}" if race.calibrated else ""))
-    if res.winner and res.winner == res.default_key:  # the default was a trial (its first): it can win
+    unraced = res.incomplete and not (race is not None and race.winner)  # TuneResult.unraced's rule
+    if unraced and res.feasible:
+        say("not raced: the campaign was interrupted; the best trials above are each one trial's measurement, "
+            "no winner is named (the same command continues and races them)")
+    elif res.winner and res.winner == res.default_key:  # the default was a trial (its first): it can win
         what = "the winner" if race is not None and race.winner else "the best trial (not raced)"
         say(f"{what} is the family's default configuration: the fastest configuration found, keep it")
     elif race is not None and res.default_key in race.ties:
         say("the family's default configuration is tied with the winner within the tolerance: keeping it "
                    "costs nothing measurable")
-    if res.command:
+    if res.command and not unraced:
         click.echo(f"rerun: {res.command}")
     if res.incomplete:
         click.echo("INCOMPLETE: interrupted; the campaign keeps what finished (the same command continues it)")

@@ -322,15 +322,19 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             camp = _Campaign(p, study, runs, emit, meter)
             camp.redo.extend(redo)
             interrupted = camp.loop()
+
+            def going() -> bool:  # after an interrupt its workers are gone: nothing more is measured nor raced
+                return camp.lost is None and not interrupted and caught.signum is None
+
             try:  # the "% of" column's library row (flops, rate), once: after the trials (tuning/reference.py: why)
-                ref = reference.measure(p, runs, camp.account) if camp.lost is None else None
+                ref = reference.measure(p, runs, camp.account) if going() else None
             except ClusterLost as exc:
                 ref, camp.lost = None, exc
             busy = meter.percent if meter is not None else None
             if meter is not None:
                 meter.stop()
             race_result, default_key = None, point_key(_default_point(p))
-            if len(opts.objectives) == 1 and opts.race > 0 and camp.lost is None:
+            if len(opts.objectives) == 1 and opts.race > 0 and going():
                 try:
                     with camp.account.timed("race"):
                         race_result = _race(camp, emit)
@@ -339,7 +343,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         if camp.lost is not None:
             emit("warning", {"text": str(camp.lost)})
             code = camp.lost.exit_code
-        elif interrupted or caught.signum is not None:
+        elif interrupted or caught.signum is not None or (race_result is not None and race_result.interrupted):
             code = 128 + (caught.signum or 2)
     finally:
         if meter is not None:

@@ -90,6 +90,11 @@ class TuneResult:
         best = self.feasible
         return point_key(best[0].point) if best else ""
 
+    @property
+    def unraced(self) -> bool:
+        """An interrupted campaign whose race did not finish (or never ran): its best trial is not a winner."""
+        return self.incomplete and not (self.race is not None and self.race.winner)
+
     def speedup(self, key: str) -> float | None:
         """The default configuration's median over ``key``'s, from the race (None: not both raced)."""
         if self.race is None:
@@ -118,7 +123,9 @@ class TuneResult:
         r = self.race
         out["tune"] = {
             "family": self.family, "variant": self.variant, "campaign": self.name, "storage": self.url,
-            "objectives": list(self.objectives), "winner": self.winner, "default": self.default_key,
+            # an interrupted campaign's best trial was not raced: it is no winner, only the best trial
+            "objectives": list(self.objectives), "winner": "" if self.unraced else self.winner,
+            "best_trial": self.winner, "default": self.default_key,
             "command": self.command,
             "space": self.space, "incomplete": self.incomplete, "gpu_busy_pct": self.gpu_busy_pct,
             "time": self.time_account,
