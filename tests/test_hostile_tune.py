@@ -231,3 +231,40 @@ def test_an_interrupted_round_drops_no_contender():
 
     got = R.race(run, [R.Contender(k, {}, k) for k in ("a", "b", "c")], "v", max_rounds=4)
     assert got.interrupted and got.winner == "" and got.dropped == {} and not got.decided
+
+
+def test_a_cluster_address_that_is_no_dask_scheduler_is_one_line_in_bounded_time(tmp_path):
+    """Something that accepts the connection and never speaks Dask (a silent listener, an HTTP server), a
+    scheme Dask cannot use here (tls:// without certificates, ucx:// without UCX), garbage: one line each, exit 2,
+    within the connect timeout and a little (run in a child: a hung connect's thread is left behind there)."""
+    import subprocess
+    import sys
+
+    script = r'''
+import http.server, json, socket, threading, time
+from click.testing import CliRunner
+from cudalab.cli import cli
+from cudalab.session import cluster
+cluster.CONNECT_S = 1.0
+silent = socket.socket(); silent.bind(("127.0.0.1", 0)); silent.listen(5)
+held = []
+threading.Thread(target=lambda: [held.append(silent.accept()) for _ in range(99)], daemon=True).start()
+web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+threading.Thread(target=web.serve_forever, daemon=True).start()
+out = []
+for a in [f"tcp://127.0.0.1:{silent.getsockname()[1]}", f"tcp://127.0.0.1:{web.server_address[1]}",
+          f"tls://127.0.0.1:{web.server_address[1]}", "ucx://127.0.0.1:9", "inproc://x:1"]:
+    t = time.monotonic()
+    r = CliRunner().invoke(cli, ["tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..2", "--cluster", a])
+    out.append([a, r.exit_code, r.output, time.monotonic() - t])
+print(json.dumps(out))
+'''
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.monotonic() - t0 < 60  # the child ended: nothing it left behind held its exit
+    for address, code, output, took in json.loads(proc.stdout.splitlines()[-1]):
+        lines = output.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("cudalab: --cluster"), (address, output)
+        assert "Traceback" not in output and took < 10, (address, took)
+    assert list(tmp_path.iterdir()) == []  # nothing written: no campaign file for a cluster that is not there

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import importlib.util
 import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -55,6 +56,48 @@ def parse_cluster(text: str | None) -> str | None:
     if not sep or scheme not in ("tcp", "tls", "ucx", "inproc") or not host or not colon or not port.isdigit():
         raise UsageError(f"--cluster {text!r} is not 'local' nor a scheduler address (example: --cluster tcp://gpu1:8786)")
     return t
+
+
+def _connect(client: Any, address: str) -> Any:
+    """A Dask client of the scheduler at ``address``, within :data:`CONNECT_S` and a little: something that
+    accepts the connection and never speaks Dask (an HTTP server, a silent listener) holds Dask's own
+    handshake past its timeout, so the wait is bounded here (the thread left behind is a daemon).
+
+    Raises:
+        TimeoutError: no scheduler answered in time. ConnectionError: what Dask raised, in words.
+    """
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = client(address, timeout=CONNECT_S, set_as_default=False)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller's thread)
+            box["error"] = f"{type(exc).__name__}: {one_line(exc)}"
+            _forget_half_made(exc, client)
+
+    t = threading.Thread(target=connect, name="cudalab-dask-connect", daemon=True)
+    t.start()
+    t.join(CONNECT_S + 2.0)
+    if t.is_alive():
+        raise TimeoutError(f"nothing answered as a Dask scheduler within {CONNECT_S + 2.0:.0f} s")
+    if "error" in box:
+        raise ConnectionError(box["error"])
+    return box["client"]
+
+
+def _forget_half_made(exc: BaseException, client: type) -> None:
+    """Mark closed the client whose constructor raised ``exc``: its ``__del__`` would close it at exit, waiting
+    twice the connect timeout on a loop that never connected (the user saw one line, then 20 s of nothing)."""
+    import contextlib  # noqa: PLC0415
+
+    tb = exc.__traceback__
+    while tb is not None:
+        half = tb.tb_frame.f_locals.get("self")
+        if isinstance(half, client):
+            with contextlib.suppress(Exception):
+                half.status = "closed"
+                half._loop_runner.stop()
+        tb = tb.tb_next
 
 
 def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None = None) -> Any:
@@ -140,10 +183,12 @@ class Cluster:
                 cluster = local_cluster(devices, env)
                 client = Client(cluster, set_as_default=False)
             else:
-                client = Client(address, timeout=CONNECT_S, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+                client = _connect(Client, address)
+        except Exception as exc:  # noqa: BLE001  (Dask's and the comms' errors are many: each is one line)
             if cluster is not None:
                 cluster.close()
+            if address == LOCAL and not isinstance(exc, (OSError, TimeoutError)):
+                raise
             raise ClusterError(f"--cluster {address}: no Dask scheduler answers there ({one_line(exc)}); start one "
                                "with: dask scheduler --port 8786") from None
         out = cls(client, cluster, address)
