@@ -121,11 +121,15 @@ def test_two_tunes_started_at_once_on_a_new_file_both_run(fake_workers, ws):
         p = plan(TuneOptions(family="copy", variant="vec4", defines=(("UNROLL", "1..8"),), n="1k",
                              block="64..1024:pow2", require=tuple(SPACE["require"]), seed=1, strategy="grid",
                              storage=url))
-        study = optuna.load_study(study_name="copy-vec4", storage=url)
-        for k, v in p.meta.items():
-            study.set_user_attr(k, v)
+        from cudalab.tuning import campaign as C
 
-    later = threading.Timer(1.0, first_tune_finishes_creating)
+        for k, v in p.meta.items():  # one attribute at a time, as the first tune writes them, slowly
+            if k != "fingerprint":
+                optuna.load_study(study_name="copy-vec4", storage=url).set_user_attr(k, v)
+                time.sleep(0.2)
+        C.write_meta(optuna.load_study(study_name="copy-vec4", storage=url), p.meta)
+
+    later = threading.Timer(0.5, first_tune_finishes_creating)
     later.start()
     try:
         res = cudalab.tune("copy", "vec4", **SPACE, seed=1, build_ahead=0, strategy="grid", race=0, trials=2,
@@ -268,3 +272,20 @@ print(json.dumps(out))
         assert code == 2 and len(lines) == 1 and lines[0].startswith("cudalab: --cluster"), (address, output)
         assert "Traceback" not in output and took < 10, (address, took)
     assert list(tmp_path.iterdir()) == []  # nothing written: no campaign file for a cluster that is not there
+
+
+# --- class: values; cudalab.tune(...) refuses what the command refuses, as a UsageError -------------------------
+
+@pytest.mark.parametrize("call", [
+    dict(budget=float("nan")), dict(budget=-1), dict(budget="fast"), dict(timeout=0), dict(timeout=float("inf")),
+    dict(race=-5), dict(race=2.5), dict(device=-1), dict(device="0"), dict(build_ahead=-1), dict(seed=-1),
+    dict(seed=2**32), dict(seed=1.5), dict(trials=0), dict(trials="9"), dict(time_s=float("nan")),
+    dict(tolerance=float("nan")), dict(require=5), dict(objectives=7), dict(defines=["UNROLL=1..8"]),
+    dict(defines={"UNROLL": "1..99999999999999999999"}), dict(options=3), dict(strategy=3), dict(n=1024),
+    dict(storage=5), dict(trails=3), dict(on_event="print"), dict(family=None),
+])
+def test_the_python_api_refuses_a_bad_call_with_a_usage_error(no_gpu, ws, call):
+    args = {"family": "copy", "variant": "vec4", "defines": {"UNROLL": "1..8"}, "n": "1k", **call}
+    with pytest.raises(UsageError):
+        cudalab.tune(args.pop("family"), **args)
+    assert list(ws.iterdir()) == []

@@ -15,14 +15,35 @@ from cudalab.cli.app import CONTEXT, cli, echo_folded
 from cudalab.errors import UsageError
 
 
-def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
-    """The family options given as dimensions after the known options (``--tile 8,16,32``)."""
+def _family_options(args: list[str], family: str, ctx: click.Context) -> tuple[tuple[str, str], ...]:
+    """The family options given as dimensions after the known options (``--tile 8,16,32``).
+
+    Only a family's declared option becomes a dimension; any other ``--NAME`` is a mistyped option, refused
+    with the nearest real one (``--trails`` -> ``--trials``): only ``-D`` makes a define.
+
+    Raises:
+        UsageError: an argument that is neither.
+    """
+    import difflib  # noqa: PLC0415
+
+    if not args:
+        return ()
+    from cudalab import catalog  # noqa: PLC0415
+    from cudalab.families import load  # noqa: PLC0415
+
+    declared = {o.name.replace("_", "-") for o in load(catalog.family(family).module).OPTIONS}
+    mine = {n[2:] for p in ctx.command.params for n in p.opts if n.startswith("--")}
     out, i = [], 0
     while i < len(args):
         a = args[i]
         if not a.startswith("--") or len(a) < 3:
             raise UsageError(f"unexpected argument {a!r} (a family option is --NAME VALUES)")
         name, eq, value = a[2:].partition("=")
+        if name.replace("_", "-") not in declared:
+            near = difflib.get_close_matches(name, sorted(mine | declared), n=1, cutoff=0.5)
+            hint = f" (did you mean --{near[0]}?)" if near else ""
+            what = f"; {family}'s own: --{', --'.join(sorted(declared))}" if declared else ""
+            raise UsageError(f"no such option: --{name}{hint}{what} (a define is -D NAME=VALUES)")
         if not eq:
             if i + 1 >= len(args):
                 raise UsageError(f"{a} needs values (example: {a} 8,16,32)")
@@ -90,11 +111,11 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
     """
     from cudalab import files  # noqa: PLC0415
 
-    if plot_path:
+    if plot_path is not None:  # '' is a name given empty: refused, not "no file"
         from cudalab.report import plot  # noqa: PLC0415
 
         plot.check(plot_path)
-    if json_path:
+    if json_path is not None:
         files.check_output_path(json_path, "--json")
     if replay is not None:
         return _replay(replay, name, strategy, seeds, trials)
@@ -109,9 +130,10 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, n: str
         if not eq:
             raise UsageError(f"-D {item!r} must be NAME=VALUES (example: -D WT_BK=8..32:pow2)")
         pairs.append((k, v))
+    extra = _family_options(list(ctx.args), family, ctx)
     opts = TuneOptions(
         family=family, variant=variant, n=n, shape=shape, dtype=dtype, defines=tuple(pairs), block=block,
-        options=_family_options(list(ctx.args)), require=require, use_table=not no_table, strategy=strategy,
+        options=extra, require=require, use_table=not no_table, strategy=strategy,
         trials=trials, time_s=parse_duration(time_text), seed=seed,
         objectives=tuple(o.strip() for o in objective.split(",")), name=name, storage=storage, race=race_k,
         tolerance=tolerance, budget=budget, device=device, timeout=timeout, build_ahead=build_ahead,

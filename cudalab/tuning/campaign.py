@@ -157,30 +157,32 @@ def check_campaign(url: str, name: str, meta: Mapping[str, Any]) -> None:
         return
     if not path.exists() or not path.stat().st_size:
         return  # a new file: created when the first trial is about to run
-    _refuse_others(url, name, meta, _summaries(_storage(url, read_only=True)), wait=False)
+    _refuse_others(url, name, meta, _summaries(_storage(url, read_only=True)), wait=False, checking=True)
 
 
 def _summaries(storage: Any) -> list[Any]:
     return quiet_optuna().get_all_study_summaries(storage, include_best_trial=False)
 
 
-def _refuse_others(url: str, name: str, meta: Mapping[str, Any], studies: list[Any], wait: bool) -> None:
+def _refuse_others(url: str, name: str, meta: Mapping[str, Any], studies: list[Any], wait: bool,
+                   checking: bool = False) -> None:
     """Refuse a storage holding this campaign (or, in a campaign file, another) for another fingerprint.
 
     A study without a fingerprint is one another tune is creating this instant (its attributes follow its
-    creation: Optuna has no atomic form) or one cudalab did not write; with ``wait`` the caller looks again
-    (:func:`open_campaign`), so two tunes started at once on a new file both run it.
+    creation: Optuna has no atomic form; :func:`write_meta` writes the fingerprint last) or one cudalab did not
+    write; with ``wait`` the caller looks again (:func:`open_campaign`), so two tunes started at once on a new
+    file both run it; ``checking`` (:func:`check_campaign`, before any GPU work) leaves this campaign's to then.
     """
     sqlite = url.startswith("sqlite")
     for s in studies:
         if s.study_name != name and not sqlite:
             continue
         old = s.user_attrs
-        if not old:  # created this instant by another tune (its attributes follow), or left so by a killed one
+        if "fingerprint" not in old:  # being created by another tune (its fingerprint is written last), or no tune's
             if wait:
                 raise _Unsettled()
-            if s.study_name == name:
-                continue  # ours: open_campaign writes its attributes
+            if s.study_name == name and (checking or not old):
+                continue  # ours, left empty by a tune killed at its birth: open_campaign writes its attributes
         if old.get("fingerprint") != meta["fingerprint"]:
             what = f"{old.get('family', '?')}/{old.get('variant', '?')}"
             if "fingerprint" not in old:
@@ -218,13 +220,19 @@ def open_campaign(url: str, name: str, meta: Mapping[str, Any], directions: list
             break
         except _Unsettled:
             time.sleep(0.1)
-    settled = any(s.user_attrs for s in studies if s.study_name == name)
+    settled = any("fingerprint" in s.user_attrs for s in studies if s.study_name == name)
     study = optuna.create_study(storage=storage, study_name=name, sampler=sampler, load_if_exists=True,
                                 directions=directions)
     if not settled:
-        for k, v in meta.items():
-            study.set_user_attr(k, v)
+        write_meta(study, meta)
     return study
+
+
+def write_meta(study: Any, meta: Mapping[str, Any]) -> None:
+    """Write what a new campaign is, its fingerprint last: a study with a fingerprint is complete (another tune
+    opening the file this instant waits for it: :func:`open_campaign`)."""
+    for k, v in sorted(meta.items(), key=lambda kv: kv[0] == "fingerprint"):
+        study.set_user_attr(k, v)
 
 
 def owner() -> str:
