@@ -190,7 +190,8 @@ class _Live:
             text = f"racing the best {len(d['contenders'])}"
         elif what == "round":
             r = d["result"]
-            text = f"racing round {d['round']}: leader {r.winner} ({'decided' if r.decided else 'undecided'})"
+            text = (f"racing round {d['round']}: interrupted, no winner" if r.interrupted else
+                    f"racing round {d['round']}: leader {r.winner} ({'decided' if r.decided else 'undecided'})")
         else:
             return
         if self.tty:
