@@ -289,3 +289,62 @@ def test_the_python_api_refuses_a_bad_call_with_a_usage_error(no_gpu, ws, call):
     with pytest.raises(UsageError):
         cudalab.tune(args.pop("family"), **args)
     assert list(ws.iterdir()) == []
+
+
+# --- class: spaces of any size; what happens before the first trial does not grow with the space ---------------
+
+def test_the_proposer_and_the_codec_are_linear_in_a_dimensions_length():
+    """100,000 values in one dimension: listing its valid points, the repair's grid and a hundred asks' decoding
+    take well under a second each (index lookups per point made them quadratic: minutes)."""
+    from cudalab.tuning import strategy as S
+    from cudalab.tuning.propose import Proposer
+    from cudalab.tuning.space import Dim, Space
+
+    space = Space(dims=(Dim("block", "block", tuple(str(i) for i in range(1, 100_001)), False),),
+                  require=("block % 2 == 0",))
+    valid = space.valid_points()
+    t = time.monotonic()
+    prop = Proposer(space, "tpe", 1, valid)
+    for i in range(100):
+        point = S.decode(space, S.encode(space, {"block": str(1 + 997 * i)}))
+        prop.repair(point)
+    assert time.monotonic() - t < 5  # quadratic: 9 s on an idle 2-core machine; linear: under 1 s
+
+
+def test_a_space_too_large_to_list_runs_with_every_strategy_in_bounded_memory(tmp_path):
+    """10^10 points: grid walks them lazily (the default first, then in the space's order), tpe and random ask
+    them; none lists them (its memory is capped at 4 GB here: listing needs far more), none crashes on the budget
+    it defaults to, and the start line says the space is too large to list."""
+    import subprocess
+    import sys
+
+    script = r'''
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
+sys.path.insert(0, %r)
+from cudalab.session import process as W
+import fake_workers as F
+W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, "--fd", str(fd)])
+import cudalab
+from cudalab.tuning.drive import plan
+from cudalab.tuning.options import TuneOptions
+out = {s: plan(TuneOptions(family="copy", variant="vec4", n="1k", defines=(("A", "1..100000"), ("B", "1..100000")),
+                           strategy=s, storage="sqlite:///%s/x.db")).budget for s in ("grid", "tpe", "random")}
+for strategy, trials in (("grid", 3), ("random", 4)):
+    events = []
+    res = cudalab.tune("copy", "vec4", n="1k", defines={"A": "1..100000", "B": "1..100000"}, require=["A < 50000"],
+                       strategy=strategy, trials=trials, race=0, build_ahead=0, seed=1,
+                       storage="sqlite:///%s/" + strategy + str(trials) + ".db",
+                       on_event=lambda what, d: events.append(d) if what == "start" else None)
+    out[f"{strategy}{trials}"] = [events[0]["valid"], events[0]["budget"], [m.status for m in res.trials][:5],
+                                  [m.point for m in res.trials][:3]]
+print(json.dumps(out))
+''' % (str(Path(__file__).parent), tmp_path, tmp_path)
+    env = dict(os.environ, FAKE_WORKER=json.dumps({"_ms": "1 + A / 10"}))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["grid3"][0] is None and got["grid3"][1] == 3 and got["grid3"][2] == ["passed"] * 3
+    assert got["grid3"][3][:2] == [{"A": "1", "B": "1"}, {"A": "1", "B": "2"}]  # the space's order
+    assert got["grid"] == got["tpe"] == got["random"] == 100  # the default budget, not None (a TypeError)
+    assert got["random4"][1] == 4

@@ -162,8 +162,10 @@ class _Live:
     def __call__(self, what: str, d: dict[str, Any]) -> None:
         if what == "start":
             extra = f", {d['resumed']} trials already in it" if d["resumed"] else ""
-            click.echo(f"campaign {d['name']}: {d['url']} ({d['valid']:,} of {d['size']:,} points meet the constraints; "
-                       f"{d['strategy']}, {d['budget']} trials{extra})", err=True)
+            valid = (f"{d['valid']:,} of {d['size']:,} points meet the constraints" if d["valid"] is not None else
+                     f"{d['size']:,} points, too many to list: each is checked against the constraints when asked")
+            click.echo(f"campaign {d['name']}: {d['url']} ({valid}; {d['strategy']}, {d['budget']} trials{extra})",
+                       err=True)
             return
         if what in ("cluster", "warning"):
             self.close()

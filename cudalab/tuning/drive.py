@@ -296,7 +296,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
 
     emit = on_event or (lambda what, data: None)
     opts = p.opts
-    walks = p.strategy in WALKS and p.valid_points is not None
+    walks = p.strategy in WALKS and (p.valid_points is not None or p.strategy == "grid")
     # A walk (grid, random over the valid points) enqueues each trial's point: the sampler is never consulted.
     sampler = S.sampler("random" if walks else p.strategy, opts.seed, p.space, len(opts.objectives))
     C.check_campaign(p.url, p.name, p.meta)  # reading only: a file it must not write is refused before any GPU work
@@ -310,7 +310,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     except BaseException:
         runs.kill()
         raise
-    emit("start", {"name": p.name, "url": p.url, "size": p.space.size(), "valid": p.valid, "budget": p.budget,
+    emit("start", {"name": p.name, "url": p.url, "size": p.space.size(),
+                   "valid": p.valid if p.valid_points is not None else None, "budget": p.budget,
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
     if getattr(runs, "concurrent", False):
         emit("cluster", {"text": runs.describe()})
