@@ -59,3 +59,19 @@ def test_a_crafted_run_is_one_line_for_every_reader(tmp_path, invoke, one_line_e
             "compare": ["compare", str(RUN), str(bad)]}[command]
     one_line_exit_2(invoke(*args), "not a cudalab run record")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+
+
+def test_a_gzipped_run_reads_and_a_benchmark_summary_is_named_in_one_line(tmp_path, invoke, one_line_exit_2):
+    import gzip
+
+    gz = tmp_path / "run.json.gz"
+    gz.write_bytes(gzip.compress(RUN.read_bytes()))
+    res = invoke("report", str(gz))
+    assert res.exit_code == 0 and "transpose" in res.output, res.output
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (300 << 20)))  # more than cudalab reads, once decompressed
+    one_line_exit_2(invoke("report", str(bomb)), "decompresses to more than")
+    summary = Path(__file__).parents[1] / "docs" / "benchmarks" / "nvidia-h200.json"
+    for command in (["report", str(summary)], ["compare", str(summary), str(RUN)],
+                    ["roofline", str(summary), "-o", str(tmp_path / "c.svg")]):
+        one_line_exit_2(invoke(*command), "a benchmark or study summary written by a script, not one run")

@@ -317,7 +317,10 @@ class RunRecord:
         if version == 1:  # one payload per run, or {"sweep": [payloads]}; no machine block
             payloads = saved_tables(d.get("sweep") or [d], "sweep")
             if not payloads or "results" not in payloads[0]:
-                raise UsageError("not a cudalab run record (no results)")
+                keys = sorted(d)[:6] if isinstance(d, dict) else []
+                raise UsageError("not a cudalab run record (no results; " + (
+                    f"its keys {', '.join(keys)}: a benchmark or study summary written by a script, not one run; "
+                    "report, compare and roofline read what a run's --json wrote)" if keys else "an empty object)"))
             family = str(d.get("family", ""))
             points = tuple(RunPoint.from_dict(p, family, _metric_of(family)) for p in payloads)
         else:
