@@ -179,7 +179,7 @@ def _value(text: str, key: str, value: str) -> Any:
         if not _DIMS.fullmatch(value) or any(int(x) < 1 for x in value.split("x")):
             raise UsageError(f"--add {text!r}: {key}={value!r} must be positive dims such as 32 or 32x8")
         return tuple(value.split("x")) if key == "tile" else value
-    if key == "grid" and not _GRID.fullmatch(value):
+    if key == "grid" and (not _GRID.fullmatch(value) or value.startswith("sm:") and int(value[3:]) < 1):
         raise UsageError(f"--add {text!r}: grid={value!r} must be tiles, sm:K or dims such as 1024 or 64x64")
     if key == "shared" and not value.isdigit():
         raise UsageError(f"--add {text!r}: shared={value!r} must be a number of bytes")
