@@ -4,6 +4,8 @@ least one block an SM, whether K is a number, a constant expression, an expressi
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -33,3 +35,26 @@ def test_an_added_kernels_sm_grid_below_one_is_refused(invoke, one_line_exit_2, 
     cu = tmp_path / "k.cu"
     cu.write_text('extern "C" __global__ void k(float *a) {}\n')
     one_line_exit_2(invoke(["copy", "--variant", "none", "--add", f"{cu}:k@grid={grid}"]), "grid=")
+
+
+def test_many_missing_family_path_folders_are_one_line(invoke, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDALAB_PATH", os.pathsep.join(str(tmp_path / f"gone{i}") for i in range(199)))
+    res = invoke(["list"])
+    said = [x for x in res.output.splitlines() if "not found" in x]
+    assert res.exit_code == 2 and len(said) == 1 and "and 196 more" in said[0], res.output
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero", "dangling"])
+def test_a_family_toml_that_is_no_file_is_a_broken_family_said_so(invoke, tmp_path, monkeypatch, kind):
+    fam = tmp_path / "fams" / "odd"
+    fam.mkdir(parents=True)
+    toml = fam / "family.toml"
+    if kind == "fifo":
+        os.mkfifo(toml)
+    elif kind == "devzero":
+        toml.symlink_to("/dev/zero")
+    else:
+        toml.symlink_to(tmp_path / "nowhere.toml")
+    monkeypatch.setenv("CUDALAB_PATH", str(tmp_path / "fams"))
+    res = invoke(["list"])
+    assert res.exit_code == 2 and "broken family odd" in res.output and "Traceback" not in res.output, res.output
