@@ -140,16 +140,16 @@ def sampler(name: str, seed: int | None, space: Space, objectives: int = 1) -> A
         _need("cmaes", "cmaes", "--strategy cmaes")
         return S.CmaEsSampler(seed=seed, warn_independent_sampling=False,
                               independent_sampler=S.RandomSampler(seed=seed))
-    _need("torch", "torch scipy", "--strategy gp")
-    _need("scipy", "torch scipy", "--strategy gp")
+    _need("torch", "torch and scipy", "--strategy gp", "'cudalab[gp]'")
+    _need("scipy", "torch and scipy", "--strategy gp", "'cudalab[gp]'")
     return S.GPSampler(seed=seed, deterministic_objective=False, warn_independent_sampling=False)
 
 
-def _need(module: str, packages: str, what: str) -> None:
+def _need(module: str, packages: str, what: str, install: str = "") -> None:
     import importlib.util  # noqa: PLC0415
 
     if importlib.util.find_spec(module) is None:
-        raise UsageError(f"{what} needs {packages}: pip install {packages}")
+        raise UsageError(f"{what} needs {packages}: pip install {install or packages}")
 
 
 def strategy_for(name: str | None, objectives: Sequence[str]) -> str:
