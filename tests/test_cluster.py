@@ -269,9 +269,18 @@ def _cubins(path: Path) -> list[str]:
 def test_a_cluster_campaign_finds_its_trials_built_ahead_on_the_workers_host(dask_fake, monkeypatch, tmp_path):
     """The driver asks each trial's prebuild with the trial: while the GPU times one trial, the next one's
     kernel is built, so its GPU task finds the cubin in the host's cache when it begins."""
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "probe"))
+    # Each trial's GPU time must outlast a build of the next: ~0.3 s of nvcc on an idle 2-core machine, several
+    # times that under load (the test was flaky there). So the fake GPU's time is four builds as this machine
+    # builds now (measured on another define, in another cache), and never under 1.5 s.
+    from cudalab import build, catalog
+
+    t = time.monotonic()
+    build.build(catalog.family("copy").directory / "copy.cu", {"UNROLL": "7"})
+    delay = max(1.5, 4 * (time.monotonic() - t))
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
-    dask_fake({"_delay": 1.5})  # each trial's GPU time: a nvcc build of vec4 takes ~0.3 s here
+    dask_fake({"_delay": delay})
     res = tune(tmp_path / "b.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
     assert [m.status for m in once_each(res)] == ["passed"] * 4
     seen = _cubins(tmp_path / "cubins.log")
