@@ -238,7 +238,13 @@ def test_local_workers_have_build_threads_beside_their_gpu(dask_fake, monkeypatc
     from cudalab.session import cluster as CL
 
     assert [CL.CW.build_threads(g, c) for g, c in ((2, 32), (8, 128), (1, 2), (4, 2))] == [15, 15, 1, 1]
+    import tempfile
+
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    tmp = tmp_path / "tmp"  # the temporary folder: --cluster local leaves nothing there (dask-scratch-space stayed)
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     dask_fake()
     k = CL.CW.build_threads(2)
     plan = precheck(RunRequest(family="copy", variants="vec4", n="1k", block="256", defines=(("UNROLL", "3"),)))
@@ -250,8 +256,10 @@ def test_local_workers_have_build_threads_beside_their_gpu(dask_fake, monkeypatc
         assert c.prebuild(plan, c.workers[0]).result(timeout=60) == {"built": 1, "cached": 0, "error": ""}
         assert c.prebuild(plan, c.workers[1]).result(timeout=60) == {"built": 0, "cached": 1, "error": ""}
         assert len(list((tmp_path / "cache" / "build").glob("*.cubin"))) == 1
+        assert any(tmp.rglob("dask-scratch-space"))  # while it runs, its scratch is there
     finally:
         c.close()
+    assert [p.name for p in tmp.rglob("*") if "dask" in p.name] == []
     monkeypatch.setenv("FAKE_BUILD", "fail")  # nvcc fails on the workers started from now on
     c = CL.Cluster.open("local", [0])
     try:

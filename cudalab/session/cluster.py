@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import importlib.util
 import logging
+import shutil
 import threading
 import time
 import uuid
@@ -112,14 +113,28 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
     """
     from distributed import Nanny, Scheduler, SpecCluster  # noqa: PLC0415  (the cluster extra)
 
+    import tempfile  # noqa: PLC0415
+
     dashboard = importlib.util.find_spec("bokeh") is not None
     k = CW.build_threads(len(devices))
+    # the workers' dask-scratch-space in a folder of this run's own (0700), removed when the cluster closes:
+    # Dask's default is the temporary folder itself, where it stayed after every run
+    scratch = tempfile.mkdtemp(prefix="cudalab-dask-")
     workers = {f"gpu{d}": {"cls": Nanny, "options": {
-        "nthreads": 1 + k, "resources": {CW.RESOURCE: 1, CW.BUILD: k}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
+        "local_directory": scratch, "nthreads": 1 + k, "resources": {CW.RESOURCE: 1, CW.BUILD: k}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
         "env": {"CUDA_VISIBLE_DEVICES": str(d), **((env or {}).get(d, {}))}}} for d in devices}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": dashboard,
                                                 "dashboard_address": ":0" if dashboard else None}}
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab")
+    import dask  # noqa: PLC0415
+
+    try:  # the scheduler's scratch too (a Server's: Dask's temporary-directory, else the temporary folder)
+        with dask.config.set({"temporary-directory": scratch}):
+            cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    cluster.cudalab_scratch = scratch  # removed by Cluster.close
+    return cluster
 
 
 @dataclass(frozen=True)
@@ -368,6 +383,9 @@ class Cluster:
                 self._cluster.close(timeout=10)
             except Exception:
                 pass
+            scratch = getattr(self._cluster, "cudalab_scratch", None)
+            if scratch:  # the workers' dask-scratch-space (local_cluster)
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _host(address: str) -> str:
