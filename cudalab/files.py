@@ -302,6 +302,17 @@ def read_text(path: str | os.PathLike, what: str = "", limit: int = MAX_READ) ->
     """
     data = read_bytes(path, what, limit)
     shown = f"{what} {path}" if what else str(path)
+    if data[:2] == b"\x1f\x8b":  # gzip (the committed runs are .json.gz): its text, bounded as a file's
+        import gzip  # noqa: PLC0415
+        import zlib  # noqa: PLC0415
+
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as z:
+                data = z.read(limit + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise UsageError(f"{shown}: a gzip file that does not decompress ({exc})") from None
+        if len(data) > limit:
+            raise UsageError(f"{shown} decompresses to more than {_mib(limit)}, the most cudalab reads")
     if b"\0" in data:
         raise UsageError(f"{shown} is a binary file (a NUL byte at offset {data.index(0)}), not text")
     try:

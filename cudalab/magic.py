@@ -52,7 +52,8 @@ def parse_line(line: str) -> tuple[list[str], str | None, list[str]]:
     """The magic line as (the command's arguments, ``-o`` NAME, the ``@...`` words).
 
     Raises:
-        UsageError: ``-o`` without a name, or a name that is no Python identifier; unbalanced quotes.
+        UsageError: ``-o`` without a name; unbalanced quotes. A ``-o``/``--out`` whose value is no Python
+            identifier is the command's own (``roofline -o chart.svg``): passed on.
     """
     try:
         words = shlex.split(line)
@@ -63,9 +64,12 @@ def parse_line(line: str) -> tuple[list[str], str | None, list[str]]:
     while i < len(words):
         w = words[i]
         if w in ("-o", "--out"):
-            if i + 1 >= len(words) or not words[i + 1].isidentifier():
+            if i + 1 >= len(words):
                 raise UsageError(f"%cudalab: {w} needs a variable name (-o rec)")
-            out = words[i + 1]
+            if words[i + 1].isidentifier():
+                out = words[i + 1]
+            else:  # a file name (roofline -o chart.svg): the command's own option, passed on
+                args += [w, words[i + 1]]
             i += 2
             continue
         if w.startswith("-o") and w[2:].isidentifier():
@@ -170,6 +174,8 @@ def run_family(args: list[str], cell: str | None = None, opts: Sequence[str] = (
             args += ["--add", text]
     elif opts:
         raise UsageError("%cudalab: @KEY=VALUE options are for a cell's kernels (%%cudalab)")
+    if args and args[-1] == "--json":  # else the magic's own --json became its value: its temporary path shown
+        raise UsageError("%cudalab: --json needs a file name (--json run.json)")
     given = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--json"), None)
     given = given or next((a.split("=", 1)[1] for a in args if a.startswith("--json=")), None)
     with tempfile.TemporaryDirectory(prefix="cudalab-magic-") as tmp:

@@ -18,8 +18,9 @@ from cudalab import launch as L
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.build.defines import check_launch_defines
-from cudalab.errors import CudalabError, LaunchConfigError, SizeError, SkipRow, UsageError
+from cudalab.errors import CatalogError, CudalabError, LaunchConfigError, SizeError, SkipRow, UsageError
 from cudalab.catalog.expr import evaluate
+from cudalab.catalog.family_toml import check_per_sm
 from cudalab.families import Family, Launch, Size, load
 
 
@@ -163,7 +164,11 @@ def plan_launch(
     elif variant.grid == "tiles":
         g = L.grid_for_tiles(extent, tile)
     elif variant.grid.startswith("sm:"):
-        per_sm = evaluate(variant.grid.split(":", 1)[1], known)  # sm:K, or sm:EXPR over the names
+        # sm:K, or sm:EXPR over the names: at least 1 (the catalog's rule, with the names now known)
+        try:
+            per_sm = check_per_sm(variant.grid.split(":", 1)[1], f"{variant.name}: grid {variant.grid!r}", known) or 1
+        except CatalogError as exc:
+            raise LaunchConfigError(str(exc), "sm:K") from None
         t = L.grid_for_tiles(extent, tile)
         needed = t[0] * t[1] * t[2]  # a persistent grid walks every tile, on any axis
         g = (max(1, min(limits.sm_count * per_sm, needed)), 1, 1)

@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ bench-lanes tunedemo ab tuneown judge
+#                                          cluster occ bench-lanes tunedemo ab tuneown judge ctrlc
 #                                          (default: info tests ncu sanitizer bench)
 #
 # The records name the code that ran (cudalab.records.machine.code_revision): the GPU machine's git HEAD is the
@@ -210,6 +210,10 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
                  timeout -s KILL "$limit" python3 scripts/bench_tune_own.py ${kt:+--kernel-tuner "$kt"} \
                      --out "$OUT/tuneown-docs$SFX" $(lane_args TUNEOWN_ARGS) ;;
         # issue 43: the README's run, a real campaign of the matmul warptile with its table and plot
+        # issue 57: Ctrl-C to the process group during a real campaign's trials and mid-race, then resumed;
+        # VERDICT lines say whether an interrupted campaign named a winner and whether its counts add up
+        ctrlc) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
+               timeout -s KILL "$limit" python3 scripts/ctrl_c_campaign.py --out "$OUT/ctrlc" ${CTRLC_ARGS:-} ;;
         tunedemo) python3 -c 'import optuna' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
                   rm -f /tmp/demo.tune.db
                   timeout -s KILL "$limit" env COLUMNS=120 python3 -m cudalab tune matmul --variant warptile \

@@ -24,13 +24,30 @@ def fake_spawn(device: int, energy: bool = False) -> W.WorkerProcess:
                            echo=None)
 
 
+#: What dask_setup replaced, put back by dask_teardown: a Dask worker run inside the test process (a cluster of
+#: threads) must not leave the fake in place for the tests after it (a serial run failed in test_workers.py).
+_SAVED: dict[str, Any] = {}
+
+
 def dask_setup(worker: Any = None) -> None:
+    from cudalab import build
+
+    _SAVED.setdefault("spawn", W.spawn)
+    _SAVED.setdefault("build", build.build)
     W.spawn = fake_spawn
     if os.environ.get("FAKE_BUILD") == "fail":  # every build on this Dask worker (its prebuilds) fails
-        from cudalab import build
         from cudalab.errors import CompileError
 
         def fail(*args: Any, **kw: Any) -> Any:
             raise CompileError("nvcc could not compile (fake)", "fake.cu(1): error: fake")
 
         build.build = fail
+
+
+def dask_teardown(worker: Any = None) -> None:
+    from cudalab import build
+
+    if "spawn" in _SAVED:
+        W.spawn = _SAVED.pop("spawn")
+    if "build" in _SAVED:
+        build.build = _SAVED.pop("build")

@@ -238,7 +238,13 @@ def test_local_workers_have_build_threads_beside_their_gpu(dask_fake, monkeypatc
     from cudalab.session import cluster as CL
 
     assert [CL.CW.build_threads(g, c) for g, c in ((2, 32), (8, 128), (1, 2), (4, 2))] == [15, 15, 1, 1]
+    import tempfile
+
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    tmp = tmp_path / "tmp"  # the temporary folder: --cluster local leaves nothing there (dask-scratch-space stayed)
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     dask_fake()
     k = CL.CW.build_threads(2)
     plan = precheck(RunRequest(family="copy", variants="vec4", n="1k", block="256", defines=(("UNROLL", "3"),)))
@@ -250,8 +256,10 @@ def test_local_workers_have_build_threads_beside_their_gpu(dask_fake, monkeypatc
         assert c.prebuild(plan, c.workers[0]).result(timeout=60) == {"built": 1, "cached": 0, "error": ""}
         assert c.prebuild(plan, c.workers[1]).result(timeout=60) == {"built": 0, "cached": 1, "error": ""}
         assert len(list((tmp_path / "cache" / "build").glob("*.cubin"))) == 1
+        assert any(tmp.rglob("dask-scratch-space"))  # while it runs, its scratch is there
     finally:
         c.close()
+    assert [p.name for p in tmp.rglob("*") if "dask" in p.name] == []
     monkeypatch.setenv("FAKE_BUILD", "fail")  # nvcc fails on the workers started from now on
     c = CL.Cluster.open("local", [0])
     try:
@@ -269,9 +277,18 @@ def _cubins(path: Path) -> list[str]:
 def test_a_cluster_campaign_finds_its_trials_built_ahead_on_the_workers_host(dask_fake, monkeypatch, tmp_path):
     """The driver asks each trial's prebuild with the trial: while the GPU times one trial, the next one's
     kernel is built, so its GPU task finds the cubin in the host's cache when it begins."""
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "probe"))
+    # Each trial's GPU time must outlast a build of the next: ~0.3 s of nvcc on an idle 2-core machine, several
+    # times that under load (the test was flaky there). So the fake GPU's time is four builds as this machine
+    # builds now (measured on another define, in another cache), and never under 1.5 s.
+    from cudalab import build, catalog
+
+    t = time.monotonic()
+    build.build(catalog.family("copy").directory / "copy.cu", {"UNROLL": "7"})
+    delay = max(1.5, 4 * (time.monotonic() - t))
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
-    dask_fake({"_delay": 1.5})  # each trial's GPU time: a nvcc build of vec4 takes ~0.3 s here
+    dask_fake({"_delay": delay})
     res = tune(tmp_path / "b.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
     assert [m.status for m in once_each(res)] == ["passed"] * 4
     seen = _cubins(tmp_path / "cubins.log")

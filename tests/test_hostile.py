@@ -74,6 +74,23 @@ case(f"{_T} --storage sqlite:///{{ws}}/other.tune.db", "with another space")
 case("tune copy", "needs --variant")
 case("tune copy --variant host -D X=1,2", "not a kernel")
 case("tune --replay {ws}/nosuch.db", "no such campaign file")
+# tune's values follow the family commands' rules (session.options.seconds / whole): refused by name
+for flag, values in (("--budget", ("nan", "-1", "0", "inf", "1e9")), ("--timeout", ("-2", "nan", "0", "-inf"))):
+    for v in values:
+        case(f"{_T} {flag} {v}", f"{flag} must be a positive number of seconds")
+        case(f"truth copy {flag} {v}", "must be a positive number of seconds")
+for flag, v in (("--race", "-3"), ("--device", "-2"), ("--build-ahead", "-7"), ("--seed", "-9"),
+                ("--seed", str(2**32 + 5)), ("--race", "100000")):
+    case(f"{_T} {flag} {v}", f"{flag} must be an integer from")
+case(f"{_T} --tolerance nan", "--tolerance must be between")
+case("tune copy --variant vec4 --n 1k -D UNROLL=3,123456789012345678901", "does not fit 64 bits")
+case("tune copy --variant vec4 --n 1k -D UNROLL=1..99999999999999999999", "does not fit 64 bits")
+case(f"{_T} --json ''", "--json needs a file name")
+# an option tune does not have is an error naming the nearest one, never a define
+case(f"{_T} --trails 3", "no such option: --trails (did you mean --trials?)")
+case(f"{_T} --sede=4", "did you mean --seed?")
+case(f"{_T} --UNROLL 1,2", "a define is -D NAME=VALUES")
+case("tune gemv --tile 8", "no such option: --tile")
 for fam in ("smem-square", "smem-rect"):
     case(f"{fam} --shape 4x4", "takes no --shape")
     case(f"{fam} --blocks 0", "--blocks must be at least 1")

@@ -45,7 +45,11 @@ def test_the_magic_line_its_output_name_and_kernel_options():
     assert opts == ["block=32x8,tile=32x32"]
     assert magic.parse_line("reduce -ored")[1] == "red"
     with pytest.raises(UsageError, match="needs a variable name"):
-        magic.parse_line("transpose -o 1x")
+        magic.parse_line("transpose -o")
+    # a value that is no Python name is the command's own -o (roofline's chart file), passed on
+    assert magic.parse_line("roofline run.json -o chart.svg") == (["roofline", "run.json", "-o", "chart.svg"], None, [])
+    assert magic.parse_line("roofline a.json --out c.html -o rec")[:2] == (["roofline", "a.json", "--out", "c.html"],
+                                                                           "rec")
     with pytest.raises(UsageError, match="No closing quotation"):
         magic.parse_line("transpose --n '4096")
 
@@ -122,6 +126,7 @@ def test_line_magics_run_any_command_and_refuse_in_one_line(shell, capsys):
     assert shell.user_ns["r2"].points[0].results[0].variant == "naive"
     capsys.readouterr()
     for line, fragment in [("", "needs a command"), ("watch transpose", "run it in a terminal"),
+                           ("transpose --n 64 --json", "--json needs a file name"),
                            ("list -o x", "makes none"), ("transpose --n lots", "--n 'lots'"),
                            ("nosuch", "No such command")]:
         shell.run_line_magic("cudalab", line)

@@ -34,3 +34,12 @@ def test_every_subpackage_is_listed():
              if "__pycache__" not in p.parts}
     missing = sorted(found - set(SETUPTOOLS["packages"]))
     assert not missing, f"add {missing} to [tool.setuptools] packages in pyproject.toml"
+
+
+def test_every_kernel_folder_python_could_import_is_listed():
+    """setuptools prints ~35 lines of warning for each folder under a package that Python could import as one
+    and that ``packages`` does not name (about 370 lines on every install): each is named."""
+    folders = {d.name for d in (ROOT / "cuda_src").iterdir() if d.is_dir() and d.name.isidentifier()
+               and d.name != "__pycache__"}
+    listed = {p.removeprefix("cudalab.kernels.") for p in SETUPTOOLS["packages"] if p.startswith("cudalab.kernels.")}
+    assert folders == listed, f"name in pyproject.toml's packages: {sorted(folders - listed)}"

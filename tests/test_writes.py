@@ -173,7 +173,7 @@ def test_json_depth_is_bounded_before_parsing(tmp_path):
 
 @pytest.mark.parametrize("content, fragment", [
     ('{"schema_version": 2, "points": "oops"}', "'points' must be a list of objects"),
-    ('{"points": "oops"}', "not a cudalab run record (no results)"),
+    ('{"points": "oops"}', "not a cudalab run record (no results;"),
     ('{"schema_version": "2"}', "schema_version '2' is not a version number"),
     ('{"schema_version": 3}', "schema_version 3 is newer than this cudalab reads (up to 2)"),
     ('{"schema_version": 2, "points": [{"results": 5}]}', "'results' must be a list of objects"),

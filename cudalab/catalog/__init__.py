@@ -192,7 +192,7 @@ def _read_catalog(root: Path | None) -> Catalog:
     if not root.is_dir():
         raise CatalogError(f"{where} not found")
     try:
-        folders = sorted(d for d in root.iterdir() if (d / "family.toml").is_file())
+        folders = sorted(d for d in root.iterdir() if os.path.lexists(d / "family.toml"))  # a FIFO too: said
     except OSError as exc:
         raise CatalogError(f"{where}: cannot be read ({exc.strerror or exc})") from None
     if not folders:

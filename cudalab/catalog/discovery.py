@@ -155,21 +155,30 @@ def outside(taken: set[str]) -> tuple[list[tuple[Any, str]], list[tuple[Path, st
         except CatalogError as exc:
             broken.append((folder, str(exc)))
 
+    missing: list[Path] = []
     for root in path_folders():
         if not root.is_dir():
-            broken.append((root, f"{PATH_ENV} folder {root} " + ("is a file, not a folder of families"
-                                                                    if root.exists() else "not found")))
+            if root.exists():
+                broken.append((root, f"{PATH_ENV} folder {root} is a file, not a folder of families"))
+            else:
+                missing.append(root)
             continue
-        if (root / "family.toml").is_file():
+        # lexists, not is_file: a family.toml that is a FIFO or a link to /dev/zero is a broken family, said so
+        # (load_family reads it bounded), never one dropped in silence
+        if os.path.lexists(root / "family.toml"):
             take(root, str(root))
             continue
         try:
-            subs = sorted(d for d in root.iterdir() if (d / "family.toml").is_file())
+            subs = sorted(d for d in root.iterdir() if os.path.lexists(d / "family.toml"))
         except OSError as exc:
             broken.append((root, f"{PATH_ENV} folder {root}: {exc.strerror or exc}"))
             continue
         for d in subs:
             take(d, str(root))
+    if missing:  # one line for them all: 199 folders not found are one mistake (a glob, a variable), not 199
+        more = f" and {len(missing) - 3:,} more" if len(missing) > 3 else ""
+        broken.append((missing[0], f"{PATH_ENV} folder{'s' if len(missing) > 1 else ''} not found: "
+                                   f"{', '.join(str(m) for m in missing[:3])}{more}"))
     for name, folder, module, problem in _entry_points():
         problem = problem or (f"entry point {name} = {module}: {name_problem(name)}" if name_problem(name) else "")
         if problem:

@@ -25,6 +25,24 @@ _VARIANT_KEYS = {
 _FAMILY_KEYS = {"name", "description", "module", "metric", "dtypes", "default_dtype"}
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+def check_per_sm(expr: str, where: str, known: dict[str, int] | None = None) -> int | None:
+    """The one rule for ``sm:K``: K blocks an SM is at least 1 (``sm:-1`` or ``sm:0`` launches nothing, or a
+    negative grid). A K naming the launch's names is checked when they are known (``known``: at planning);
+    returns K when it could be evaluated.
+
+    Raises:
+        CatalogError: K is below 1, or does not evaluate.
+    """
+    from cudalab.catalog.expr import evaluate, names_in  # noqa: PLC0415
+
+    if known is None and names_in(expr):
+        return None
+    k = evaluate(expr, known or {})
+    if k < 1:
+        raise CatalogError(f"{where}: K blocks an SM must be at least 1 (got {k})")
+    return k
+
+
 _GRID = re.compile(r"^(tiles|sm:[A-Za-z0-9_ ()+*/%-]+|\d+(x\d+){0,2})$")  # sm:EXPR: K blocks an SM, K over the launch names
 
 def _dims(value: Any, where: str) -> Dim3:
@@ -56,6 +74,8 @@ def _variant(raw: dict[str, Any], family_dir: Path, where: str) -> VariantSpec:
     grid = str(raw.get("grid", "tiles"))
     if not _GRID.match(grid):
         raise CatalogError(f"{where}: grid {grid!r} must be 'tiles', 'sm:K' (K a number or an expression) or dims such as '1' or '4x4'")
+    if grid.startswith("sm:"):
+        check_per_sm(grid[3:], f"{where}: grid {grid!r}")
     defines = raw.get("defines", {})
     params = raw.get("params", {})
     if not isinstance(defines, dict) or not isinstance(params, dict):

@@ -217,6 +217,8 @@ def _value(text: str, key: str, value: str) -> Any:
             _expressions(text, key, value, (value[3:],))
         else:
             _expressions(text, key, value, split_dims(value))
+    if key == "grid" and re.fullmatch(r"sm:\s*-?\d+", value) and int(value[3:]) < 1:
+        raise UsageError(f"--add {text!r}: grid={value!r}: K of sm:K must be at least 1")
     if key == "shared" and not value.isdigit():
         _expressions(text, key, value, (value,))
     if key == "name":

@@ -7,15 +7,14 @@ them) are imported by :func:`requests_from`, when a command runs.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from cudalab.catalog import FamilySpec
-
-from cudalab.session.options import RunOptions
+from cudalab.errors import UsageError
+from cudalab.session.options import RunOptions, seconds
 
 
 def parse_defines(items: Any, spec: FamilySpec | None = None) -> tuple[tuple[str, str], ...]:
@@ -46,13 +45,10 @@ class _PositiveSeconds(click.ParamType):
     name = "seconds"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        try:
-            x = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(x) or x <= 0 or x > 86_400:
+        try:  # the one rule (session.options.seconds): tune's and cudalab.tune(...)'s too
+            return seconds(value, "")
+        except UsageError:
             self.fail(f"{value!r} must be a positive number of seconds, at most a day", param, ctx)
-        return x
 
 
 POSITIVE_SECONDS = _PositiveSeconds()

@@ -32,7 +32,7 @@ def roofline_cmd(runs: tuple[str, ...], out: str, ceilings: bool) -> None:
     from cudalab.inspect.rooflinechart import build_chart  # noqa: PLC0415
     from cudalab.records.results import load_record  # noqa: PLC0415
 
-    plot_roofline.check(out)
+    plot_roofline.check(out, runs)  # before any work; never over a run it reads
     records = [(path, load_record(path)) for path in runs]
     # A run of another family on the same GPU lends its measured memory roofline (a matmul run has none).
     families = [{p.family for p in rec.points} for _, rec in records]

@@ -30,7 +30,7 @@ def truth_options() -> list[click.Parameter]:
         click.Option(["--no-ncu"], is_flag=True, help="Leave ncu out (its column says so)."),
         click.Option(["--ncu-timeout"], type=POSITIVE_SECONDS, default=600.0, show_default=True,
                      help="Seconds each ncu run may take."),
-        click.Option(["--timeout"], type=float, default=None, metavar="SECONDS",
+        click.Option(["--timeout"], type=POSITIVE_SECONDS, default=None, metavar="SECONDS",
                      help="A kernel that has not finished after this long is killed (as the family command's)."),
         click.Option(["--json", "json_path"], default=None, metavar="FILE", help="Also write every figure to FILE."),
         click.Option(["--quiet", "-q"], is_flag=True, help="No progress on stderr."),

@@ -15,14 +15,35 @@ from cudalab.cli.app import CONTEXT, cli, echo_folded
 from cudalab.errors import UsageError
 
 
-def _family_options(args: list[str]) -> tuple[tuple[str, str], ...]:
-    """The family options given as dimensions after the known options (``--tile 8,16,32``)."""
+def _family_options(args: list[str], family: str, ctx: click.Context) -> tuple[tuple[str, str], ...]:
+    """The family options given as dimensions after the known options (``--tile 8,16,32``).
+
+    Only a family's declared option becomes a dimension; any other ``--NAME`` is a mistyped option, refused
+    with the nearest real one (``--trails`` -> ``--trials``): only ``-D`` makes a define.
+
+    Raises:
+        UsageError: an argument that is neither.
+    """
+    import difflib  # noqa: PLC0415
+
+    if not args:
+        return ()
+    from cudalab import catalog  # noqa: PLC0415
+    from cudalab.families import load  # noqa: PLC0415
+
+    declared = {o.name.replace("_", "-") for o in load(catalog.family(family).module).OPTIONS}
+    mine = {n[2:] for p in ctx.command.params for n in p.opts if n.startswith("--")}
     out, i = [], 0
     while i < len(args):
         a = args[i]
         if not a.startswith("--") or len(a) < 3:
             raise UsageError(f"unexpected argument {a!r} (a family option is --NAME VALUES)")
         name, eq, value = a[2:].partition("=")
+        if name.replace("_", "-") not in declared:
+            near = difflib.get_close_matches(name, sorted(mine | declared), n=1, cutoff=0.5)
+            hint = f" (did you mean --{near[0]}?)" if near else ""
+            what = f"; {family}'s own: --{', --'.join(sorted(declared))}" if declared else ""
+            raise UsageError(f"no such option: --{name}{hint}{what} (a define is -D NAME=VALUES)")
         if not eq:
             if i + 1 >= len(args):
                 raise UsageError(f"{a} needs values (example: {a} 8,16,32)")
@@ -101,11 +122,11 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: s
     """
     from cudalab import files  # noqa: PLC0415
 
-    if plot_path:
+    if plot_path is not None:  # '' is a name given empty: refused, not "no file"
         from cudalab.report import plot  # noqa: PLC0415
 
         plot.check(plot_path)
-    if json_path:
+    if json_path is not None:
         files.check_output_path(json_path, "--json")
     if header_path:
         files.check_output_path(header_path, "--header")
@@ -124,9 +145,10 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: s
         if not eq:
             raise UsageError(f"-D {item!r} must be NAME=VALUES (example: -D WT_BK=8..32:pow2)")
         pairs.append((k, v))
+    extra = _family_options(list(ctx.args), family, ctx)
     opts = TuneOptions(
         family=family, variant=variant, n=n, shape=shape, dtype=dtype, defines=tuple(pairs), block=block,
-        options=_family_options(list(ctx.args)), require=require, use_table=not no_table, strategy=strategy,
+        options=extra, require=require, use_table=not no_table, strategy=strategy,
         trials=trials, time_s=parse_duration(time_text), seed=seed,
         objectives=tuple(o.strip() for o in objective.split(",")), name=name, storage=storage, race=race_k,
         tolerance=tolerance, budget=budget, device=device, timeout=timeout, build_ahead=build_ahead,
@@ -157,8 +179,10 @@ class _Live:
     def __call__(self, what: str, d: dict[str, Any]) -> None:
         if what == "start":
             extra = f", {d['resumed']} trials already in it" if d["resumed"] else ""
-            click.echo(f"campaign {d['name']}: {d['url']} ({d['valid']:,} of {d['size']:,} points meet the constraints; "
-                       f"{d['strategy']}, {d['budget']} trials{extra})", err=True)
+            valid = (f"{d['valid']:,} of {d['size']:,} points meet the constraints" if d["valid"] is not None else
+                     f"{d['size']:,} points, too many to list: each is checked against the constraints when asked")
+            click.echo(f"campaign {d['name']}: {d['url']} ({valid}; {d['strategy']}, {d['budget']} trials{extra})",
+                       err=True)
             return
         if what in ("cluster", "warning"):
             self.close()
@@ -185,7 +209,8 @@ class _Live:
             text = f"racing the best {len(d['contenders'])}"
         elif what == "round":
             r = d["result"]
-            text = f"racing round {d['round']}: leader {r.winner} ({'decided' if r.decided else 'undecided'})"
+            text = (f"racing round {d['round']}: interrupted, no winner" if r.interrupted else
+                    f"racing round {d['round']}: leader {r.winner} ({'decided' if r.decided else 'undecided'})")
         else:
             return
         if self.tty:
@@ -266,9 +291,11 @@ def _show(res: Any) -> None:
         say(f"{ref.header}: no {ref.variant} row to divide by ({ref.reason})")
     bad = [m for m in res.trials if m.values is None and m.status not in ("refused", "interrupted")]
     refused = sum(1 for m in res.trials if m.status == "refused")
+    cut = sum(1 for m in res.trials if m.status == "interrupted")  # every trial in one count: they add up
     busy = f"; GPU busy {res.gpu_busy_pct:.0f}% while they ran (NVML)" if res.gpu_busy_pct is not None else ""
     say(f"{len(res.trials)} trials: {len(res.feasible)} passed, {len(bad)} infeasible "
-               f"(incorrect, failed or timed out), {refused} refused before any build{busy}")
+               f"(incorrect, failed or timed out), {refused} refused before any build"
+        + (f", {cut} interrupted (asked again first when the campaign resumes)" if cut else "") + busy)
     if res.time_account.get("wall"):
         from cudalab.tuning.account import describe as describe_time  # noqa: PLC0415  (tune's modules load late)
 
@@ -281,13 +308,17 @@ def _show(res: Any) -> None:
         ties = f"; tied within the tolerance: {', '.join(race.ties)}" if race.ties else ""
         say(f"winner after {race.rounds} racing rounds: {race.winner}{vs}{ties}")
         say(f"racing tolerance {race.tolerance:.2%}" + (f": {race.calibrated}" if race.calibrated else ""))
-    if res.winner and res.winner == res.default_key:  # the default was a trial (its first): it can win
+    unraced = res.incomplete and not (race is not None and race.winner)  # TuneResult.unraced's rule
+    if unraced and res.feasible:
+        say("not raced: the campaign was interrupted; the best trials above are each one trial's measurement, "
+            "no winner is named (the same command continues and races them)")
+    elif res.winner and res.winner == res.default_key:  # the default was a trial (its first): it can win
         what = "the winner" if race is not None and race.winner else "the best trial (not raced)"
         say(f"{what} is the family's default configuration: the fastest configuration found, keep it")
     elif race is not None and res.default_key in race.ties:
         say("the family's default configuration is tied with the winner within the tolerance: keeping it "
                    "costs nothing measurable")
-    if res.command:
+    if res.command and not unraced:
         click.echo(f"rerun: {res.command}")
     if res.incomplete:
         click.echo("INCOMPLETE: interrupted; the campaign keeps what finished (the same command continues it)")
@@ -300,8 +331,8 @@ def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, t
     from cudalab.tuning import replay as RP  # noqa: PLC0415
     from cudalab.tuning.result import point_key  # noqa: PLC0415
 
-    url = campaign if "://" in campaign else f"sqlite:///{Path(campaign).resolve()}"
-    if "://" not in campaign and not Path(campaign).is_file():
+    url = campaign if "://" in campaign else f"sqlite:///{Path(campaign).absolute()}"  # a link stays one: refused
+    if "://" not in campaign and not Path(campaign).is_file() and not Path(campaign).is_symlink():
         raise UsageError(f"--replay {campaign}: no such campaign file")
     if campaign.endswith(".json"):  # a kernel_tuner cache: its measurements are the replay data
         kt, table, attrs = KT.load_kt_cache(campaign)

@@ -7,6 +7,7 @@ lines alone.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from cudalab import build
 from cudalab.errors import CudalabError
-from cudalab.files import atomic_write, load_json
+
 
 __all__ = ["Ceilings", "cache_file", "cached", "store"]
 
@@ -47,21 +48,31 @@ def cache_file(gpu: str, sm_clock_mhz: int) -> Path:
 
 
 def cached(gpu: str, sm_clock_mhz: int) -> Ceilings | None:
-    """The cached ceilings of this GPU and clock, or None (never measured here, or unreadable)."""
-    try:
-        d = load_json(cache_file(gpu, sm_clock_mhz))
-        return Ceilings(gpu=str(d["gpu"]), sm_clock_mhz=int(d["sm_clock_mhz"]),
-                        fma_gflops=None if d.get("fma_gflops") is None else float(d["fma_gflops"]),
-                        tensor_gflops=None if d.get("tensor_gflops") is None else float(d["tensor_gflops"]))
-    except (CudalabError, OSError, KeyError, TypeError, ValueError):
-        return None
+    """The cached ceilings of this GPU and clock, or None (never measured here; unreadable or not ceilings:
+    then one warning line says it is ignored, :mod:`cudalab.build.cachefiles`)."""
+    from cudalab.build import cachefiles  # noqa: PLC0415
+
+    def rate(x: Any) -> float | None:  # a peak is a positive, finite rate (inf or nan drew a traceback)
+        if x is None:
+            return None
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not (math.isfinite(x) and x > 0):
+            raise ValueError(f"not a rate: {x!r}")
+        return float(x)
+
+    def parse(d: Any) -> Ceilings | None:
+        if not isinstance(d, dict) or d.get("gpu") != gpu or d.get("sm_clock_mhz") != int(sm_clock_mhz):
+            return None
+        return Ceilings(gpu=gpu, sm_clock_mhz=int(sm_clock_mhz), fma_gflops=rate(d.get("fma_gflops")),
+                        tensor_gflops=rate(d.get("tensor_gflops")))
+
+    return cachefiles.read(cache_file(gpu, sm_clock_mhz), "the measured ceilings", parse)
 
 
 def store(c: Ceilings) -> None:
     """Keep ``c`` for its GPU and clock; a cache that cannot be written only means measuring again."""
-    path = cache_file(c.gpu, c.sm_clock_mhz)
+    from cudalab.build import cachefiles  # noqa: PLC0415
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(c.to_dict(), indent=1) + "\n")
+        cachefiles.write(cache_file(c.gpu, c.sm_clock_mhz), json.dumps(c.to_dict(), indent=1) + "\n")
     except (CudalabError, OSError):
         pass

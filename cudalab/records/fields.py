@@ -10,7 +10,7 @@ from typing import Any
 from cudalab.bench import LAUNCH_METHODS, Protocol, Stats
 from cudalab.errors import UsageError
 
-__all__ = ["MAX_STARTED", "saved_problem", "saved_protocol", "saved_started", "saved_stats", "saved_tables",
+__all__ = ["MAX_STARTED", "saved_problem", "saved_protocol", "saved_rate", "saved_started", "saved_stats", "saved_tables",
            "saved_time", "shown"]
 
 
@@ -19,6 +19,22 @@ def saved_time(x: Any, what: str) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)) or x < 0:
         raise UsageError(f"not a cudalab run record ('{what}' must be a time in ms, at least 0; got {shown(x)})")
     return float(x)
+
+
+def saved_rate(x: Any, what: str) -> float | None:
+    """A saved rate (GB/s, GFLOP/s, % of the roofline; None: none): a finite number, not negative. Unlike an
+    error (``max_error`` may be inf or nan), a rate of inf, nan or below 0 is no measurement: charts and tables
+    divide by it."""
+    if x is None:
+        return None
+    try:
+        v = float(x) if not isinstance(x, bool) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        v = math.nan
+    if not (math.isfinite(v) and v >= 0):
+        raise UsageError(f"not a cudalab run record ('{what}' must be a rate, a finite number at least 0; got "
+                         f"{shown(x)})")
+    return v
 
 
 def shown(x: Any) -> str:

@@ -11,6 +11,7 @@ racing use it when present and say so. Pure: no GPU, no session.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -105,27 +106,43 @@ def path_for(gpu: str) -> Path:
 
 
 def load(gpu: str | None) -> NoiseFloor | None:
-    """The stored floor of ``gpu`` (None: none stored, or a file that does not read as one)."""
+    """The stored floor of ``gpu`` (None: none stored, or a file that does not read as one: then one warning
+    line says it is ignored, :mod:`cudalab.build.cachefiles`)."""
     if not gpu:
         return None
-    try:
-        d = json.loads(path_for(gpu).read_text())
-        floor = NoiseFloor(**{k: d[k] for k in NoiseFloor.__dataclass_fields__ if k in d})
-    except (OSError, ValueError, TypeError, KeyError):
+    from cudalab.build import cachefiles  # noqa: PLC0415
+
+    return cachefiles.read(path_for(gpu), "the noise floor", lambda d: _floor(d, gpu))
+
+
+def _floor(d: Any, gpu: str) -> NoiseFloor | None:
+    """A floor from its JSON, every field of its type and range (a wrong one: None)."""
+    def num(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+    def rates(x: Any) -> bool:
+        return isinstance(x, dict) and all(isinstance(k, str) and num(v) for k, v in x.items())
+
+    if not isinstance(d, dict):
         return None
+    floor = NoiseFloor(**{k: d[k] for k in NoiseFloor.__dataclass_fields__ if k in d})
     short = floor.short_min_effect
-    ok = (isinstance(floor.min_effect, (int, float)) and 0 < floor.min_effect < 1 and floor.gpu == gpu
-          and (short is None or (isinstance(short, (int, float)) and 0 < short < 1)))
+    ok = (floor.gpu == gpu and num(floor.min_effect) and 0 < floor.min_effect < 1
+          and all(num(x) for x in (floor.false_rate, floor.detect_rate, floor.planted, floor.made))
+          and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                  for x in (floor.pairs, floor.judgements, floor.short_judgements))
+          and all(rates(x) for x in (floor.false_by_threshold, floor.detect_by_threshold,
+                                     floor.short_false_by_threshold))
+          and (short is None or (num(short) and 0 < short < 1)))
     return floor if ok else None
 
 
 def save(floor: NoiseFloor) -> Path:
     """Write the floor (atomically: a failed write leaves the old one)."""
-    from cudalab.files import atomic_write  # noqa: PLC0415
+    from cudalab.build import cachefiles  # noqa: PLC0415
 
     p = path_for(floor.gpu)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(p, json.dumps(asdict(floor), indent=2) + "\n")
+    cachefiles.write(p, json.dumps(asdict(floor), indent=2) + "\n")  # never through a link planted there
     return p
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cudalab.bench import Stats
-from cudalab.records.fields import saved_problem, saved_protocol, saved_started, saved_stats, saved_tables
+from cudalab.records.fields import (saved_problem, saved_protocol, saved_rate, saved_started, saved_stats,
+                                    saved_tables)
 from cudalab.errors import UsageError
 from cudalab.instruments import Instrument
 from cudalab.files import atomic_write, load_json
@@ -113,8 +114,8 @@ class Result:
         return cls(
             variant=str(d["variant"]), kind=str(d.get("kind", "kernel")), status=Status(d["status"]),
             reason=str(d.get("reason", "")), block=str(d.get("block", "")), grid=str(d.get("grid", "")),
-            shared=int(d.get("shared", 0) or 0), stats=stats, gbs=_float(d.get("gbs")),
-            gflops=_float(d.get("gflops")), pct_roofline=_float(d.get("pct_roofline")),
+            shared=int(d.get("shared", 0) or 0), stats=stats, gbs=saved_rate(d.get("gbs"), "gbs"),
+            gflops=saved_rate(d.get("gflops"), "gflops"), pct_roofline=saved_rate(d.get("pct_roofline"), "pct_roofline"),
             max_error=_float(d.get("max_error")), tolerance=_float(d.get("tolerance")),
             legacy=str(d.get("legacy", "")), extra=dict(d.get("extra") or {}),
         )
@@ -138,8 +139,13 @@ class Roofline:
         """Read :meth:`to_dict`'s output (None stays None)."""
         if not d:
             return None
-        return cls(gbs=float(d["gbs"]), source=str(d["source"]), dtod_gbs=float(d["dtod_gbs"]),
-                   kernel_gbs=_float(d.get("kernel_gbs")))
+        if not isinstance(d, dict):
+            raise UsageError(f"not a cudalab run record ('roofline' must be an object, got {type(d).__name__})")
+        gbs = saved_rate(d["gbs"], "roofline.gbs")
+        if not gbs:  # every % of the roofline divides by it
+            raise UsageError("not a cudalab run record ('roofline.gbs' must be above 0; got 0)")
+        return cls(gbs=gbs, source=str(d["source"]), dtod_gbs=saved_rate(d["dtod_gbs"], "roofline.dtod_gbs") or 0.0,
+                   kernel_gbs=saved_rate(d.get("kernel_gbs"), "roofline.kernel_gbs"))
 
 
 @dataclass(frozen=True)
@@ -311,7 +317,10 @@ class RunRecord:
         if version == 1:  # one payload per run, or {"sweep": [payloads]}; no machine block
             payloads = saved_tables(d.get("sweep") or [d], "sweep")
             if not payloads or "results" not in payloads[0]:
-                raise UsageError("not a cudalab run record (no results)")
+                keys = sorted(d)[:6] if isinstance(d, dict) else []
+                raise UsageError("not a cudalab run record (no results; " + (
+                    f"its keys {', '.join(keys)}: a benchmark or study summary written by a script, not one run; "
+                    "report, compare and roofline read what a run's --json wrote)" if keys else "an empty object)"))
             family = str(d.get("family", ""))
             points = tuple(RunPoint.from_dict(p, family, _metric_of(family)) for p in payloads)
         else:

@@ -10,7 +10,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from cudalab.errors import UsageError
 from cudalab.files import check_output_path, write_bytes
@@ -21,11 +21,12 @@ SUFFIXES = (".png", ".svg", ".html")
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
-def check(path: str | os.PathLike) -> None:
-    """Refuse an output path before any work: suffix, folder, no matplotlib (as ``--plot``)."""
+def check(path: str | os.PathLike, inputs: Sequence[str | os.PathLike] = ()) -> None:
+    """Refuse an output path before any work: suffix, folder, no matplotlib, one of the ``inputs`` (the runs
+    it reads, through a link or not: as ``report --plot``)."""
     if Path(path).suffix.lower() not in SUFFIXES:
         raise UsageError(f"{path}: give a .png, .svg or .html file")
-    check_output_path(path, "--out")
+    check_output_path(path, "--out", inputs)
     _pyplot()
 
 

@@ -65,13 +65,13 @@ SHORT_N, SHORT = "64", "@short"
 
 def kernel_file() -> Path:
     """The calibration kernel's source, written beside the build cache (rewritten only when it differs)."""
-    from cudalab.build import cache_dir  # noqa: PLC0415
-    from cudalab.files import atomic_write  # noqa: PLC0415
+    from cudalab.build import cache_dir, cachefiles  # noqa: PLC0415
 
     p = cache_dir().parent / "calibrate" / "calib_copy.cu"
-    if not p.is_file() or p.read_text() != CALIB_SRC:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(p, CALIB_SRC)
+    # a link planted there (or a FIFO) is neither read nor written through: replaced by the kernel's own file
+    if p.is_symlink() or p.parent.is_symlink() or not p.is_file() or p.stat().st_size != len(CALIB_SRC.encode()) \
+            or p.read_text() != CALIB_SRC:
+        cachefiles.write(p, CALIB_SRC)
     return p
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import collections
 import importlib.util
 import logging
+import shutil
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -57,6 +59,48 @@ def parse_cluster(text: str | None) -> str | None:
     return t
 
 
+def _connect(client: Any, address: str) -> Any:
+    """A Dask client of the scheduler at ``address``, within :data:`CONNECT_S` and a little: something that
+    accepts the connection and never speaks Dask (an HTTP server, a silent listener) holds Dask's own
+    handshake past its timeout, so the wait is bounded here (the thread left behind is a daemon).
+
+    Raises:
+        TimeoutError: no scheduler answered in time. ConnectionError: what Dask raised, in words.
+    """
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = client(address, timeout=CONNECT_S, set_as_default=False)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller's thread)
+            box["error"] = f"{type(exc).__name__}: {one_line(exc)}"
+            _forget_half_made(exc, client)
+
+    t = threading.Thread(target=connect, name="cudalab-dask-connect", daemon=True)
+    t.start()
+    t.join(CONNECT_S + 2.0)
+    if t.is_alive():
+        raise TimeoutError(f"nothing answered as a Dask scheduler within {CONNECT_S + 2.0:.0f} s")
+    if "error" in box:
+        raise ConnectionError(box["error"])
+    return box["client"]
+
+
+def _forget_half_made(exc: BaseException, client: type) -> None:
+    """Mark closed the client whose constructor raised ``exc``: its ``__del__`` would close it at exit, waiting
+    twice the connect timeout on a loop that never connected (the user saw one line, then 20 s of nothing)."""
+    import contextlib  # noqa: PLC0415
+
+    tb = exc.__traceback__
+    while tb is not None:
+        half = tb.tb_frame.f_locals.get("self")
+        if isinstance(half, client):
+            with contextlib.suppress(Exception):
+                half.status = "closed"
+                half._loop_runner.stop()
+        tb = tb.tb_next
+
+
 def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None = None) -> Any:
     """A Dask cluster on this host: a scheduler and one worker process (a Nanny's) per GPU, each seeing only
     its GPU (``CUDA_VISIBLE_DEVICES``, as dask-cuda does) and holding the resource ``GPU=1``, with
@@ -69,14 +113,28 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
     """
     from distributed import Nanny, Scheduler, SpecCluster  # noqa: PLC0415  (the cluster extra)
 
+    import tempfile  # noqa: PLC0415
+
     dashboard = importlib.util.find_spec("bokeh") is not None
     k = CW.build_threads(len(devices))
+    # the workers' dask-scratch-space in a folder of this run's own (0700), removed when the cluster closes:
+    # Dask's default is the temporary folder itself, where it stayed after every run
+    scratch = tempfile.mkdtemp(prefix="cudalab-dask-")
     workers = {f"gpu{d}": {"cls": Nanny, "options": {
-        "nthreads": 1 + k, "resources": {CW.RESOURCE: 1, CW.BUILD: k}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
+        "local_directory": scratch, "nthreads": 1 + k, "resources": {CW.RESOURCE: 1, CW.BUILD: k}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
         "env": {"CUDA_VISIBLE_DEVICES": str(d), **((env or {}).get(d, {}))}}} for d in devices}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": dashboard,
                                                 "dashboard_address": ":0" if dashboard else None}}
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab")
+    import dask  # noqa: PLC0415
+
+    try:  # the scheduler's scratch too (a Server's: Dask's temporary-directory, else the temporary folder)
+        with dask.config.set({"temporary-directory": scratch}):
+            cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    cluster.cudalab_scratch = scratch  # removed by Cluster.close
+    return cluster
 
 
 @dataclass(frozen=True)
@@ -140,10 +198,12 @@ class Cluster:
                 cluster = local_cluster(devices, env)
                 client = Client(cluster, set_as_default=False)
             else:
-                client = Client(address, timeout=CONNECT_S, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+                client = _connect(Client, address)
+        except Exception as exc:  # noqa: BLE001  (Dask's and the comms' errors are many: each is one line)
             if cluster is not None:
                 cluster.close()
+            if address == LOCAL and not isinstance(exc, (OSError, TimeoutError)):
+                raise
             raise ClusterError(f"--cluster {address}: no Dask scheduler answers there ({one_line(exc)}); start one "
                                "with: dask scheduler --port 8786") from None
         out = cls(client, cluster, address)
@@ -323,6 +383,9 @@ class Cluster:
                 self._cluster.close(timeout=10)
             except Exception:
                 pass
+            scratch = getattr(self._cluster, "cudalab_scratch", None)
+            if scratch:  # the workers' dask-scratch-space (local_cluster)
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _host(address: str) -> str:

@@ -8,10 +8,45 @@ Light on purpose: the command line builds one before it imports anything heavy.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RunOptions"]
+from cudalab.errors import UsageError
+
+__all__ = ["RunOptions", "seconds", "whole", "MAX_SECONDS"]
+
+#: The longest duration any timing option takes (a day): past it a number is a typo, not a plan.
+MAX_SECONDS = 86_400.0
+
+
+def seconds(value: Any, flag: str) -> float:
+    """The one rule for a duration option (``--budget``, ``--timeout``...): a positive, finite number of
+    seconds, at most :data:`MAX_SECONDS` (``nan`` passes every comparison, so it is refused by name).
+
+    Raises:
+        UsageError: anything else, naming ``flag``.
+    """
+    try:
+        x = float(value) if not isinstance(value, (bool, str)) else float(value.strip()) if isinstance(value, str) \
+            else math.nan
+    except (TypeError, ValueError, OverflowError):
+        x = math.nan
+    if not (math.isfinite(x) and 0 < x <= MAX_SECONDS):
+        raise UsageError(f"{flag} must be a positive number of seconds, at most a day (got {value!r})")
+    return x
+
+
+def whole(value: Any, flag: str, least: int, most: int) -> int:
+    """The one rule for a counting option (``--race``, ``--device``, ``--seed``...): an integer in
+    ``least..most`` (a bool, a float or a text is not one).
+
+    Raises:
+        UsageError: anything else, naming ``flag`` and the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise UsageError(f"{flag} must be an integer from {least:,} to {most:,} (got {value!r})")
+    return value
 
 
 @dataclass(frozen=True)

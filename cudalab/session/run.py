@@ -23,7 +23,7 @@ from cudalab.progress import Observer
 from cudalab.plan import Plan, RunRequest
 from cudalab.session.point import Point
 from cudalab.session.devices import parse_devices
-from cudalab.session.options import RunOptions
+from cudalab.session.options import RunOptions, seconds
 from cudalab.session.drive import Session
 
 __all__ = ["requests_from", "start_session", "Ran", "run_points"]
@@ -60,8 +60,8 @@ def check_timeout(opts: RunOptions) -> None:
     Raises:
         UsageError: it is not.
     """
-    if opts.timeout is not None and not (opts.timeout > 0 and opts.timeout < float("inf")):
-        raise UsageError(f"--timeout must be a positive number of seconds (got {opts.timeout})")
+    if opts.timeout is not None:
+        seconds(opts.timeout, "--timeout")
 
 
 def start_session(opts: RunOptions, observer: Observer | None = None,

@@ -32,14 +32,26 @@ def tune(family: str, variant: str | None = None, *, defines: dict[str, Any] | N
     from cudalab.tuning.drive import plan, run_campaign  # noqa: PLC0415
     from cudalab.tuning.options import TuneOptions  # noqa: PLC0415
 
+    import dataclasses  # noqa: PLC0415
+
+    from cudalab.errors import UsageError  # noqa: PLC0415
+
+    known = {f.name for f in dataclasses.fields(TuneOptions)} - {"family", "variant", "defines"}
+    unknown = sorted(set(kw) - known)
+    if unknown:
+        raise UsageError(f"cudalab.tune() takes no argument {unknown[0]!r} (it takes: {', '.join(sorted(known))})")
+    if defines is not None and not isinstance(defines, dict):
+        raise UsageError(f"defines must be a dict of name -> values (got {type(defines).__name__})")
+    if on_event is not None and not callable(on_event):
+        raise UsageError(f"on_event must be callable (got {type(on_event).__name__})")
     for key in ("require", "objectives"):
         if isinstance(kw.get(key), str):
             kw[key] = (kw[key],) if key == "require" else tuple(kw[key].split(","))
-        elif key in kw:
+        elif key in kw and isinstance(kw[key], (list, tuple, set, frozenset)):
             kw[key] = tuple(kw[key])
     if isinstance(kw.get("options"), dict):
-        kw["options"] = tuple((k, str(v)) for k, v in kw["options"].items())
-    opts = TuneOptions(family=family, variant=variant, defines=tuple((k, str(v)) for k, v in (defines or {}).items()),
-                       **kw)
+        kw["options"] = tuple((str(k), str(v)) for k, v in kw["options"].items())
+    opts = TuneOptions(family=family, variant=variant,
+                       defines=tuple((str(k), str(v)) for k, v in (defines or {}).items()), **kw)
     return run_campaign(plan(opts), on_event)
 

@@ -14,10 +14,14 @@ the owner a system attribute); :func:`facts` reads both, so they keep resuming.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
+import sqlite3
+import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,7 +29,7 @@ from typing import Any, Mapping
 from cudalab.errors import UsageError
 from cudalab.tuning.strategy import quiet_optuna
 
-__all__ = ["default_storage", "open_campaign", "Measured", "measured", "ATTR", "OWNER", "facts", "reap_interrupted"]
+__all__ = ["default_storage", "check_campaign", "check_file", "open_campaign", "Measured", "measured", "ATTR", "OWNER", "facts", "reap_interrupted"]
 
 #: The trial user attribute holding what cudalab knows of a trial (a JSON object).
 ATTR = "cudalab"
@@ -52,25 +56,145 @@ def default_storage(name: str, folder: Path | None = None) -> tuple[str, Path]:
     return f"sqlite:///{path}", path
 
 
-def _storage(url: str) -> Any:
-    """Open ``url`` as Optuna RDB storage.
+#: The tables every Optuna RDB storage has: an SQLite file without them is another program's database.
+_OPTUNA_TABLES = frozenset({"studies", "trials", "version_info", "study_user_attributes"})
+#: How long a campaign created by another tune this instant may lack its attributes (they follow its creation).
+_NEW_STUDY_WAIT_S = 10.0
+
+
+def _sqlite_path(url: str) -> Path | None:
+    """The file of an ``sqlite:///FILE`` URL (None: another database, or SQLite in memory)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    rest = url[len("sqlite:///"):].split("?", 1)[0]
+    return None if rest in ("", ":memory:") else Path(rest)
+
+
+def check_file(url: str, what: str = "--storage") -> Path | None:
+    """Refuse, reading only, a campaign file cudalab must not write: a link (dangling or not), something not
+    a regular file, a file that is not SQLite, or an SQLite database that is not an Optuna campaign (another
+    program's). A missing or empty file is a new campaign. Returns the file (None: not an SQLite file URL).
 
     Raises:
-        UsageError: it cannot be opened (bad URL, missing driver, not a database, no such folder).
+        UsageError: one of the above, or its folder does not exist; the file is left as it is.
+    """
+    path = _sqlite_path(url)
+    if path is None:
+        return None
+    if path.is_symlink():
+        raise UsageError(f"{what} {url}: {path} is a symbolic link; a campaign is never written or read through a "
+                         "link (give the file itself)")
+    if not path.parent.is_dir():
+        raise UsageError(f"{what} {url}: folder {path.parent} does not exist")
+    if not path.exists():
+        return path
+    if not path.is_file():
+        raise UsageError(f"{what} {url}: {path} is not a regular file (left as it is)")
+    if path.stat().st_size == 0:
+        return path
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head != b"SQLite format 3\x00":
+        raise UsageError(f"{what} {url}: {path} is not an SQLite campaign file (left as it is)")
+    try:
+        with contextlib.closing(_read_only(path)) as con:
+            tables = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+    except sqlite3.Error as exc:
+        raise UsageError(f"{what} {url}: cannot read {path} ({str(exc)[:200]}; left as it is)") from None
+    if not _OPTUNA_TABLES <= tables:
+        raise UsageError(f"{what} {url}: {path} is an SQLite database but not a cudalab campaign (left as it is)")
+    return path
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened by SQLite read-only (it never creates nor changes the file)."""
+    return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True, timeout=30,
+                           check_same_thread=False)
+
+
+def _storage(url: str, read_only: bool = False) -> Any:
+    """Open ``url`` as Optuna RDB storage (``read_only``: an SQLite file opened so nothing can be written).
+
+    Raises:
+        UsageError: it cannot be opened (bad URL, missing driver, not a campaign, no such folder), or
+            ``read_only`` and there is no campaign file.
     """
     optuna = quiet_optuna()
-    if url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///"):])
-        if not path.parent.is_dir():
-            raise UsageError(f"--storage {url}: folder {path.parent} does not exist")
-        if path.exists() and path.stat().st_size and path.read_bytes()[:16] != b"SQLite format 3\x00":
-            raise UsageError(f"--storage {url}: {path} is not an SQLite campaign file (left as it is)")
-    try:
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}}
-                                          if url.startswith("sqlite") else {})
-    except Exception as exc:  # SQLAlchemy's and the drivers' errors are many: each becomes one line
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"--storage {url}: cannot open it ({why[:200]})") from None
+    path = check_file(url, "--replay" if read_only else "--storage")
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
+    if read_only and path is not None:
+        if not path.is_file() or not path.stat().st_size:
+            raise UsageError(f"--replay {url}: {path} holds no campaign")
+        kwargs = {"creator": lambda: _read_only(path)}
+    for attempt in range(3):  # two tunes creating one new file's tables at once: the loser tries again
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, skip_table_creation=read_only)
+        except Exception as exc:  # SQLAlchemy's and the drivers' errors are many: each becomes one line
+            if attempt < 2 and "already exists" in str(exc):
+                time.sleep(0.2)
+                continue
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(f"--storage {url}: cannot open it ({why[:200]})") from None
+    raise AssertionError("unreachable")
+
+
+def check_campaign(url: str, name: str, meta: Mapping[str, Any]) -> None:
+    """Refuse, reading only and before any GPU work, a storage this campaign must not write: a file that is not
+    a campaign (:func:`check_file`), or one holding this campaign (or another) for another space.
+
+    Raises:
+        UsageError: as :func:`open_campaign`.
+    """
+    path = check_file(url)
+    if path is None:  # another database: its URL and driver now, its tables when the first trial runs
+        try:
+            import sqlalchemy  # noqa: PLC0415  (Optuna's own dependency)
+
+            sqlalchemy.engine.make_url(url).get_dialect()
+        except Exception as exc:  # a bad URL, an unknown database, a missing driver: one line
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(f"--storage {url}: cannot open it ({why[:200]})") from None
+        return
+    if not path.exists() or not path.stat().st_size:
+        return  # a new file: created when the first trial is about to run
+    _refuse_others(url, name, meta, _summaries(_storage(url, read_only=True)), wait=False, checking=True)
+
+
+def _summaries(storage: Any) -> list[Any]:
+    return quiet_optuna().get_all_study_summaries(storage, include_best_trial=False)
+
+
+def _refuse_others(url: str, name: str, meta: Mapping[str, Any], studies: list[Any], wait: bool,
+                   checking: bool = False) -> None:
+    """Refuse a storage holding this campaign (or, in a campaign file, another) for another fingerprint.
+
+    A study without a fingerprint is one another tune is creating this instant (its attributes follow its
+    creation: Optuna has no atomic form; :func:`write_meta` writes the fingerprint last) or one cudalab did not
+    write; with ``wait`` the caller looks again (:func:`open_campaign`), so two tunes started at once on a new
+    file both run it; ``checking`` (:func:`check_campaign`, before any GPU work) leaves this campaign's to then.
+    """
+    sqlite = url.startswith("sqlite")
+    for s in studies:
+        if s.study_name != name and not sqlite:
+            continue
+        old = s.user_attrs
+        if "fingerprint" not in old:  # being created by another tune (its fingerprint is written last), or no tune's
+            if wait:
+                raise _Unsettled()
+            if s.study_name == name and (checking or not old):
+                continue  # ours, left empty by a tune killed at its birth: open_campaign writes its attributes
+        if old.get("fingerprint") != meta["fingerprint"]:
+            what = f"{old.get('family', '?')}/{old.get('variant', '?')}"
+            if "fingerprint" not in old:
+                raise UsageError(f"{url} holds study {s.study_name!r}, not written by cudalab tune: give another "
+                                 "--storage")
+            raise UsageError(f"campaign {s.study_name!r} in {url} is {what} with another space, problem or objective "
+                             f"(fingerprint {old.get('fingerprint', 'none')}, this run's {meta['fingerprint']}): "
+                             "give another --name or --storage")
+
+
+class _Unsettled(Exception):
+    """A study another tune is creating this instant (its attributes not yet written)."""
 
 
 def open_campaign(url: str, name: str, meta: Mapping[str, Any], directions: list[str], sampler: Any) -> Any:
@@ -88,28 +212,38 @@ def open_campaign(url: str, name: str, meta: Mapping[str, Any], directions: list
     """
     optuna = quiet_optuna()
     storage = _storage(url)
-    studies = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    mine = [s for s in studies if s.study_name == name]
-    built = meta.get("build")
-    if mine and built and mine[0].user_attrs.get("build") not in (None, built):
-        # the same space, but the kernel (its source, its fixed defines) changed since: its trials measured
-        # another build, so a fresh campaign beside it, never one that inherits the old build's failures
-        name = f"{name}@{built[:8]}"
-        mine = [s for s in studies if s.study_name == name]
-    others = [s for s in studies if s.study_name != name] if url.startswith("sqlite") else []
-    for s in mine + others:
-        old = s.user_attrs
-        if old.get("fingerprint") != meta["fingerprint"]:
-            what = f"{old.get('family', '?')}/{old.get('variant', '?')}"
-            raise UsageError(f"campaign {s.study_name!r} in {url} is {what} with another space, problem or objective "
-                             f"(fingerprint {old.get('fingerprint', 'none')}, this run's {meta['fingerprint']}): "
-                             "give another --name or --storage")
+    deadline = time.monotonic() + _NEW_STUDY_WAIT_S
+    while True:
+        studies = _summaries(storage)
+        name = _built_name(name, meta, studies)
+        try:
+            _refuse_others(url, name, meta, studies, wait=time.monotonic() < deadline)
+            break
+        except _Unsettled:
+            time.sleep(0.1)
+    settled = any("fingerprint" in s.user_attrs for s in studies if s.study_name == name)
     study = optuna.create_study(storage=storage, study_name=name, sampler=sampler, load_if_exists=True,
                                 directions=directions)
-    if not mine:
-        for k, v in meta.items():
-            study.set_user_attr(k, v)
+    if not settled:
+        write_meta(study, meta)
     return study
+
+
+def _built_name(name: str, meta: Mapping[str, Any], studies: Any) -> str:
+    """``name``, or ``NAME@BUILD`` when the study of that name measured another build of the kernel (its source or
+    fixed defines changed since): a fresh campaign beside it, never one that inherits the old build's failures."""
+    built = meta.get("build")
+    mine = [s for s in studies if s.study_name == name]
+    if mine and built and mine[0].user_attrs.get("build") not in (None, built):
+        return f"{name}@{built[:8]}"
+    return name
+
+
+def write_meta(study: Any, meta: Mapping[str, Any]) -> None:
+    """Write what a new campaign is, its fingerprint last: a study with a fingerprint is complete (another tune
+    opening the file this instant waits for it: :func:`open_campaign`)."""
+    for k, v in sorted(meta.items(), key=lambda kv: kv[0] == "fingerprint"):
+        study.set_user_attr(k, v)
 
 
 def owner() -> str:

@@ -285,6 +285,10 @@ class _Campaign:
                     self.runs.kill()  # the trial's worker is ended; its thread returns what finished
                     runs, interrupted, waited = fut.result()
                     interrupted = True
+                except BaseException:  # no GPU left (WorkerError): never a trial left RUNNING
+                    if trial is not None:  # a walk's is written only when measured: the walk comes to it again
+                        self._record(trial, point, "interrupted", "the campaign stopped while it ran", None, {})
+                    raise
                 blocked = time.monotonic() - t0
                 # Where the time went, on the parent's clock: what it did while the trial ran is the trial's time
                 # when the trial outlasted it (the parent then waited), the search's when it did not.
@@ -405,19 +409,26 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
 
     emit = on_event or (lambda what, data: None)
     opts = p.opts
-    walks = p.strategy in WALKS and p.valid_points is not None
+    walks = p.strategy in WALKS and (p.valid_points is not None or p.strategy == "grid")
     # A walk (grid, random over the valid points) enqueues each trial's point: the sampler is never consulted.
     sampler = S.sampler("random" if walks else p.strategy, opts.seed, p.space, len(opts.objectives))
-    study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
+    C.check_campaign(p.url, p.name, p.meta)  # reading only: a file it must not write is refused before any GPU work
+    runs = runs or runs_for(opts)
+    runs.start()  # a cluster is checked here: before the campaign's first line
+    try:  # the campaign's file is created (or changed) only once a GPU is there to run its first trial
+        runs.ready()
+        study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
+        C.reap_interrupted(study)
+        redo = _unfinished(study, p.space)
+    except BaseException:
+        runs.kill()
+        raise
     if study.study_name != p.name:  # the kernel changed since the campaign of this name: a fresh one beside it
         emit("warning", {"text": f"{p.variant.name} is built from another source or defines than campaign {p.name} "
                                  f"measured: a fresh campaign {study.study_name} in the same file"})
         p = replace(p, name=study.study_name)
-    C.reap_interrupted(study)
-    redo = _unfinished(study, p.space)
-    runs = runs or runs_for(opts)
-    runs.start()  # a cluster is checked here: before the campaign's first line
-    emit("start", {"name": p.name, "url": p.url, "size": p.space.size(), "valid": p.valid, "budget": p.budget,
+    emit("start", {"name": p.name, "url": p.url, "size": p.space.size(),
+                   "valid": p.valid if p.valid_points is not None else None, "budget": p.budget,
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
     if getattr(runs, "concurrent", False):
         emit("cluster", {"text": runs.describe()})
@@ -429,15 +440,19 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             camp = _Campaign(p, study, runs, emit, meter)
             camp.redo.extend(redo)
             interrupted = camp.loop()
+
+            def going() -> bool:  # after an interrupt its workers are gone: nothing more is measured nor raced
+                return camp.lost is None and not interrupted and caught.signum is None
+
             try:  # the "% of" column's library row (flops, rate), once: after the trials (tuning/reference.py: why)
-                ref = reference.measure(p, runs, camp.account) if camp.lost is None else None
+                ref = reference.measure(p, runs, camp.account) if going() else None
             except ClusterLost as exc:
                 ref, camp.lost = None, exc
             busy = meter.percent if meter is not None else None
             if meter is not None:
                 meter.stop()
             race_result, default_key = None, point_key(_default_point(p))
-            if len(opts.objectives) == 1 and opts.race > 0 and camp.lost is None:
+            if len(opts.objectives) == 1 and opts.race > 0 and going():
                 try:
                     with camp.account.timed("race"):
                         race_result = _race(camp, emit)
@@ -446,7 +461,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         if camp.lost is not None:
             emit("warning", {"text": str(camp.lost)})
             code = camp.lost.exit_code
-        elif interrupted or caught.signum is not None:
+        elif interrupted or caught.signum is not None or (race_result is not None and race_result.interrupted):
             code = 128 + (caught.signum or 2)
     finally:
         if meter is not None:

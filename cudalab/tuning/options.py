@@ -65,6 +65,11 @@ class TuneOptions:
     devices: str | None = None
     add: str | None = None
 
+    def __post_init__(self) -> None:
+        from cudalab.tuning.checks import check  # noqa: PLC0415  (it imports this module's neighbours)
+
+        check(self)  # the command line and cudalab.tune(...) refuse the same values, in one line
+
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 

@@ -113,7 +113,9 @@ def plan(opts: TuneOptions) -> CampaignPlan:
     url = opts.storage or C.default_storage(name)[0]
     meta = {**context, "fingerprint": fp, "space": json.dumps(space.describe()), "default": json.dumps(dflt),
             "build": own.build_identity(spec, v)}
-    budget = opts.trials or (valid if strategy == "grid" or (valid or 0) <= DEFAULT_TRIALS else DEFAULT_TRIALS)
+    # a space too large to list (valid None) has no "whole space" to default to: DEFAULT_TRIALS
+    budget = opts.trials or (valid if valid is not None and (strategy == "grid" or valid <= DEFAULT_TRIALS)
+                             else DEFAULT_TRIALS)
     return CampaignPlan(opts, spec, fam, v, space, valid or 0, base, name, url, meta, strategy, budget,
                         valid_points, uk)
 

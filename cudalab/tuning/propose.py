@@ -30,7 +30,7 @@ from it. Nothing here runs a kernel.
 from __future__ import annotations
 
 import random
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -39,6 +39,8 @@ from cudalab.tuning.space import Space
 
 __all__ = ["WALKS", "Proposer"]
 
+#: Points in a row a lazy walk (a space too large to list) may find refused before it ends: its time is bounded.
+LAZY_MISSES = 200_000
 #: Strategies that walk the valid points in an order of their own.
 WALKS = ("grid", "random")
 
@@ -61,15 +63,23 @@ class Proposer:
         self.keys = {point_key(p) for p in valid} if valid is not None else None
         self.first = self._valid_first(first)
         self.walk: list[dict[str, str]] | None = None
-        if valid is not None and strategy in WALKS:
+        self._iter: Iterator[dict[str, str]] = iter(())
+        if valid is None and strategy == "grid":  # too many to list: walked in the space's order as asked
+            self.walk = []
+            self._iter = self._lazy_grid()
+        elif valid is not None and strategy in WALKS:
             self.walk = list(valid)
             if strategy == "random":
                 random.Random(seed).shuffle(self.walk)  # shuffled before the default moves: the same order after it
             if self.first is not None:  # the default first, and not again where the walk came to it
                 key = point_key(self.first)
                 self.walk = [self.first, *(p for p in self.walk if point_key(p) != key)]
+            self._iter = iter(self.walk)
         self._at = 0
         self._free = [d for d in space.dims if len(d.values) > 1]
+        # each value's scaled index, once: list.index per point made the grid quadratic in a dimension's length
+        # (100,000 block sizes hung before the first trial)
+        self._scaled = [{v: i / (len(d.values) - 1) for i, v in enumerate(d.values)} for d in self._free]
         if valid:
             self._grid = np.array([self._coords(p) for p in valid])
 
@@ -88,18 +98,33 @@ class Proposer:
         return len(self.valid) if self.valid is not None else self.space.size()
 
     def _coords(self, point: Mapping[str, str]) -> list[float]:
-        return [d.values.index(point[d.name]) / (len(d.values) - 1) for d in self._free]
+        return [scaled[point[d.name]] for d, scaled in zip(self._free, self._scaled)]
 
     def next_walk(self, skip: Iterable[str]) -> dict[str, str] | None:
         """The walk's next point whose key is not in ``skip`` (measured or in flight); None when spent."""
         skip = set(skip)
         assert self.walk is not None
-        while self._at < len(self.walk):
-            point = self.walk[self._at]
+        for point in self._iter:
             self._at += 1
             if point_key(point) not in skip:
                 return point
         return None
+
+    def _lazy_grid(self) -> Iterator[dict[str, str]]:
+        """A space too large to list, walked: the default first, then every valid point in the space's order
+        (memory and time before the first trial independent of the space's size)."""
+        first = point_key(self.first) if self.first is not None else None
+        if self.first is not None:
+            yield dict(self.first)
+        misses = 0
+        for point in self.space.points():
+            if point_key(point) != first and not self.space.allows(point):
+                misses = 0
+                yield point
+            else:
+                misses += 1
+                if misses >= LAZY_MISSES:  # a sparse space's valid points may all be behind it: the walk ends
+                    return
 
     def opening(self, skip: Iterable[str]) -> dict[str, str] | None:
         """What a model-based strategy enqueues before its first ask: :attr:`first`, unless its key is in

@@ -42,7 +42,7 @@ class RaceResult:
         rounds: rounds run.
         dropped: key -> why it left the race (a round where it did not pass).
         runs: key -> its last round's run (rows, roofline: what the record saves).
-        interrupted: Ctrl-C ended the race.
+        interrupted: Ctrl-C ended the race (then no winner: its last round is left out, nothing dropped in it).
     """
 
     winner: str
@@ -95,6 +95,13 @@ def race(run: Callable[[Sequence[Any]], tuple[list[Any], bool]], contenders: Seq
     for r in range(1, max_rounds + 1):
         live = [c for c in everyone if c.key not in dropped]
         runs, interrupted = run([c.request for c in live])
+        if interrupted:
+            # The interrupt killed the worker mid-round: a row it cut short is not the contender's failure, and a
+            # round not every contender finished pairs nothing. The race ends undecided: no winner is named.
+            result = RaceResult("", {}, samples, r - 1, dict(dropped), dict(last), True, tolerance)
+            if on_round is not None:
+                on_round(r, result)
+            break
         for c, fr in zip(live, runs):
             row = next((x for x in fr.results if x.variant == variant), None)
             if row is None:
@@ -104,10 +111,10 @@ def race(run: Callable[[Sequence[Any]], tuple[list[Any], bool]], contenders: Seq
                 samples[c.key].extend(row.stats.samples or (row.stats.median,))
             elif c.key in racing:
                 dropped[c.key] = f"{row.status.value} in round {r}: {row.reason}"
-        result = _standing(samples, racing - set(dropped), tolerance, r, dropped, last, interrupted)
+        result = _standing(samples, racing - set(dropped), tolerance, r, dropped, last, False)
         if on_round is not None:
             on_round(r, result)
-        if interrupted or (result.decided and r >= 2):
+        if result.decided and r >= 2:
             break
     return result
 

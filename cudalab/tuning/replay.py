@@ -51,7 +51,7 @@ def load_campaign(url: str, name: str | None = None) -> tuple[Space, dict[str, f
         UsageError: the storage cannot be opened, holds no campaign, or several without ``name``.
     """
     optuna = S.quiet_optuna()
-    storage = C._storage(url)
+    storage = C._storage(url, read_only=True)  # a replay only reads: it never creates nor changes the file
     names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
     if name is None:
         if len(names) != 1:

@@ -117,6 +117,11 @@ class TuneResult:
         defines = {k: v for k, v in point.items() if kinds.get(k, "define") == "define"}
         return str(write_header(path, defines, point.get("block"), facts))
 
+    @property
+    def unraced(self) -> bool:
+        """An interrupted campaign whose race did not finish (or never ran): its best trial is not a winner."""
+        return self.incomplete and not (self.race is not None and self.race.winner)
+
     def speedup(self, key: str) -> float | None:
         """The default configuration's median over ``key``'s, from the race (None: not both raced)."""
         if self.race is None:
@@ -145,7 +150,9 @@ class TuneResult:
         r = self.race
         out["tune"] = {
             "family": self.family, "variant": self.variant, "campaign": self.name, "storage": self.url,
-            "objectives": list(self.objectives), "winner": self.winner, "default": self.default_key,
+            # an interrupted campaign's best trial was not raced: it is no winner, only the best trial
+            "objectives": list(self.objectives), "winner": "" if self.unraced else self.winner,
+            "best_trial": self.winner, "default": self.default_key,
             "command": self.command,
             "space": self.space, "incomplete": self.incomplete, "gpu_busy_pct": self.gpu_busy_pct,
             "time": self.time_account,

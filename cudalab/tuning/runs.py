@@ -60,6 +60,14 @@ class Runs:
         self.session.start()
         return self
 
+    def ready(self) -> None:
+        """Wait until the first worker has opened its GPU (the campaign's file is written only then).
+
+        Raises:
+            WorkerError: it could not open its GPU.
+        """
+        self.session.count()
+
     def plan(self, point: RunRequest | Plan) -> Plan:
         """The point's one plan (a request is planned the first time it is run).
 
@@ -155,6 +163,9 @@ class ClusterRuns(Runs):
             self.cluster.close()
             raise
         return self
+
+    def ready(self) -> None:
+        """Nothing to wait for: :meth:`start` checked the cluster's GPU workers."""
 
     def slots(self) -> int:
         """How many GPU workers there are."""

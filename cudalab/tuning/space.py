@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from cudalab.errors import CatalogError, UsageError
-from cudalab.catalog.expr import evaluate
+from cudalab.catalog.expr import LIMIT, evaluate
 
 __all__ = ["Dim", "Space", "parse_values", "BLOCK", "ENUMERATE_LIMIT"]
 
@@ -72,6 +72,9 @@ def parse_values(text: str, what: str) -> tuple[tuple[str, ...], bool]:
         UsageError: an empty entry, a range with no values or too many, a duplicated value.
     """
     text = str(text).strip()
+    for whole in re.findall(r"-?\d+", text):  # the family commands' rule for a -D value (catalog.expr.LIMIT)
+        if not -LIMIT <= int(whole) < LIMIT:
+            raise UsageError(f"{what}={text}: {whole} does not fit 64 bits")
     m = _RANGE.match(text)
     if m:
         lo, hi, step = int(m.group(1)), int(m.group(2)), m.group(3)

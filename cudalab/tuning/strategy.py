@@ -8,12 +8,13 @@ one value are fixed and not shown. Nothing here runs a kernel.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, Mapping, Sequence
 
 from cudalab.errors import UsageError
-from cudalab.tuning.space import Dim, Space
+from cudalab.tuning.space import ENUMERATE_LIMIT, Dim, Space
 
 __all__ = ["STRATEGIES", "distributions", "decode", "encode", "sampler", "quiet_optuna"]
 
@@ -39,6 +40,7 @@ def quiet_optuna() -> Any:
     return optuna
 
 
+@functools.lru_cache(maxsize=256)  # per ask and tell: reading 100,000 values each time cost seconds a trial
 def _kind(d: Dim) -> str:
     if d.pow2:
         return "pow2"
@@ -118,8 +120,10 @@ def sampler(name: str, seed: int | None, space: Space, objectives: int = 1) -> A
     if objectives > 1 and name in ("cmaes", "gp"):
         raise UsageError(f"--strategy {name} optimises one objective; for two use nsga2, tpe or random")
     if name == "grid":
-        if not _grid(space):
+        if not any(len(d.values) > 1 for d in space.dims):
             raise UsageError("the space has one point: nothing to search")
+        if space.size() > ENUMERATE_LIMIT:  # the campaign walks it lazily (propose.Proposer); Optuna's lists it all
+            return S.RandomSampler(seed=seed)
         class Grid(S.GridSampler):
             def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
                 pass  # Optuna's stops an optimize() loop here; the campaign stops itself when the space is spent
@@ -136,16 +140,16 @@ def sampler(name: str, seed: int | None, space: Space, objectives: int = 1) -> A
         _need("cmaes", "cmaes", "--strategy cmaes")
         return S.CmaEsSampler(seed=seed, warn_independent_sampling=False,
                               independent_sampler=S.RandomSampler(seed=seed))
-    _need("torch", "torch scipy", "--strategy gp")
-    _need("scipy", "torch scipy", "--strategy gp")
+    _need("torch", "torch and scipy", "--strategy gp", "'cudalab[gp]'")
+    _need("scipy", "torch and scipy", "--strategy gp", "'cudalab[gp]'")
     return S.GPSampler(seed=seed, deterministic_objective=False, warn_independent_sampling=False)
 
 
-def _need(module: str, packages: str, what: str) -> None:
+def _need(module: str, packages: str, what: str, install: str = "") -> None:
     import importlib.util  # noqa: PLC0415
 
     if importlib.util.find_spec(module) is None:
-        raise UsageError(f"{what} needs {packages}: pip install {packages}")
+        raise UsageError(f"{what} needs {packages}: pip install {install or packages}")
 
 
 def strategy_for(name: str | None, objectives: Sequence[str]) -> str:
