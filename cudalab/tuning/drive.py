@@ -13,6 +13,7 @@ win the race; a default outside the space is still raced beside the best (the "v
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from concurrent.futures import CancelledError, ThreadPoolExecutor
@@ -39,6 +40,8 @@ from cudalab.tuning.spaces import default_point
 
 __all__ = ["CampaignPlan", "plan", "run_campaign"]
 
+#: The interpreter's thread switch interval while a campaign's trials run (seconds; Python's default is 0.005).
+SWITCH_S = 0.0005
 #: Asks in a row that bring nothing new (a repeat, a refused point) before the strategy is deemed done.
 STALE_ASKS = 500
 
@@ -439,7 +442,14 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         with interrupts() as caught:
             camp = _Campaign(p, study, runs, emit, meter)
             camp.redo.extend(redo)
-            interrupted = camp.loop()
+            switch = sys.getswitchinterval()
+            # The trial's thread hands each worker event on while this thread runs the study's SQL: at the
+            # default 5 ms a thread waiting for the GIL waited up to that long for every event of a trial.
+            sys.setswitchinterval(min(switch, SWITCH_S))
+            try:
+                interrupted = camp.loop()
+            finally:
+                sys.setswitchinterval(switch)
 
             def going() -> bool:  # after an interrupt its workers are gone: nothing more is measured nor raced
                 return camp.lost is None and not interrupted and caught.signum is None
