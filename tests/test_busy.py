@@ -30,7 +30,8 @@ class FakeNvml:
 def _run(meter: BusyMeter, polls: int) -> BusyMeter:
     meter.start()
     deadline = time.monotonic() + 5
-    while meter.readings < polls and time.monotonic() < deadline:
+    # a meter whose thread ended (no NVML: nothing to poll) gets no more readings: waiting on was 5 s a test
+    while meter.readings < polls and time.monotonic() < deadline and meter._thread.is_alive():
         time.sleep(0.005)
     meter.stop()
     return meter

@@ -86,6 +86,10 @@ case(f"{_T} --tolerance nan", "--tolerance must be between")
 case("tune copy --variant vec4 --n 1k -D UNROLL=3,123456789012345678901", "does not fit 64 bits")
 case("tune copy --variant vec4 --n 1k -D UNROLL=1..99999999999999999999", "does not fit 64 bits")
 case(f"{_T} --json ''", "--json needs a file name")
+for flag in ("--name", "--storage", "--strategy", "--block", "--dtype"):
+    case(f"{_T} {flag} ''", f"{flag} was given empty")
+case(f"{_T} --block 0,64", "every dimension must be at least 1")
+case(f"{_T} --block -64..256:pow2", "every dimension must be at least 1")
 # an option tune does not have is an error naming the nearest one, never a define
 case(f"{_T} --trails 3", "no such option: --trails (did you mean --trials?)")
 case(f"{_T} --sede=4", "did you mean --seed?")

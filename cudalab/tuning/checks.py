@@ -33,6 +33,14 @@ def check(o: Any) -> None:
         v = getattr(o, name)
         if v is not None and not isinstance(v, str):
             raise UsageError(f"{_flag(name)} must be a text (got {type(v).__name__} {v!r})")
+        if v is not None and not v.strip():  # given empty: a mistake (an unset variable), not "the default"
+            raise UsageError(f"{_flag(name)} was given empty: leave it out for its default")
+    if o.block is not None:  # the family commands' rule for a block: every size at least 1
+        import re  # noqa: PLC0415
+
+        small = [x for x in re.findall(r"-?\d+", o.block.split(":", 1)[0]) if int(x) < 1]
+        if small:
+            raise UsageError(f"--block {o.block}: every dimension must be at least 1 (got {small[0]})")
     if not o.family:
         raise UsageError("name the family to tune (example: cudalab tune copy)")
     for name in _PAIRS:
