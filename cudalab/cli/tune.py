@@ -340,6 +340,8 @@ def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, t
         attrs = {"family": attrs.get("kernel"), "variant": f"kernel_tuner on {attrs.get('device')}"}
     else:
         space, table, attrs = RP.load_campaign(url, name)
+    if not any(v is not None for v in table.values()):
+        raise UsageError(f"--replay {campaign}: no configuration in it passed: nothing to replay or compare")
     if versus is not None:  # the same space measured by both tools, side by side
         _, theirs, facts = KT.load_kt_cache(versus)
         rows, lines = KT.side_by_side(table, theirs)

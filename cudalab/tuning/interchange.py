@@ -151,7 +151,10 @@ def load_kt_cache(path: str | Path) -> tuple[KtSpace, dict[str, float | None], d
         raise UsageError(f"{path} is not a kernel_tuner cache file (no 'cache' and 'tune_params')")
     kt = space_of(data["tune_params"])
     table: dict[str, float | None] = {}
-    objective = str(data.get("objective") or "time")
+    objective = data.get("objective") or "time"
+    if isinstance(objective, list):  # kernel_tuner 1.5 writes its objectives as a list
+        objective = objective[0] if objective else "time"
+    objective = str(objective)
     for entry in data["cache"].values():
         if not isinstance(entry, dict):
             continue
