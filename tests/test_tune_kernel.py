@@ -122,3 +122,23 @@ def test_the_winner_as_a_c_header_and_json(fake_workers, tmp_path):
     assert "#ifndef EPT" in text and "CUDALAB_TUNED_GPU" in text
     data = json.loads(Path(str(h) + ".json").read_text())
     assert data["defines"] == {"EPT": "4", "VW": "1"} and data["block"] == "128"
+
+
+def test_a_real_kernel_tuner_cache_from_an_h200_reads_every_configuration(invoke):
+    # kernel_tuner 1.5 writes its objective as a list (["time"]): read as a name, every time was "failed"
+    real = Path(__file__).parents[1] / "docs" / "benchmarks" / "tune-own" / "nvidia-h200" / "axpy-kernel_tuner-1.json"
+    kt, table, facts = KT.load_kt_cache(real)
+    assert facts["objective"] == "time" and len(table) == 72 and all(v is not None for v in table.values())
+    ours = real.with_name("axpy-cudalab-1.tune.db")
+    res = invoke(["tune", "--replay", str(ours), "--versus", str(real)])
+    assert res.exit_code == 0 and "72 passed in both" in res.output, res.output
+
+
+def test_a_cache_where_nothing_passed_is_one_line(tmp_path, invoke):
+    import re
+
+    dead = tmp_path / "dead.json"  # every configuration failed (kernel_tuner's failure names in place of times)
+    dead.write_text(re.sub(r'"time": [0-9.]+', '"time": "RuntimeFailedConfig"', CACHE.read_text()))
+    assert all(v is None for v in KT.load_kt_cache(dead)[1].values())
+    res = invoke(["tune", "--replay", str(dead)])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "no configuration in it passed" in res.output
