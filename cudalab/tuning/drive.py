@@ -14,9 +14,7 @@ win the race; a default outside the space is still raced beside the best (the "v
 from __future__ import annotations
 
 import sys
-import time
 from collections import deque
-from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -31,6 +29,7 @@ from cudalab.tuning import race as R
 from cudalab.tuning import reference
 from cudalab.tuning import strategy as S
 from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
+from cudalab.tuning.loops import TrialLoops
 from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F401  (plan: the command's)
 from cudalab.tuning.result import TuneResult, point_key
 from cudalab.tuning.runs import Runs, runs_for
@@ -46,7 +45,7 @@ SWITCH_S = 0.0005
 STALE_ASKS = 500
 
 
-class _Campaign:
+class _Campaign(TrialLoops):
     """The running state of one campaign (its study, its trials, its GPU session)."""
 
     def __init__(self, p: CampaignPlan, study: Any, runs: Runs, on_event: Callable[[str, dict[str, Any]], None],
@@ -231,167 +230,6 @@ class _Campaign:
             else:
                 self._record(trial, point, "passed", "", vals, attrs)
         return False
-
-    def loop(self) -> bool:
-        """Run trials until the budget, the time or the space is spent; True when interrupted.
-
-        One trial runs on the GPU (in a thread of its own) while this thread records the one before, asks the
-        strategy for the next ones and queues their builds: the GPU is not idle behind the study's storage."""
-        if getattr(self.runs, "concurrent", False):
-            return self.loop_cluster()
-        opts, p = self.p.opts, self.p
-        deadline = None if opts.time_s is None else self.account.started + opts.time_s
-        workers = self.pool.workers
-        # a walk asks nothing of a model, so its builds can run as far ahead as there are cores
-        ahead = max(1, workers if self.walking else min(workers, 8)) if workers else 1
-        pending: deque = deque()
-        runner = ThreadPoolExecutor(1, thread_name_prefix="tune-trial")
-        flying: tuple | None = None  # (trial, point, request, future) on the GPU now
-
-        def room(extra: int) -> int:  # trials the budget still has, ``extra`` of them finished but not recorded
-            if deadline is not None and time.monotonic() >= deadline:
-                return 0
-            return p.budget - self.evaluated() - extra
-
-        hidden = [0.0]  # the parent's own seconds since the trial on the GPU started (see the wait below)
-
-        def fill(extra: int) -> None:
-            t0 = time.monotonic()
-            while len(pending) < min(ahead, room(extra)) and self.ask(pending):
-                pass
-            if extra:
-                hidden[0] += time.monotonic() - t0
-            else:  # nothing on the GPU: the search is all there is
-                self.account.seconds["search"] += time.monotonic() - t0
-
-        def launch() -> tuple | None:
-            trial, point, req = pending.popleft()
-            self.flying = {point_key(point)}  # asked again while it runs, it is a repeat, not a new trial
-            return trial, point, req, runner.submit(self._gpu_trial, req)
-
-        try:
-            while True:
-                if flying is None:
-                    if room(0) <= 0:
-                        break
-                    fill(0)
-                    if not pending:
-                        break
-                    flying = launch()
-                fill(1)  # while the GPU works: the next trials asked, planned and their builds queued
-                trial, point, req, fut = flying
-                flying = None
-                t0 = time.monotonic()
-                try:
-                    runs, interrupted, waited = fut.result()
-                except KeyboardInterrupt:
-                    self.runs.kill()  # the trial's worker is ended; its thread returns what finished
-                    runs, interrupted, waited = fut.result()
-                    interrupted = True
-                except BaseException:  # no GPU left (WorkerError): never a trial left RUNNING
-                    if trial is not None:  # a walk's is written only when measured: the walk comes to it again
-                        self._record(trial, point, "interrupted", "the campaign stopped while it ran", None, {})
-                    raise
-                blocked = time.monotonic() - t0
-                # Where the time went, on the parent's clock: what it did while the trial ran is the trial's time
-                # when the trial outlasted it (the parent then waited), the search's when it did not.
-                self.account.seconds["trials" if blocked > 0.001 else "search"] += hidden[0]
-                self.account.seconds["builds"] += min(blocked, waited)
-                self.account.seconds["trials"] += max(0.0, blocked - waited)
-                hidden[0] = 0.0
-                if not interrupted and room(1) > 0 and pending:
-                    flying = launch()  # the next trial starts now; this one is recorded while it runs
-                t1 = time.monotonic()
-                interrupted = self.finish(trial, point, runs[0] if runs else None) or interrupted  # the study's storage
-                if flying is not None:
-                    hidden[0] += time.monotonic() - t1
-                else:
-                    self.account.seconds["search"] += time.monotonic() - t1
-                self.flying = {point_key(flying[1])} if flying is not None else set()
-                self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
-                                    "builds": self.pool.queued(), "elapsed": time.monotonic() - self.account.started,
-                                    "gpu_busy": self.meter.percent if self.meter is not None else None,
-                                    "last": self.known.get(point_key(point))})
-                if interrupted:
-                    return True
-            return False
-        except KeyboardInterrupt:
-            if flying is not None:
-                self.runs.kill()
-            return True
-        finally:
-            if flying is not None:  # interrupted while it ran: its thread ends with its worker
-                try:
-                    runs, _, _ = flying[3].result()
-                    self.finish(flying[0], flying[1], runs[0] if runs else None)
-                except BaseException:  # noqa: BLE001
-                    self._record(flying[0], flying[1], "interrupted", "the campaign was interrupted while it ran",
-                                 None, {})
-            runner.shutdown(wait=False)
-            for trial, point, _ in pending:  # asked but not run: asked again first when the campaign resumes
-                if trial is not None:  # a walk's are not written: the walk comes to them again
-                    self._record(trial, point, "interrupted", "asked but not run before the campaign stopped",
-                                 None, {})
-            self.pool.close()
-
-    def _gpu_trial(self, req: Any) -> tuple[list[Any], bool, float]:
-        """One trial on the GPU (the trial thread): wait for its build, run it; (points, interrupted, seconds
-        waited for the build)."""
-        waited = 0.0
-        fut = self.builds.pop(id(req), None)
-        if fut is not None:
-            t0 = time.monotonic()
-            try:
-                fut.result()
-            except CancelledError:  # cancelled at the pool's close: the worker builds it
-                pass
-            waited = time.monotonic() - t0
-        runs, interrupted = self.runs.run([req])
-        return runs, interrupted, waited
-
-    def loop_cluster(self) -> bool:
-        """:meth:`loop` on a Dask cluster: up to two trials in flight per GPU worker (one running, one
-        waiting, so no GPU idles between trials), each recorded the moment it comes back; True when interrupted
-        or the scheduler went away (:attr:`lost`)."""
-        opts, p = self.p.opts, self.p
-        deadline = None if opts.time_s is None else self.account.started + opts.time_s
-        capacity = 2 * self.runs.slots()
-        flying: dict[Any, tuple[Any, dict[str, str], Any]] = {}  # future -> (trial, point, request)
-        pending: deque = deque()
-        try:
-            while True:
-                left = p.budget - self.evaluated() - len(flying)
-                late = deadline is not None and time.monotonic() >= deadline
-                while not late and left > 0 and len(flying) < capacity:
-                    queue = deque(flying.values())
-                    if not self.ask(queue):
-                        break
-                    trial, point, req = queue.pop()
-                    flying[self.runs.submit(req)] = (trial, point, req)
-                    left -= 1
-                if not flying:
-                    return False
-                fut, got = self.runs.next_done()
-                trial, point, _ = flying.pop(fut)
-                if isinstance(got, BaseException):  # Dask gave up on it (its workers kept dying)
-                    why = f"the cluster could not run it: {type(got).__name__}: {str(got).splitlines()[0][:300] if str(got) else ''}"
-                    self._record(trial, point, "failed", why, None, {})
-                else:
-                    self.finish(trial, point, got)
-                self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
-                                    "builds": 0, "elapsed": time.monotonic() - self.account.started,
-                                    "last": self.known.get(point_key(point)), "in_flight": len(flying)})
-        except KeyboardInterrupt:
-            return True
-        except ClusterLost as exc:
-            self.lost = exc
-            return True
-        finally:
-            if flying:
-                self.runs.cancel(list(flying))
-            for trial, point, _ in [*flying.values(), *pending]:  # asked again first when the campaign resumes
-                self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
-            self.pool.close()
 
 
 def proposer(p: CampaignPlan) -> Proposer:
