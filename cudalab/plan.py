@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from cudalab import catalog, memplan
-from cudalab.catalog import user
+from cudalab.catalog import user, userchecks
 from cudalab import launch as L
 from cudalab.bench import Protocol
 from cudalab.catalog import FamilySpec, VariantSpec
@@ -367,10 +367,10 @@ def precheck(req: RunRequest, strict: bool = True, check_signatures: bool = True
                | set(fam.defines(problem, kernels[0]) if kernels else ()))
     for k in req.add:  # a kernel its file never names: one line, before the signature's build
         if any(v.name == k.name for v in kernels):
-            user.check_named(k)
+            userchecks.check_named(k)
     for v in kernels:  # an --add kernel's tile/grid/shared expressions name only what exists: one line now
         if user.is_user(v):
-            user.check_names(v, defined | {k for k, _ in v.defines})
+            userchecks.check_names(v, defined | {k for k, _ in v.defines})
     reasons = []
     for v in kernels:  # with the default device limits; the real ones are checked again per launch
         try:
@@ -389,28 +389,3 @@ def precheck(req: RunRequest, strict: bool = True, check_signatures: bool = True
     if req.seed is None:  # fixed now: every worker that runs or continues this point draws the same inputs
         req = replace(req, seed=secrets.randbelow(2**31 - 1))
     return Plan(req, spec, fam, problem, tuple(variants), blocked)
-
-
-def default_launches(spec: FamilySpec, fam: Family) -> tuple[str, list[tuple[str, str]]]:
-    """What each kernel row launches at the family's default size (no GPU: the default device limits,
-    132 SMs for ``sm:K`` grids): ``(the size, [(row, "grid G × block B = T threads, extent E")])``; a
-    row that cannot run there says why instead.
-
-    Raises:
-        CudalabError: the default size itself is refused (a problem's ``validate``).
-    """
-    problem = fam.problem(None, None, spec.default_dtype, {})
-    out = []
-    for v in spec.variants:
-        if v.kind != "kernel":
-            continue
-        try:
-            launch = plan_launch(v, fam, problem)
-            extent = fam.extent(problem, v)
-        except CudalabError as exc:
-            out.append((v.name, f"– ({exc})"))
-            continue
-        threads = L.threads(launch.grid) * L.threads(launch.block)
-        out.append((v.name, f"grid {L.fmt_dims(launch.grid)} × block {L.fmt_dims(launch.block)} = {threads:,} threads "
-                            f"over extent {L.fmt_dims(extent)}"))
-    return f"{problem.label} {problem.dtype}", out

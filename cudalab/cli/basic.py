@@ -75,10 +75,10 @@ def list_cmd(family: str | None) -> None:
     con.print(report.simple_table(["variant", "kernel", "block", "grid", "constraints", "description"], rows,
                                   title=f"{spec.name}: {spec.description} (dtypes {', '.join(spec.dtypes)})",
                                   wrap=("grid", "constraints", "description")))
-    from cudalab import plan  # noqa: PLC0415
     from cudalab.catalog import user  # noqa: PLC0415
+    from cudalab.inspect.launches import default_launches  # noqa: PLC0415
 
-    size, launches = plan.default_launches(spec, fam)
+    size, launches = default_launches(spec, fam)
     if launches:  # what the rows launch, before any GPU: a grid that covers too much or too little shows here
         con.print(f"Launches at the default size {size}:", markup=False, highlight=False)
         width = max(len(name) for name, _ in launches)

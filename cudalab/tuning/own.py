@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from cudalab.catalog import FamilySpec, VariantSpec, user
+from cudalab.catalog import FamilySpec, VariantSpec, user, userchecks
 from cudalab.catalog.expr import evaluate
 from cudalab.errors import CatalogError, UsageError
 from cudalab.tuning.space import Space, names_of
@@ -36,21 +36,21 @@ def own_variant(spec: FamilySpec, text: str, variant: str | None) -> tuple[user.
     if variant is not None:
         raise UsageError(f"--variant {variant} and --add: a campaign tunes one kernel (give one of them)")
     uk = user.parse_add(text)
-    user.check_named(uk)
+    userchecks.check_named(uk)
     return uk, user.variants((uk,), spec)[0]
 
 
 def check_names(v: VariantSpec, space: Space, family_defines: Mapping[str, str],
                 options: Mapping[str, Any]) -> None:
     """Refuse a tile, grid or shared expression naming what neither the space, the kernel's defines, the
-    family nor the problem defines (:func:`cudalab.catalog.user.check_names`).
+    family nor the problem defines (:func:`cudalab.catalog.userchecks.check_names`).
 
     Raises:
         UsageError: one line naming the expression and the unknown name.
     """
     defined = ({d.name for d in space.dims} | {k for k, _ in v.defines} | set(family_defines)
                | {k for k, val in options.items() if isinstance(val, int) and not isinstance(val, bool)})
-    user.check_names(v, defined)
+    userchecks.check_names(v, defined)
 
 
 def check_tiles(v: VariantSpec, space: Space, points: list[dict[str, str]] | None) -> None:
