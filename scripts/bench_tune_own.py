@@ -243,7 +243,6 @@ def main() -> int:
         sys.path.insert(0, a.kernel_tuner)
         import kernel_tuner as kt  # noqa: PLC0415
     from cudalab.records import machine  # noqa: PLC0415
-    from cudalab.tuning.interchange import space_of  # noqa: F401,PLC0415
 
     name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                           text=True).stdout.splitlines()[0].strip()

@@ -218,7 +218,7 @@ def write_header(path: str | Path, defines: Mapping[str, str], block: str | None
     lines = [f"// cudalab tune: the winner of campaign {facts.get('campaign', '?')} on {facts.get('gpu', 'a GPU')}",
              f"// {facts.get('when') or time.strftime('%Y-%m-%d')}; median {facts.get('median_ms', '?')} ms; "
              f"rerun: {facts.get('command', '')}".rstrip(),
-             f"#pragma once", f"#define CUDALAB_TUNED_GPU {json.dumps(str(facts.get('gpu', '')))}"]
+             "#pragma once", f"#define CUDALAB_TUNED_GPU {json.dumps(str(facts.get('gpu', '')))}"]
     for name, value in defines.items():
         if not re.fullmatch(r"[A-Za-z_]\w*", name) or "\n" in str(value):
             raise UsageError(f"--header: {name!r} = {value!r} cannot be written as a C macro")
