@@ -57,3 +57,16 @@ def test_a_replay_refuses_an_output_it_would_not_write(tmp_path, invoke, flag):
     res = invoke("tune", "--replay", str(path), "--seeds", "1", "--trials", "2", flag, str(out))
     assert res.exit_code == 2 and flag in res.output, res.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: cudalab.run(None), lambda: cudalab.run(5), lambda: cudalab.run("copy", budget="x"),
+    lambda: cudalab.run("copy", devices=5), lambda: cudalab.run("copy", defines=[1]),
+    lambda: cudalab.run("copy", variants=3), lambda: cudalab.run("copy", seed="1"),
+    lambda: cudalab.run("copy", min_samples=2.5), lambda: cudalab.run("copy", timeout="1"),
+    lambda: cudalab.tune_kernel("axpy", "k.cu", 1024, [], {"block_size_x": [32]}, restrictions=5),
+])
+def test_a_wrong_type_to_the_api_is_one_usage_error(call):
+    with pytest.raises(UsageError) as got:
+        call()
+    assert "\n" not in str(got.value)

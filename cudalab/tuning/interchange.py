@@ -106,6 +106,8 @@ def space_of(tune_params: Mapping[str, Sequence[Any]], restrictions: Sequence[st
         if given != list(names[:len(given)]):
             raise UsageError(f"tune_params names {', '.join(given)} but not {names[0]}: the block's sizes go x, y, z")
         block = ",".join("x".join(c) for c in itertools.product(*block_vals))
+    if restrictions is not None and not isinstance(restrictions, (str, Sequence)):  # 5 is no list of rules
+        restrictions = [restrictions]  # refused below as a rule that is not text
     rules = [restrictions] if isinstance(restrictions, str) else list(restrictions or ())
     require = []
     for r in rules:
