@@ -70,3 +70,42 @@ def test_a_wrong_type_to_the_api_is_one_usage_error(call):
     with pytest.raises(UsageError) as got:
         call()
     assert "\n" not in str(got.value)
+
+
+def test_ctrl_c_while_cudalab_starts_is_one_line(monkeypatch, capsys):
+    from cudalab import main as entry
+    from cudalab.session import process
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process, "prestart", interrupted)
+    monkeypatch.setattr("sys.argv", ["cudalab", "list"])
+    with pytest.raises(SystemExit) as got:
+        entry.main()
+    err = capsys.readouterr().err
+    assert got.value.code == 130 and err.count("\n") == 1 and "interrupted" in err
+
+
+def test_a_local_cluster_interrupted_while_it_starts_is_not_left_to_dasks_exit_hook(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    import weakref
+
+    from cudalab.session import cluster as C
+
+    class Half:
+        _instances: weakref.WeakSet = weakref.WeakSet()
+        closed = False
+
+        def __init__(self, **kw):
+            Half._instances.add(self)
+            Half.made = self
+            raise KeyboardInterrupt
+
+        def close(self, timeout=None):
+            self.closed = True
+
+    monkeypatch.setattr(distributed, "SpecCluster", Half)
+    with pytest.raises(KeyboardInterrupt):
+        C.local_cluster([0])
+    assert Half.made.closed and Half.made not in Half._instances
