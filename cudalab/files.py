@@ -121,6 +121,8 @@ def check_output_path(path: str | os.PathLike, what: str, inputs: Sequence[str |
     """
     if not str(path).strip():
         raise UsageError(f"{what} needs a file name (got an empty one)")
+    if str(path).endswith(("/", os.sep)):  # Path() drops the slash: 'run.png/' wrote a file run.png
+        raise UsageError(f"{what} {path} ends in '/', a folder's name: give a file name")
     p = Path(path)
     target = _target(p)
     _refuse_special(target, path, what)

@@ -109,3 +109,13 @@ def test_a_local_cluster_interrupted_while_it_starts_is_not_left_to_dasks_exit_h
     with pytest.raises(KeyboardInterrupt):
         C.local_cluster([0])
     assert Half.made.closed and Half.made not in Half._instances
+
+
+@pytest.mark.parametrize("argv", [["report", "{run}", "--plot", "{tmp}/r.png/"],
+                                  ["roofline", "{run}", "-o", "{tmp}/r.svg/"],
+                                  ["compare", "{run}", "{run}", "--plot", "{tmp}/r.png/"]])
+def test_an_output_named_with_a_trailing_slash_is_refused(tmp_path, invoke, argv):
+    run = Path(__file__).parent / "data" / "runs" / "nvidia-h200-transpose.json"
+    res = invoke([a.format(run=run, tmp=tmp_path) for a in argv])
+    assert res.exit_code == 2 and "ends in '/'" in res.output, res.output
+    assert list(tmp_path.iterdir()) == []
