@@ -43,6 +43,30 @@ def _define(name: str, value: Any) -> str:
     return f"{name}={','.join(str(v) for v in values)}"
 
 
+def _types(variants: Any, defines: Any, devices: Any, budget: Any, min_samples: Any, seed: Any, device: Any,
+           timeout: Any) -> None:
+    """Refuse an argument of the wrong type in one UsageError (a raw TypeError deep in the run said nothing)."""
+    def seq_of(v: Any, kind: type) -> bool:
+        return isinstance(v, Sequence) and not isinstance(v, (str, bytes)) and \
+            all(isinstance(x, kind) and not isinstance(x, bool) for x in v)
+
+    def num(v: Any, kind: tuple[type, ...] = (int, float)) -> bool:
+        return isinstance(v, kind) and not isinstance(v, bool)
+
+    checks = (("variants", variants is None or isinstance(variants, str) or seq_of(variants, str),
+               "a variant's name or a list of names"),
+              ("defines", defines is None or isinstance(defines, Mapping), "a dict of NAME -> value(s)"),
+              ("devices", devices is None or isinstance(devices, str) or seq_of(devices, int),
+               "'all', '0,1' or a list of GPU indices"),
+              ("budget", num(budget), "seconds, a number"), ("min_samples", num(min_samples, (int,)), "an integer"),
+              ("seed", seed is None or num(seed, (int,)), "an integer"), ("device", num(device, (int,)), "an integer"),
+              ("timeout", timeout is None or num(timeout), "seconds, a number"))
+    for name, ok, what in checks:
+        if not ok:
+            value = locals()[name] if name in locals() else None
+            raise UsageError(f"cudalab.run: {name} must be {what} (got {type(value).__name__})")
+
+
 def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
                 dtype: str | Sequence[str] | None = None, block: Any = None, grid: str | None = None,
                 add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
@@ -56,6 +80,7 @@ def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any
     Raises:
         UsageError: an option the family does not have.
     """
+    _types(variants, defines, devices, budget, min_samples, seed, device, timeout)
     known = [o.name.replace("-", "_") for o in fam.OPTIONS]
     for name in options:
         if name.replace("-", "_") not in known:
@@ -124,6 +149,8 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
                 budget=budget, min_samples=min_samples, hot=hot, roofline=roofline, energy=energy,
                 exclusive=exclusive, lock_clocks=lock_clocks, force=force, device=device, devices=devices,
                 timeout=timeout, drop_throttled=drop_throttled, launch=launch)
+    if not isinstance(family, str) and not isinstance(getattr(family, "name", None), str):
+        raise UsageError(f"cudalab.run: family must be a family's name or a Problem (got {type(family).__name__})")
     if not isinstance(family, str):  # a problem object: a family folder while it runs (workers find it)
         from cudalab.problems.inline import materialized  # noqa: PLC0415
 

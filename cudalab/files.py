@@ -121,6 +121,8 @@ def check_output_path(path: str | os.PathLike, what: str, inputs: Sequence[str |
     """
     if not str(path).strip():
         raise UsageError(f"{what} needs a file name (got an empty one)")
+    if str(path).endswith(("/", os.sep)):  # Path() drops the slash: 'run.png/' wrote a file run.png
+        raise UsageError(f"{what} {path} ends in '/', a folder's name: give a file name")
     p = Path(path)
     target = _target(p)
     _refuse_special(target, path, what)
@@ -339,8 +341,15 @@ def load_json(path: str | os.PathLike, what: str = "", limit: int = MAX_READ, ma
     Raises:
         UsageError: as :func:`read_text`; not JSON (with the line); nested deeper than ``max_depth``.
     """
-    text = read_text(path, what, limit)
-    shown = f"{what} {path}" if what else str(path)
+    return parse_json(read_text(path, what, limit), f"{what} {path}" if what else str(path), max_depth)
+
+
+def parse_json(text: str, shown: str, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON text read from a file (``shown`` names it), by the rule every file cudalab reads follows.
+
+    Raises:
+        UsageError: not JSON (with the line); nested deeper than ``max_depth``; a number too long to read.
+    """
     depth = json_depth(text)
     if depth > max_depth:
         raise UsageError(f"{shown}: JSON nested {depth} levels deep; cudalab reads at most {max_depth}")

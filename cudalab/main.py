@@ -21,13 +21,16 @@ def _tolerant_streams() -> None:
 def main() -> None:
     """Console-script entry point (``cudalab``, ``python -m cudalab``)."""
     _tolerant_streams()
-    from cudalab.catalog.discovery import add_paths, split_global
-    from cudalab.session.process import prestart
+    try:  # Ctrl-C while the imports run comes before click's own handling: a traceback of an import otherwise
+        from cudalab.catalog.discovery import add_paths, split_global
+        from cudalab.session.process import prestart
 
-    paths, rest = split_global(sys.argv[1:])
-    if paths:  # before the early worker starts: it inherits CUDALAB_PATH and finds the same families
-        add_paths(paths)
-    prestart(rest)
-    from cudalab.cli import main as cli_main
-
+        paths, rest = split_global(sys.argv[1:])
+        if paths:  # before the early worker starts: it inherits CUDALAB_PATH and finds the same families
+            add_paths(paths)
+        prestart(rest)
+        from cudalab.cli import main as cli_main
+    except KeyboardInterrupt:
+        sys.stderr.write("cudalab: interrupted while starting; nothing was run\n")
+        sys.exit(130)
     cli_main()

@@ -133,6 +133,9 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: s
     if versus is not None and replay is None:
         raise UsageError("--versus KT_CACHE compares a finished campaign: give --replay CAMPAIGN too")
     if replay is not None:
+        given = [f for f, v in (("--json", json_path), ("--plot", plot_path), ("--header", header_path)) if v]
+        if given:  # a replay prints its table and writes no file: an output it would skip is refused, not ignored
+            raise UsageError(f"{given[0]} is a live campaign's output: --replay writes no file (leave it out)")
         return _replay(replay, name, strategy, seeds, trials, versus)
     if family is None:
         raise UsageError("cudalab tune FAMILY (or --replay CAMPAIGN): name the family to tune")
@@ -351,7 +354,9 @@ def _replay(campaign: str, name: str | None, strategy: str | None, seeds: int, t
         for line in lines:
             click.echo(line)
         return
-    n = trials or max(1, len(table) // 10)
+    # no strategy asks a configuration twice, so past those measured its curve is flat: trials beyond them would
+    # only cost memory (seeds x trials) and time
+    n = min(trials or max(1, len(table) // 10), len(table))
     names = [s.strip() for s in (strategy or "tpe,random").split(",")]
     t0 = time.monotonic()
     results = [RP.replay(space, table, s, seeds, n, first=attrs.get("default")) for s in names]

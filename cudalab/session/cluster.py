@@ -14,6 +14,7 @@ CUDA versions. A scheduler lost mid-run raises :class:`~cudalab.errors.ClusterLo
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib.util
 import logging
 import shutil
@@ -127,10 +128,17 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
                                                 "dashboard_address": ":0" if dashboard else None}}
     import dask  # noqa: PLC0415
 
+    before = set(SpecCluster._instances)
     try:  # the scheduler's scratch too (a Server's: Dask's temporary-directory, else the temporary folder)
         with dask.config.set({"temporary-directory": scratch}):
             cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab")
     except BaseException:
+        # A cluster half made (Ctrl-C while its workers start) is closed here, quietly: left to Dask's atexit
+        # hook, its close asserted on a worker still starting and printed a traceback after the one line.
+        for half in set(SpecCluster._instances) - before:
+            with contextlib.suppress(Exception):
+                half.close(timeout=5)
+            SpecCluster._instances.discard(half)
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     cluster.cudalab_scratch = scratch  # removed by Cluster.close

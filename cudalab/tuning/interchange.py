@@ -106,6 +106,8 @@ def space_of(tune_params: Mapping[str, Sequence[Any]], restrictions: Sequence[st
         if given != list(names[:len(given)]):
             raise UsageError(f"tune_params names {', '.join(given)} but not {names[0]}: the block's sizes go x, y, z")
         block = ",".join("x".join(c) for c in itertools.product(*block_vals))
+    if restrictions is not None and not isinstance(restrictions, (str, Sequence)):  # 5 is no list of rules
+        restrictions = [restrictions]  # refused below as a rule that is not text
     rules = [restrictions] if isinstance(restrictions, str) else list(restrictions or ())
     require = []
     for r in rules:
@@ -138,15 +140,15 @@ def load_kt_cache(path: str | Path) -> tuple[KtSpace, dict[str, float | None], d
     Raises:
         UsageError: not a kernel_tuner cache (one line; the file is left as it is).
     """
-    from cudalab.files import read_bytes  # noqa: PLC0415
+    from cudalab.files import parse_json, read_bytes  # noqa: PLC0415
 
     try:
         text = read_bytes(Path(path), f"{path}:").decode("utf-8").strip()
-        if text and text[-3:] not in ("}\n}", "}}}"):  # kernel_tuner writes as it goes: an open one ends in ','
-            text = text.rstrip(",") + "}\n}"
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise UsageError(f"{path} is not a kernel_tuner cache file ({type(exc).__name__})") from None
+    if text and text[-3:] not in ("}\n}", "}}}"):  # kernel_tuner writes as it goes: an open one ends in ','
+        text = text.rstrip(",") + "}\n}"
+    data = parse_json(text, f"{path} is not a kernel_tuner cache file")  # the nesting and size rules of every file read
     if not isinstance(data, dict) or not isinstance(data.get("cache"), dict) or not isinstance(data.get("tune_params"), dict):
         raise UsageError(f"{path} is not a kernel_tuner cache file (no 'cache' and 'tune_params')")
     kt = space_of(data["tune_params"])
@@ -159,7 +161,8 @@ def load_kt_cache(path: str | Path) -> tuple[KtSpace, dict[str, float | None], d
         if not isinstance(entry, dict):
             continue
         value = entry.get(objective)
-        ok = isinstance(value, (int, float)) and math.isfinite(value) and value < 1e19 and value not in _FAILED
+        # a measurement is positive: kernel_tuner writes none <= 0, so such a value is no time to rank first
+        ok = isinstance(value, (int, float)) and math.isfinite(value) and 0 < value < 1e19 and value not in _FAILED
         table[point_key(kt.point_of(entry))] = float(value) if ok else None
     facts = {"device": data.get("device_name"), "kernel": data.get("kernel_name"),
              "problem_size": data.get("problem_size"), "objective": objective, "tool": "kernel_tuner"}

@@ -99,6 +99,10 @@ def _default_of(attrs: dict[str, Any], space: Space) -> dict[str, str] | None:
         return None
 
 
+#: The most seeds a replay takes (each seed is a study of its own: a median over more moves no figure).
+MAX_SEEDS = 10_000
+
+
 def replay(space: Space, table: dict[str, float | None], strategy: str, seeds: int, trials: int,
            first: Mapping[str, str] | None = None) -> Replay:
     """Run ``strategy`` ``seeds`` times against ``table`` for ``trials`` evaluations each.
@@ -112,6 +116,9 @@ def replay(space: Space, table: dict[str, float | None], strategy: str, seeds: i
     """
     if seeds < 1 or trials < 1:
         raise UsageError("--seeds and --trials must be at least 1")
+    if seeds > MAX_SEEDS:
+        raise UsageError(f"--seeds {seeds}: a replay takes at most {MAX_SEEDS:,} seeds a strategy")
+    trials = min(trials, len(table))  # no configuration is asked twice: past those measured nothing changes
     optuna = S.quiet_optuna()
     best = min(v for v in table.values() if v is not None)
     dists = S.distributions(space)
