@@ -363,13 +363,14 @@ def precheck(req: RunRequest, strict: bool = True, check_signatures: bool = True
     if req.grid:
         L.parse_dims(req.grid, "grid")
     kernels = [v for v in variants if v.kind == "kernel"]
-    defined = ({k for k, _ in req.defines} | {k for k, v in problem.options if isinstance(v, int) and not isinstance(v, bool)}
-               | set(fam.defines(problem, kernels[0]) if kernels else ()))
-    for k in req.add:  # a kernel its file never names: one line, before the signature's build
-        if any(v.name == k.name for v in kernels):
-            userchecks.check_named(k)
-    for v in kernels:  # an --add kernel's tile/grid/shared expressions name only what exists: one line now
-        if user.is_user(v):
+    own = [v for v in kernels if user.is_user(v)]
+    if own:  # --add kernels only: a family's own variants were checked when its catalog was read
+        defined = ({k for k, _ in req.defines} | set(fam.defines(problem, own[0]))
+                   | {k for k, v in problem.options if isinstance(v, int) and not isinstance(v, bool)})
+        for k in req.add:  # a kernel its file never names: one line, before the signature's build
+            if any(v.name == k.name for v in own):
+                userchecks.check_named(k)
+        for v in own:  # its tile/grid/shared expressions name only what exists: one line now
             userchecks.check_names(v, defined | {k for k, _ in v.defines})
     reasons = []
     for v in kernels:  # with the default device limits; the real ones are checked again per launch

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from cudalab.errors import UsageError
-from cudalab.tuning.space import BLOCK, Dim, Space, parse_values
+from cudalab.tuning.space import BLOCK, Dim, Space, parse_values, point_key
 
 __all__ = ["KT_BLOCK_NAMES", "KtSpace", "space_of", "load_kt_cache", "side_by_side", "write_header"]
 
@@ -28,12 +28,6 @@ __all__ = ["KT_BLOCK_NAMES", "KtSpace", "space_of", "load_kt_cache", "side_by_si
 KT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 _LAUNCH = ("block_x", "block_y", "block_z")
 _FAILED = ("InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
-
-
-def point_key(point: Mapping[str, str]) -> str:
-    """A point as one text, as :func:`cudalab.tuning.result.point_key` writes it (not imported: the result writes
-    its header through this module)."""
-    return " ".join(f"{k}={v}" for k, v in point.items())
 
 
 class KtSpace:

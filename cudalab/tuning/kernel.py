@@ -78,7 +78,7 @@ def _problem(kernel_name: str, text: str, sizes: tuple[int, ...], arguments: Seq
     expected = list(answer) if answer is not None else None
     if expected is not None and len(expected) != len(arguments):
         raise UsageError(f"answer has {len(expected)} entries for {len(arguments)} arguments")
-    checked = [n for n, e in zip(names, expected or []) if e is not None] if expected is not None else []
+    checked = [n for n, e in zip(names, expected or []) if e is not None]
     if reference is not None:  # the reference says which: the first array argument it gives a value for
         got = list(reference([arrays.get(n, s) for n, s in zip(names, arguments)]))
         checked = [n for n, e in zip(names, got) if e is not None]

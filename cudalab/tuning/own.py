@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from cudalab.catalog import FamilySpec, VariantSpec, user, userchecks
 from cudalab.catalog.expr import evaluate
 from cudalab.errors import CatalogError, UsageError
-from cudalab.tuning.space import Space, names_of
+from cudalab.tuning.space import Space, names_of, point_key
 
 __all__ = ["own_variant", "check_tiles", "build_identity", "rerun_add"]
 
@@ -61,20 +61,20 @@ def check_tiles(v: VariantSpec, space: Space, points: list[dict[str, str]] | Non
     """
     if not v.tile:
         return
-    consts = {**dict(space.constants), **_int_defines(v)}
+    consts = dict(space.constants)  # the variant's integer defines and default block, less the tuned names
     walk = points if points is not None else space.points()
     for i, point in enumerate(walk):
         if i >= TILE_CHECKS:
             return
         if points is None and space.allows(point):
             continue
-        names = {**consts, **names_of(space.dims, point, consts)}
+        names = names_of(space.dims, point, consts)
         try:
             tile = [evaluate(e, names) for e in v.tile]
         except CatalogError as exc:
-            raise UsageError(f"{v.name}: tile {' x '.join(v.tile)} at {_key(point)}: {exc}") from None
+            raise UsageError(f"{v.name}: tile {' x '.join(v.tile)} at {point_key(point)}: {exc}") from None
         if min(tile) < 1:
-            raise UsageError(f"{v.name}: tile {' x '.join(v.tile)} is {'x'.join(map(str, tile))} at {_key(point)}: "
+            raise UsageError(f"{v.name}: tile {' x '.join(v.tile)} is {'x'.join(map(str, tile))} at {point_key(point)}: "
                              "every dim must be at least 1 (narrow the space or add a --require)")
 
 
@@ -112,17 +112,3 @@ def rerun_add(uk: user.UserKernel, point: Mapping[str, str], dims: Any) -> str:
     keys += [f"-D{k}={val}" for k, val in uk.defines if k not in tuned]
     keys += [f"-D{d.name}={point[d.name]}" for d in dims if d.kind == "define"]
     return f"{uk.path}:{uk.kernel}" + ("@" + ",".join(keys) if keys else "")
-
-
-def _int_defines(v: VariantSpec) -> dict[str, int]:
-    out = {}
-    for k, expr in v.defines:
-        try:
-            out[k] = evaluate(expr, {})
-        except CatalogError:
-            continue
-    return out
-
-
-def _key(point: Mapping[str, str]) -> str:
-    return " ".join(f"{k}={val}" for k, val in point.items())

@@ -14,13 +14,9 @@ from cudalab import __version__
 from cudalab.bench import summarize
 from cudalab.records.results import RunRecord
 from cudalab.tuning import campaign as C
+from cudalab.tuning.space import point_key
 
 __all__ = ["TuneResult", "point_key"]
-
-
-def point_key(point: Mapping[str, str]) -> str:
-    """A point as one text (``WT_BK=16 block=256``), its names in the space's order."""
-    return " ".join(f"{k}={v}" for k, v in point.items())
 
 
 @dataclass(frozen=True)

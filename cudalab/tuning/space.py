@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from cudalab.errors import CatalogError, UsageError
 from cudalab.catalog.expr import LIMIT, evaluate
 
-__all__ = ["Dim", "Space", "parse_values", "BLOCK", "ENUMERATE_LIMIT"]
+__all__ = ["Dim", "Space", "parse_values", "point_key", "BLOCK", "ENUMERATE_LIMIT"]
 
 #: The dimension name of ``--block``.
 BLOCK = "block"
@@ -96,6 +96,11 @@ def parse_values(text: str, what: str) -> tuple[tuple[str, ...], bool]:
     if len(set(items)) != len(items):
         raise UsageError(f"{what}={text!r} names a value twice")
     return tuple(items), False
+
+
+def point_key(point: Mapping[str, str]) -> str:
+    """A point as one text (``WT_BK=16 block=256``), its names in the space's order."""
+    return " ".join(f"{k}={v}" for k, v in point.items())
 
 
 def names_of(dims: Sequence[Dim], point: Mapping[str, str], constants: Mapping[str, int]) -> dict[str, int]:
