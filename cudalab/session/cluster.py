@@ -18,7 +18,6 @@ import contextlib
 import importlib.util
 import logging
 import shutil
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from cudalab.errors import ClusterError, ClusterLost, UsageError
 from cudalab.plan import Plan
 from cudalab.session import cluster_worker as CW
 from cudalab.session.completions import TICK_S, Completions
+from cudalab.session.dask_connect import connect, one_line
 
 __all__ = ["LOCAL", "parse_cluster", "local_cluster", "GpuWorker", "Cluster", "one_line"]
 
@@ -58,48 +58,6 @@ def parse_cluster(text: str | None) -> str | None:
     if not sep or scheme not in ("tcp", "tls", "ucx", "inproc") or not host or not colon or not port.isdigit():
         raise UsageError(f"--cluster {text!r} is not 'local' nor a scheduler address (example: --cluster tcp://gpu1:8786)")
     return t
-
-
-def _connect(client: Any, address: str) -> Any:
-    """A Dask client of the scheduler at ``address``, within :data:`CONNECT_S` and a little: something that
-    accepts the connection and never speaks Dask (an HTTP server, a silent listener) holds Dask's own
-    handshake past its timeout, so the wait is bounded here (the thread left behind is a daemon).
-
-    Raises:
-        TimeoutError: no scheduler answered in time. ConnectionError: what Dask raised, in words.
-    """
-    box: dict[str, Any] = {}
-
-    def connect() -> None:
-        try:
-            box["client"] = client(address, timeout=CONNECT_S, set_as_default=False)
-        except BaseException as exc:  # noqa: BLE001  (handed to the caller's thread)
-            box["error"] = f"{type(exc).__name__}: {one_line(exc)}"
-            _forget_half_made(exc, client)
-
-    t = threading.Thread(target=connect, name="cudalab-dask-connect", daemon=True)
-    t.start()
-    t.join(CONNECT_S + 2.0)
-    if t.is_alive():
-        raise TimeoutError(f"nothing answered as a Dask scheduler within {CONNECT_S + 2.0:.0f} s")
-    if "error" in box:
-        raise ConnectionError(box["error"])
-    return box["client"]
-
-
-def _forget_half_made(exc: BaseException, client: type) -> None:
-    """Mark closed the client whose constructor raised ``exc``: its ``__del__`` would close it at exit, waiting
-    twice the connect timeout on a loop that never connected (the user saw one line, then 20 s of nothing)."""
-    import contextlib  # noqa: PLC0415
-
-    tb = exc.__traceback__
-    while tb is not None:
-        half = tb.tb_frame.f_locals.get("self")
-        if isinstance(half, client):
-            with contextlib.suppress(Exception):
-                half.status = "closed"
-                half._loop_runner.stop()
-        tb = tb.tb_next
 
 
 def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None = None) -> Any:
@@ -163,11 +121,6 @@ class GpuWorker:
         return "sm_" + cc.replace(".", "") if cc else ""
 
 
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
-
-
 class Cluster:
     """The driver's handle on a Dask cluster of cudalab GPU workers (:meth:`open` checks it).
 
@@ -206,7 +159,7 @@ class Cluster:
                 cluster = local_cluster(devices, env)
                 client = Client(cluster, set_as_default=False)
             else:
-                client = _connect(Client, address)
+                client = connect(Client, address, CONNECT_S)
         except Exception as exc:  # noqa: BLE001  (Dask's and the comms' errors are many: each is one line)
             if cluster is not None:
                 cluster.close()
