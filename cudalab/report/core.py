@@ -54,13 +54,17 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
             ns = "/".join(str(n) for n in batched)
             l2 = (f"L2 flushed before each batch of {ns}, not each launch (launches 2..N find a warm L2)"
                   if protocol.flush_l2 else "hot L2")
-            lines.append(f"rows marked ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N back-to-back "
-                         f"launches per event pair (time per launch = batch / N); {l2}")
+            lines.append(f"rows marked batch ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N "
+                         f"back-to-back launches per event pair (time per launch = batch / N): the throughput a "
+                         f"stream of launches reaches, each launch with the gap to the next, not the kernel's own "
+                         f"span (docs/timing.md); {l2}")
     graphs = [r for r in results if r.extra.get("timed_by") == "graph"]
     if graphs and protocol is not None:
-        how = ("an L2 flush node before each launch, the flush timed alone the same way and taken out"
-               if protocol.flush_l2 else "hot L2")
+        how = ("an L2 flush node before each launch; each launch between two event nodes, the same windows of an "
+               "empty kernel taken out and its hot time put back" if protocol.flush_l2 else
+               "hot L2, the replay / N (a row reset before each launch: event windows as cold)")
         lines.append(f"timed by graph ×N: the N launches of a sample captured once in a CUDA graph and replayed; {how}; "
+                     "designed to agree with CUPTI's spans (docs/timing.md); "
                      "−µs = the launch overhead removed (one launch between two events, less the time per launch)")
     if protocol is not None and any(r.extra.get("timed_by") == "cupti" for r in results):
         how = "an L2 flush before each launch, not counted" if protocol.flush_l2 else "hot L2"
