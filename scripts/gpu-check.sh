@@ -250,12 +250,19 @@ for threads in (1024, 256):
     print(f"probe kernel: {k.num_regs} registers; driver: {n.value} blocks/SM at {threads} threads (rc {rc})")
 PY
                timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py ) ;;
-        # issue 46: cudalab truth of short built-in kernels against ncu (cold, hot), calibrate's A/A pairs (as many
-        # as fit in --calibrate-seconds) and a run beside a heater (throttled samples): ~6 min of GPU by default.
-        # The record goes to $OUT/truth-docs (copy it to docs/benchmarks/). Parts and sizes: $TRUTH_ARGS (e.g.
-        # "--parts truth --jobs smem-square,transpose-1k" or "--parts calibrate --pairs 100 --calibrate-seconds 240").
-        truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs$SFX" \
-                   $(lane_args TRUTH_ARGS "--jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30") ;;
+        # issues 46, 59: cudalab truth of short built-in kernels (the smem families, a 512² copy, small transposes
+        # and reductions: 24 rows) against CUPTI's spans, cold and hot, twice: as installed (cupti-python from
+        # .wheelhouse/cupti/ when it is not importable) and with CUDALAB_NO_CUPTI=1 (the graph fallback); ncu's
+        # offset from CUPTI. Default: the truth part only (~3-4 min on an H200, no job started past 200 s), the
+        # calibrate and throttle parts kept from the committed H200 record (--merge: the GPU must be an H200).
+        # The record goes to $OUT/truth-docs (copy it to docs/benchmarks/). Look for the last line "truth: ...
+        # claim ...: PASS". Other parts and sizes: $TRUTH_ARGS (e.g. "--parts calibrate --pairs 100").
+        truth) { python3 -c "import cupti" 2>/dev/null || ! ls .wheelhouse/cupti/*.whl >/dev/null 2>&1 ||
+                 python3 -m pip install -q --no-index --find-links .wheelhouse/cupti cupti-python ||
+                 echo "truth: cupti-python did not install from .wheelhouse/cupti: no CUPTI reference"; }
+               python3 -c "from cupti import cupti; print('truth: cupti-python loads')" 2>&1 | tail -1
+               timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs$SFX" \
+                   $(lane_args TRUTH_ARGS "--parts truth --truth-deadline 200 --merge docs/benchmarks/nvidia-h200-truth.json") ;;
         # issue 42 item 8: the same benchmark jobs from an older tree ($AB_OLD, default .ab-old: `git archive REV |
         # tar -x -C .ab-old; echo REV > .ab-old/REVISION`, ignored and carried) and from this one, alternately on this lane's GPU for $AB_ROUNDS
         # rounds (old, new, old, new...: the GPU's drift falls on both), then scripts/bench_agree.py judges them

@@ -227,8 +227,9 @@ class Device:
         return arr
 
     def memcpy_dtod(self, dst: DeviceArray, src: DeviceArray, nbytes: int) -> None:
-        """The driver's device-to-device copy (the roofline row), enqueued on the default stream."""
-        self.drv.memcpy_dtod_async(dst.ptr, src.ptr, nbytes)
+        """The driver's device-to-device copy (the roofline row), enqueued on the default stream (or on the stream
+        being captured: graph timing replays it)."""
+        self.drv.memcpy_dtod_async(dst.ptr, src.ptr, nbytes, self.stream)
 
     def staging(self, nbytes: int) -> np.ndarray:
         """A pinned host buffer of at least ``nbytes`` (uint8), kept for the process: downloads into

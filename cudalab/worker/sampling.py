@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab.bench import Protocol, auto_method, Stats, batch_size, measure_until, summarize
+from cudalab.bench import Protocol, Stats, auto_method, batch_size, measure_until, summarize
 from cudalab.errors import GpuError
 from cudalab.bench import measure as _measure
 from cudalab.worker import heartbeat
