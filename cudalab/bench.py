@@ -175,6 +175,25 @@ class Measured:
     stop: str
 
 
+def measure_spanned(sample: Callable[[], float], protocol: Protocol, clock: Callable[[], float] = time.perf_counter,
+                    on_sample: Callable[[], None] = lambda: None,
+                    forget: Callable[[], None] = lambda: None) -> tuple[Measured, tuple[tuple[float, float], ...]]:
+    """:func:`measure_until` after the protocol's warm-up samples (then ``forget()``: what the warm-ups left in the
+    caller's state goes), with the host clock's (start, end) around each counted sample (telemetry judges them)."""
+    for _ in range(protocol.warmup):
+        sample()
+    forget()
+    spans: list[tuple[float, float]] = []
+
+    def spanned() -> float:
+        t0 = clock()
+        ms = sample()
+        spans.append((t0, clock()))
+        return ms
+
+    return measure_until(spanned, protocol, clock, warmup=False, on_sample=on_sample), tuple(spans)
+
+
 def measure_until(
     sample: Callable[[], float],
     protocol: Protocol,

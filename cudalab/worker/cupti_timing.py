@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from cudalab.bench import Protocol, Stats, measure_until
+from cudalab.bench import Protocol, Stats, measure_spanned
 from cudalab.errors import GpuError
 
 #: The API records that carry a call's correlation id and its host start/end (CUPTI's clock).
@@ -254,14 +254,12 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
     rec.start()
     spin = getattr(dev, "spin", None)
     state = {"enqueue_ms": SPIN_GUESS_MS * n, "spun": False, "launches": 0}
-    spans: list[tuple[float, float]] = []
 
     # A row that cannot repeat (an in-place reduction) is reset before each launch. The reset's copies are
     # made outside the launch's bracket, so their records are not the row's, as the flushes are not.
     fresh = not case.can_repeat
 
     def sample() -> float:
-        t0 = clock()
         case.reset()
         if spin is not None:   # the launches run back to back, as a batch's do, not at Python's pace
             state["spun"] = bool(spin(min(SPIN_MAX_MS, 1.5 * state["enqueue_ms"] + 0.05)))
@@ -284,14 +282,10 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
         except CuptiUnavailable:   # a record CUPTI had not handed over yet: one more flush, then it counts
             more_api, more_work = rec.drain()
             ns = per_launch_ns(marks, api + more_api, work + more_work)
-        spans.append((t0, clock()))
         return ns / 1e6
 
     try:
-        for _ in range(proto.warmup):
-            sample()
-        spans.clear()
-        got = measure_until(sample, proto, clock, warmup=False, on_sample=on_sample)
+        got, spans = measure_spanned(sample, proto, clock, on_sample)
     finally:
         rec.stop()
-    return CuptiTiming(got.stats, got.stop, tuple(spans), int(state["launches"]), bool(state["spun"]))
+    return CuptiTiming(got.stats, got.stop, spans, int(state["launches"]), bool(state["spun"]))

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab.bench import Protocol, Stats, measure_until, summarize
+from cudalab.bench import Protocol, Stats, measure_spanned, summarize
 from cudalab.errors import GpuError
 
 #: ``CU_EVENT_RECORD_EXTERNAL``: an event recorded inside a capture becomes an event-record node of the graph (the
@@ -231,22 +231,11 @@ def graph_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
         return window_samples(dev, case, proto, n, on_sample, clock)
     case.reset()
     pair = Pair(dev, case.run, n)
-    spans: list[tuple[float, float]] = []
-
-    def sample() -> float:
-        t0 = clock()
-        ms = pair.per_launch_ms()
-        spans.append((t0, clock()))
-        return ms
-
     try:
-        for _ in range(proto.warmup):
-            sample()
-        spans.clear()
-        got = measure_until(sample, proto, clock, warmup=False, on_sample=on_sample)
+        got, spans = measure_spanned(pair.per_launch_ms, proto, clock, on_sample)
     finally:
         pair.close()
-    return GraphTiming(got.stats, got.stop, tuple(spans))
+    return GraphTiming(got.stats, got.stop, spans)
 
 
 class Pair:
@@ -322,7 +311,6 @@ def window_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Call
         held.append(base)
         bases: list[float] = []
         diffs: list[float] = []
-        spans: list[tuple[float, float]] = []
 
         def windows(graph: Any, marks: Any) -> float:
             graph.launch()
@@ -330,21 +318,14 @@ def window_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Call
             return float(np.mean(marks.windows_ms()))
 
         def sample() -> float:
-            t0 = clock()
             bases.append(base.per_launch_ms())
             diff = windows(row, row_marks) - windows(empty, empty_marks)
             diffs.append(diff)
-            spans.append((t0, clock()))
             return diff + float(np.median(bases))
 
-        for _ in range(proto.warmup):
-            sample()
-        bases.clear()
-        diffs.clear()
-        spans.clear()
-        got = measure_until(sample, proto, clock, warmup=False, on_sample=on_sample)
+        got, spans = measure_spanned(sample, proto, clock, on_sample, lambda: (bases.clear(), diffs.clear()))
     finally:
         for h in reversed(held):
             h.close()
     empty_ms = float(np.median(bases))
-    return GraphTiming(summarize([d + empty_ms for d in diffs]), got.stop, tuple(spans), empty_ms)
+    return GraphTiming(summarize([d + empty_ms for d in diffs]), got.stop, spans, empty_ms)

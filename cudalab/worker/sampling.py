@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab.bench import Protocol, Stats, auto_method, batch_size, measure_until, summarize
+from cudalab.bench import Protocol, Stats, auto_method, batch_size, measure_spanned, measure_until, summarize
 from cudalab.errors import GpuError
 from cudalab.bench import measure as _measure
 from cudalab.worker import heartbeat
@@ -171,20 +171,10 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
 
     def timed(sampler: Callable[[], float], warmup: bool, **kw: Any) -> Timing:
         """Warm up, then the samples that count (and only they count in ``retimed``/``host_gaps``)."""
-        for _ in range(proto.warmup if warmup else 0):
-            sampler()
-        state.update(retimed=0, gaps=0)
-        spans: list[tuple[float, float]] = []
-
-        def spanned() -> float:
-            t0 = clock()
-            ms = sampler()
-            spans.append((t0, clock()))
-            return ms
-
-        m = measure_until(spanned, proto, clock, warmup=False, on_sample=heartbeat.beat)
+        m, spans = measure_spanned(sampler, proto if warmup else replace(proto, warmup=0), clock, heartbeat.beat,
+                                   lambda: state.update(retimed=0, gaps=0))
         return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]), retimed=state["retimed"],
-                      host_gaps=state["gaps"], spans=tuple(spans), **kw)
+                      host_gaps=state["gaps"], spans=spans, **kw)
 
     def single() -> float:
         return sample(1, SPIN_SINGLE_MAX_MS)
