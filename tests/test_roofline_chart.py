@@ -125,3 +125,31 @@ def test_the_title_is_the_problem_and_the_gpu_never_option_values():
     assert build_chart([rec(H200_T)]).title == "transpose 16384x16384 float32 on NVIDIA H200"
     sweep = build_chart([rec(RUNS / "nvidia-h100-80gb-hbm3-transpose-sweep.json")])
     assert sweep.title == "transpose 4096x4096 to 16384x16384 float32 on NVIDIA H100 80GB HBM3"
+
+
+def test_an_ncu_record_of_the_same_problem_lends_its_counts(invoke, tmp_path):
+    """cudalab roofline RUN.json NCU.json: the ncu record's DRAM bytes place the run's same rows."""
+    from dataclasses import replace
+
+    from cudalab.inspect.rooflinechart import is_counts, lend_counts
+    from cudalab.records.results import Result, RunPoint, Status
+
+    run = load_record(H100_M)
+    p = run.points[0]
+    timed = [r for r in p.results if r.kind == "kernel" and r.gflops]
+    ncu_rows = tuple(Result(r.variant, "kernel", Status.PASSED, extra={"ncu_dram_bytes": 2 * 4096**3 / 8.0})
+                     for r in timed[:2])
+    counts = replace(run, points=(RunPoint(family=p.family, metric="none", problem=p.problem, results=ncu_rows),))
+    assert is_counts(counts) and not is_counts(run)
+    lent = lend_counts(run, [counts])
+    placed = {r.variant for r in lent.points[0].results if "ncu_dram_bytes" in r.extra}
+    assert placed == {r.variant for r in timed[:2]}
+    other = replace(counts, points=(replace(counts.points[0], problem=dict(p.problem, dims=[2048, 2048, 2048])),))
+    assert not any("ncu_dram_bytes" in r.extra for r in lend_counts(run, [other]).points[0].results)  # another size
+    chart = build_chart([("m.json", lent)])
+    assert {pt.label for pt in chart.points if pt.source == "ncu"} == placed
+    assert all(pt.x == pytest.approx(8.0, rel=1e-3) for pt in chart.points if pt.source == "ncu")
+    path = tmp_path / "ncu.json"
+    path.write_text(__import__("json").dumps(counts.to_dict()))
+    res = invoke("roofline", str(H100_M), str(path), "-o", str(tmp_path / "c.svg"))
+    assert res.exit_code == 0, res.output

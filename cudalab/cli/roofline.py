@@ -21,22 +21,25 @@ from cudalab.cli.options import DEVICE_INDEX
 def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure: bool, device: int) -> None:
     """Draw saved runs of one family on a measured roofline (no GPU needed, except for --measure).
 
-    FLOP families: GFLOP/s against FLOP per byte (from the problem's declared work, or ncu's counts),
-    under the memory roofline measured on that GPU, the FMA and tensor peaks measured by cudalab's own
-    kernels (when cached) and the datasheet figures (faint). Data-movement families: GB/s per rung
-    against the roofline measured in the same run. Arrows follow the ladder; a sweep draws one trajectory
-    per variant; several files (two GPUs) share one chart.
+    FLOP families: GFLOP/s against FLOP per byte: each rung's FLOPs over the DRAM bytes ncu counted for it
+    (a run with --ncu, or an ncu record of the same problem given beside the run: cudalab ncu FAMILY
+    --metrics memory --json), else the problem's declared work (one x for every rung, and the legend says
+    so); under the memory roofline and the FFMA and tensor ceilings measured on that GPU (cudalab roofline
+    --measure caches them; a line only a datasheet gave is faint and named so). Data-movement families: GB/s
+    per rung against the copy and the read and write streams measured in the same run. Arrows follow the
+    ladder; a sweep draws one trajectory per variant; several files (two GPUs) share one chart.
 
     \b
     Examples:
       cudalab roofline h100-transpose.json -o docs/plots/transpose-roofline.png
       cudalab roofline h100-matmul.json h100-transpose.json -o matmul.html
+      cudalab roofline h200-matmul.json h200-matmul-ncu.json -o matmul.svg
       cudalab roofline h100.json h200.json -o two-gpus.svg
       cudalab roofline --measure
     """
     from cudalab.inspect import ceilings as measured_ceilings  # noqa: PLC0415
     from cudalab.report import plot_roofline  # noqa: PLC0415
-    from cudalab.inspect.rooflinechart import build_chart  # noqa: PLC0415
+    from cudalab.inspect.rooflinechart import build_chart, is_counts, lend_counts  # noqa: PLC0415
     from cudalab.records.results import load_record  # noqa: PLC0415
 
     from cudalab.errors import UsageError  # noqa: PLC0415
@@ -54,6 +57,13 @@ def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure
     if not runs:
         return
     records = [(path, load_record(path)) for path in runs]
+    # an ncu record of DRAM counts (cudalab ncu FAMILY --metrics memory --json) places the same rows of the runs
+    counts = [r for _, r in records if is_counts(r)]
+    records = [(p, lend_counts(r, counts)) for p, r in records if not is_counts(r)]
+    if not records:
+        from cudalab.errors import UsageError  # noqa: PLC0415
+
+        raise UsageError("roofline: only ncu records given: add the timed run (RUN.json) whose rows they count")
     # A run of another family on the same GPU lends its measured memory roofline (a matmul run has none).
     families = [{p.family for p in rec.points} for _, rec in records]
     main = families[0]

@@ -271,3 +271,29 @@ def _ceilings(series: str, rec: RunRecord, flops: bool, m: Any) -> tuple[list[Ce
         notes.append(f"{series}: no measured FFMA / tensor ceilings cached for this GPU and clock (cudalab roofline "
                      "--measure on that GPU caches them): datasheet lines, named so")
     return out, notes
+
+
+def is_counts(rec: RunRecord) -> bool:
+    """Whether ``rec`` is an ncu record of DRAM counts (``cudalab ncu FAMILY --metrics memory --json``): nothing
+    timed, some row counted."""
+    rows = [r for p in rec.points for r in p.results]
+    return bool(rows) and all(r.stats is None for r in rows) and any(_num(r.extra.get("ncu_dram_bytes")) for r in rows)
+
+
+def lend_counts(rec: RunRecord, counts: Sequence[RunRecord]) -> RunRecord:
+    """``rec`` with ncu's DRAM byte counts from ``counts`` (ncu records, :func:`is_counts`) on the rows of the
+    same family, problem (dims, dtype, options) and variant that lack their own."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    def key(p: Any) -> tuple:
+        return (p.family, tuple(p.problem.get("dims", ())), p.problem.get("dtype"),
+                tuple(sorted((p.problem.get("options") or {}).items())))
+
+    have = {(key(p), r.variant): r.extra["ncu_dram_bytes"] for c in counts for p in c.points for r in p.results
+            if _num(r.extra.get("ncu_dram_bytes"))}
+    points = []
+    for p in rec.points:
+        rows = tuple(r if _num(r.extra.get("ncu_dram_bytes")) or (key(p), r.variant) not in have
+                     else replace(r, extra=dict(r.extra, ncu_dram_bytes=have[(key(p), r.variant)])) for r in p.results)
+        points.append(replace(p, results=rows))
+    return replace(rec, points=tuple(points))
