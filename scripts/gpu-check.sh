@@ -134,6 +134,7 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
         # issue 45: the measured ceilings (cached for the charts), occupancy against ncu for every built-in
         # variant, the two ladders' runs and charts (docs/plots/), and the README's sass outputs
         roofline) ( # issue 59: ceilings measured and cached, checked against the library's GEMM; the two charts
+                    timeout -s KILL 120 python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_ceilings_gpu.py
                     timeout -s KILL 120 python3 -m cudalab roofline --measure
                     timeout -s KILL 60 python3 scripts/check_ceilings.py
                     mkdir -p "$OUT/plots"
