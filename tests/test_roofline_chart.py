@@ -153,3 +153,8 @@ def test_an_ncu_record_of_the_same_problem_lends_its_counts(invoke, tmp_path):
     path.write_text(__import__("json").dumps(counts.to_dict()))
     res = invoke("roofline", str(H100_M), str(path), "-o", str(tmp_path / "c.svg"))
     assert res.exit_code == 0, res.output
+
+
+def test_two_gpus_of_one_problem_share_one_title():
+    assert build_chart([rec(H100_T), rec(H200_T)]).title == (
+        "transpose 16384x16384 float32 on NVIDIA H100 80GB HBM3 vs NVIDIA H200")

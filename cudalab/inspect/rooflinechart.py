@@ -130,14 +130,23 @@ def ncu_intensity(r: Any) -> float | None:
     return f / b
 
 
-def title_of(family: str, rec: RunRecord, name: str) -> str:
-    """``transpose 16384x16384 float32 on NVIDIA H200``: the problem (family, size, dtype) and the GPU, never
-    option values or blocks (a sweep: its sizes' range)."""
+def problem_of(family: str, rec: RunRecord) -> str:
+    """``transpose 16384x16384 float32``: the problem (family, size, dtype), never option values or blocks (a
+    sweep: its sizes' range)."""
     pts = rec.points
     sizes = list(dict.fromkeys("x".join(str(d) for d in p.problem.get("dims", ())) for p in pts))
     dtypes = list(dict.fromkeys(str(p.problem.get("dtype", "")) for p in pts))
     size = sizes[0] if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
-    return f"{family} {size} {'/'.join(dtypes)} on {rec.gpu or name}"
+    return f"{family} {size} {'/'.join(dtypes)}"
+
+
+def title_of(family: str, records: Sequence[tuple[str, RunRecord]], names: Sequence[str]) -> str:
+    """The chart's title: the problem and the GPU (``transpose 16384x16384 float32 on NVIDIA H200``); several
+    records of one problem name their GPUs (``... on NVIDIA H100 80GB HBM3 vs NVIDIA H200``)."""
+    problems = list(dict.fromkeys(problem_of(family, rec) for _, rec in records))
+    if len(problems) == 1:
+        return f"{problems[0]} on {' vs '.join(names)}"
+    return " vs ".join(f"{problem_of(family, rec)} on {n}" for (_, rec), n in zip(records, names))
 
 
 def build_chart(records: Sequence[tuple[str, RunRecord]], measured: dict[str, Any] | None = None) -> Chart:
@@ -161,7 +170,6 @@ def build_chart(records: Sequence[tuple[str, RunRecord]], measured: dict[str, An
     if metric not in ("flops", "bandwidth"):
         raise UsageError(f"{family} reports no rate (metric {metric}): nothing to place on a roofline")
     gpus = [rec.gpu or name for name, rec in records]
-    several = len(records) > 1
     names = [g if gpus.count(g) == 1 else f"{g} ({name})" for g, (name, _) in zip(gpus, records)]
     points: list[Point] = []
     paths: list[tuple[int, ...]] = []
@@ -220,9 +228,7 @@ def build_chart(records: Sequence[tuple[str, RunRecord]], measured: dict[str, An
                   + ("; squares: ncu's DRAM bytes" if "ncu" in how else ""))
         if how != {"ncu"}:
             notes.append("x is the declared intensity; a run with --ncu (DRAM bytes counted) places each rung at its own")
-    title = title_of(family, records[0][1], records[0][0])
-    if several:
-        title = f"{family}: {' vs '.join(title_of(family, r, n) for n, r in records)}"
+    title = title_of(family, records, names)
     return Chart(title=title, flops=flops, points=tuple(points), ceilings=tuple(ceilings), paths=tuple(paths),
                  notes=tuple(notes), xticks=tuple(ticks), xlabel=xlabel)
 
