@@ -3,7 +3,6 @@ of the two at the copy's (families/roofline); a row above 100% beyond the noise 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from cudalab.bench import Protocol, summarize
