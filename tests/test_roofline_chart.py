@@ -158,3 +158,25 @@ def test_an_ncu_record_of_the_same_problem_lends_its_counts(invoke, tmp_path):
 def test_two_gpus_of_one_problem_share_one_title():
     assert build_chart([rec(H100_T), rec(H200_T)]).title == (
         "transpose 16384x16384 float32 on NVIDIA H100 80GB HBM3 vs NVIDIA H200")
+
+
+def test_the_memory_and_tensor_sets_keep_dram_bytes_and_are_told_apart():
+    """ncu's DRAM bytes read + written are kept as ncu_dram_bytes (what places a rung); sharing them does not make
+    a tensor file read as a memory one."""
+    from cudalab import ncu
+    from cudalab.ncu.metrics import DRAM_READ, DRAM_WRITE, infer_metric_set
+
+    figures = {DRAM_READ: 3e6, DRAM_WRITE: 1e6}
+
+    class Row:
+        duration_ns = 1e3
+
+        def value(self, name):
+            return figures.get(name)
+
+    for name in ("memory", "tensor"):
+        mset = ncu.resolve_metrics(name)
+        assert mset.values(Row())["ncu_dram_bytes"] == 4e6
+        assert infer_metric_set(set(mset.metrics)).name == name
+    figures.pop(DRAM_WRITE)
+    assert ncu.resolve_metrics("memory").values(Row())["ncu_dram_bytes"] is None

@@ -282,11 +282,13 @@ def resolve_metrics(text: str | None, spec: FamilySpec | None = None, fam: Famil
 
 
 def infer_metric_set(names: set[str]) -> MetricSet:
-    """The metric set a file was collected with: the first of :data:`METRIC_SETS` it holds two metrics of
-    besides the duration, time when it holds only that, else custom."""
-    for mset in METRIC_SETS.values():
-        if len((set(mset.metrics) - {DURATION}) & names) >= 2:
-            return mset
+    """The metric set a file was collected with: the one of :data:`METRIC_SETS` it holds most metrics of (two at
+    least, besides the duration; sets share some, the DRAM figures: the first on a tie), time when it holds only
+    that, else custom."""
+    held = {k: len((set(m.metrics) - {DURATION}) & names) for k, m in METRIC_SETS.items()}
+    best = max(held, key=lambda k: held[k])  # max keeps the first of equals: the table's order
+    if held[best] >= 2:
+        return METRIC_SETS[best]
     if names <= {DURATION}:
         return METRIC_SETS["time"]
     return MetricSet("custom", tuple(sorted(names - {DURATION})) + (DURATION,), "metrics found in the file")
