@@ -16,6 +16,7 @@ import numpy as np
 
 from cudalab.bench import median_ci
 from cudalab.records.compare import FASTER, judge
+from cudalab.families.roofline import pct_of
 from cudalab.records.results import INCORRECT, PASSED, TIMEOUT, Result, Roofline
 
 __all__ = ["EXIT", "FLAGS", "SCHEMA_VERSION", "verdict", "exit_code", "first_passed", "time_of", "beside"]
@@ -103,7 +104,7 @@ def _speed_check(cand: Result, metric: str, roofline: Roofline | None, ceiling: 
     scale = (cand.stats.median / single) if extra.get("batch", 1) > 1 and single and cand.stats else 1.0
     basis_time = "one launch" if scale != 1.0 else "the row's median"
     if metric == "bandwidth" and roofline is not None and cand.gbs:
-        pct = 100.0 * cand.gbs * scale / roofline.gbs
+        pct = (pct_of(cand, roofline) or 0.0) * scale  # the row's own read/write mix, as the table rates it
         limit = 100.0 * (1 + margin)
         return {"basis": "roofline", "pct": pct, "limit_pct": limit, "gbs": cand.gbs * scale, "roofline_gbs": roofline.gbs,
                 "time": basis_time}, pct > limit
@@ -205,7 +206,7 @@ def _pct_of_ceiling(cand: Result, reference: Result | None, metric: str, rooflin
     """The run table's % column: GB/s over the roofline measured in the same run; for FLOP/s and item-rate rows,
     the rate over the library reference row's (cuBLAS, CuPy), as ``cudalab.report.pct_column`` has it."""
     if metric == "bandwidth":
-        return (100.0 * cand.gbs / roofline.gbs) if roofline is not None and cand.gbs else None
+        return pct_of(cand, roofline) if roofline is not None and cand.gbs else None
     key = "gflops" if metric == "flops" else None
     if key and reference is not None and reference.kind == "library" and reference.status == PASSED:
         mine, theirs = _num(getattr(cand, key)), _num(getattr(reference, key))

@@ -21,12 +21,14 @@ from cudalab.errors import CompileError, CudalabError, LaunchConfigError, SkipRo
 from cudalab.families import Case, Launch
 from cudalab.families.model import Check, SetupContext
 from cudalab.inspect.occupancy import with_occupancy
-from cudalab.families.roofline import DRIVER_ROW, FAMILY, faster, kernel_variant, with_roofline
+from cudalab.families.roofline import (DRIVER_ROW, FAMILY, READ_KEY, WRITTEN_KEY, faster, kernel_variant, with_roofline,
+                                      with_streams)
 from cudalab.plan import Plan, RunRequest, plan_launch, precheck
 from cudalab.plan import variant_arch as plan_arch
 from cudalab.bench import Protocol
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
-from cudalab.worker import heartbeat, judgeprobe
+from cudalab.records import noise
+from cudalab.worker import heartbeat, judgeprobe, streams
 from cudalab.worker.context import Context
 from cudalab.worker.kept import Drawn, draw
 from cudalab.worker.sampling import Timing, measure, sustained_energy, throttle_marks, time_case
@@ -312,6 +314,8 @@ class FamilyRun:
             tstats = measure(total, replace(proto, warmup=1, min_samples=min(proto.min_samples, 5), max_samples=5,
                                             budget_s=proto.budget_s / 4))
             extra["to_result_ms"] = tstats.median
+        if self.spec.metric == "bandwidth" and work.bytes:  # what the row's own roofline charges (families/roofline)
+            extra[READ_KEY], extra[WRITTEN_KEY] = work.read_bytes, work.write_bytes
         sec = stats.median / 1e3
         gbs = work.bytes / sec / 1e9 if work.bytes and sec > 0 else None
         gflops = work.flops / sec / 1e9 if work.flops and sec > 0 else None
@@ -360,12 +364,27 @@ def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.nd
     # The copy is cudalab's own point, planned here: the user's point was planned in the parent.
     req = RunRequest(family=FAMILY, variants=f"{DRIVER_ROW},{best.name}", shape=f"{rows}x{cols}",
                      roofline=False, protocol=protocol, force=True)
-    got = {r.variant: r for r in FamilyRun(precheck(req), device, inputs={"a": a}).run(ctx)}
-    dtod = got[DRIVER_ROW]
-    kern = got[best.name]
-    if dtod.status != PASSED or not dtod.gbs:
-        raise CudalabError(f"the roofline copy failed: {dtod.reason}")
-    return faster(dtod.gbs, best.name, kern.gbs if kern.status == PASSED else None)
+    own = ctx is None
+    ctx = ctx or Context(device, np.random.default_rng())
+    try:
+        got = {r.variant: r for r in FamilyRun(precheck(req), device, inputs={"a": a}).run(ctx)}
+        dtod = got[DRIVER_ROW]
+        kern = got[best.name]
+        if dtod.status != PASSED or not dtod.gbs:
+            raise CudalabError(f"the roofline copy failed: {dtod.reason}")
+        roof = faster(dtod.gbs, best.name, kern.gbs if kern.status == PASSED else None)
+        # the read and write streams of the same bytes, from the copy's own source (still uploaded in ctx)
+        try:
+            read_gbs, write_gbs = streams.measure(device, ctx.upload(a, pitched=True), a.nbytes, protocol)
+        except KeyboardInterrupt:
+            raise
+        except Exception:  # no streams (a fake device, a build error): the rows are rated as copies, as before
+            read_gbs = write_gbs = None
+        floor, _ = noise.effect_for(str(getattr(getattr(device, "info", None), "name", "") or ""))
+        return with_streams(roof, read_gbs, write_gbs, floor)
+    finally:
+        if own:
+            ctx.release()
 
 
 def _arch(device: Any) -> str:
