@@ -193,10 +193,10 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
     if asked == "auto" and n == 1:   # 20 µs or more: one launch per event pair is the kernel's time
         return timed(single, warmup=False)
     if own and method == "cupti":
-        from cudalab.worker import cupti_timing  # noqa: PLC0415  (cupti-python is optional)
+        from cudalab.worker import cupti_sampling, cupti_timing  # noqa: PLC0415  (cupti-python is optional)
 
         try:
-            c = cupti_timing.cupti_samples(dev, case, proto, n, heartbeat.beat, clock)
+            c = cupti_sampling.cupti_samples(dev, case, proto, n, heartbeat.beat, clock)
             return Timing(c.stats, c.stop, batch=n, single_ms=single_ms, launches=count[0] + c.launches,
                           spin=c.spin, spans=c.spans, method="cupti")
         except cupti_timing.CuptiUnavailable as exc:  # a GPU error of the row itself is not caught: it fails it
