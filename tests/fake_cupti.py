@@ -18,6 +18,7 @@ import types
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from cudalab.errors import GpuError
 from cudalab.worker.gpu import EventTime
 
 #: One API call's host time (ns on CUPTI's clock); a CUPTI timestamp read costs 1 ns.
@@ -58,6 +59,8 @@ class CuptiGpu:
         silent: the GPU activities of these kinds are never recorded (a launch CUPTI does not see).
         late: the last GPU record of each synchronise is handed over by the flush after the next one only.
         flush_as_memset: the L2 flush is a memset (cudalab's fallback where its flush kernel cannot be built).
+        graphs: the device has ``capture`` (CUDA graphs); without it, hot rows too are timed on the stream.
+        refuse_capture: ``capture`` raises GpuError (a row a graph cannot hold).
     """
 
     ActivityKind = ActivityKind
@@ -65,8 +68,13 @@ class CuptiGpu:
     cuptiError = cuptiError
 
     def __init__(self, refuse: int | None = None, silent: tuple[str, ...] = (), late: bool = False,
-                 flush_as_memset: bool = False):
+                 flush_as_memset: bool = False, graphs: bool = False, refuse_capture: bool = False):
         self.refuse, self.silent, self.late, self.flush_as_memset = refuse, silent, late, flush_as_memset
+        self.refuse_capture = refuse_capture
+        self.capturing: list[tuple[str, int, int | None, str]] | None = None
+        self.replays = 0
+        if graphs:
+            self.capture = self._capture
         self.host_ns = 1_000_000
         self.gpu_ns = 0
         self.corr = 0
@@ -80,18 +88,40 @@ class CuptiGpu:
         self.flushes = self.spins = self.kernels = 0
 
     # --- the GPU ----------------------------------------------------------------------------------------
-    def _api(self, kind: str, ns: int, cold_ns: int | None = None, name: str = "") -> None:
+    def _api(self, kind: str, ns: int, cold_ns: int | None = None, name: str = "", graph_ns: int | None = None) -> None:
+        if self.capturing is not None:   # a launch inside a capture: an API record, the work is the graph's
+            self.capturing.append((kind, ns if graph_ns is None else graph_ns, cold_ns, name))
+            kind = ""
         self.corr += 1
         start = self.host_ns
         self.host_ns += API_NS
         if int(ActivityKind.DRIVER) in self.enabled:
             self.pending.append(SimpleNamespace(kind=ActivityKind.DRIVER, start=start, end=self.host_ns,
                                                 correlation_id=self.corr, cbid=0))
-        self.queue.append((self.corr, kind, ns, cold_ns, name))
+        if kind:
+            self.queue.append((self.corr, kind, ns, cold_ns, name))
 
-    def kernel(self, ns: int = 3_000, cold_ns: int | None = None, name: str = "case_kernel") -> None:
+    def kernel(self, ns: int = 3_000, cold_ns: int | None = None, name: str = "case_kernel",
+               graph_ns: int | None = None) -> None:
+        """``graph_ns``: how long it lasts as a node of a graph replay, back to back with its neighbours."""
         self.kernels += 1
-        self._api("CONCURRENT_KERNEL", ns, cold_ns, name)
+        self._api("CONCURRENT_KERNEL", ns, cold_ns, name, graph_ns)
+
+    def _capture(self, enqueue: Callable[[], None]) -> "FakeGraph":
+        """A graph of what ``enqueue`` launches; each replay is one API call whose activities share its id."""
+        if self.refuse_capture:
+            raise GpuError("the capture refused a call")
+        self.capturing = []
+        try:
+            enqueue()
+            return FakeGraph(self, self.capturing)
+        finally:
+            self.capturing = None
+
+    def replay(self, ops: list[tuple[str, int, int | None, str]]) -> None:
+        self.replays += 1
+        self._api("", 0)
+        self.queue += [(self.corr, kind, ns, cold_ns, name) for kind, ns, cold_ns, name in ops]
 
     def memset(self, ns: int = 700) -> None:
         self._api("MEMSET", ns)
@@ -163,6 +193,17 @@ class CuptiGpu:
     def finalize(self) -> None:
         self.calls.append("finalize")
         self.callbacks = None
+
+
+class FakeGraph:
+    def __init__(self, gpu: CuptiGpu, ops: list[tuple[str, int, int | None, str]]):
+        self.gpu, self.ops, self.closed = gpu, list(ops), False
+
+    def launch(self) -> None:
+        self.gpu.replay(self.ops)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def install(monkeypatch: Any, gpu: CuptiGpu | None) -> None:

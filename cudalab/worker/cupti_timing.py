@@ -59,7 +59,12 @@ NO_CUPTI_ENV = "CUDALAB_NO_CUPTI"
 
 def switched_off(environ: Mapping[str, str] | None = None) -> bool:
     """Whether :data:`NO_CUPTI_ENV` asks the worker to behave as if cupti-python did not import."""
-    return (os.environ if environ is None else environ).get(NO_CUPTI_ENV, "") not in ("", "0")
+    return env_set(NO_CUPTI_ENV, environ)
+
+
+def env_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the switch ``name`` is set in the worker's environment (to anything but ``0`` or empty)."""
+    return (os.environ if environ is None else environ).get(name, "") not in ("", "0")
 
 
 def load() -> Any:
