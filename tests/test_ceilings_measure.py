@@ -81,3 +81,72 @@ def test_roofline_measure_caches_what_the_worker_measured(invoke, tmp_path, monk
 def test_roofline_without_runs_or_measure_is_one_line(invoke, one_line_exit_2, tmp_path):
     one_line_exit_2(invoke("roofline"), "give RUN.json files")
     one_line_exit_2(invoke("roofline", str(tmp_path / "x.json")), "--out FILE is required")
+
+
+H200_RUN = "docs/plots/runs/nvidia-h200-matmul-4096-ncu.json"
+H200 = Ceilings("NVIDIA H200", 1980, 61000.0, 720000.0, "hgemm cublas 8192³ fp16", 480000.0, 4100.0, 4400.0, 4300.0)
+
+
+@pytest.fixture
+def chart(invoke, tmp_path, monkeypatch):
+    """``cudalab roofline`` of the committed H200 matmul run, with this machine's GPU and the worker played;
+    returns the output and what was drawn."""
+    import os
+
+    from cudalab.cli import roofline as cmd
+    from cudalab.report import plot_roofline
+
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    drawn, asked = [], []
+    monkeypatch.setattr(plot_roofline, "draw", lambda chart, out: drawn.append(chart))
+
+    def run(here, measured=H200, *extra):
+        monkeypatch.setattr(cmd, "_gpu_here", lambda device: here)
+
+        def measure(device):
+            asked.append(device)
+            if isinstance(measured, Exception):
+                raise measured
+            return measured
+
+        monkeypatch.setattr(cmd, "_measure", measure)
+        run_file = os.path.join(os.path.dirname(__file__), "..", H200_RUN)
+        res = invoke("roofline", run_file, "-o", str(tmp_path / "m.svg"), *extra)
+        assert res.exit_code == 0, res.output
+        return res.output, drawn[-1], asked
+
+    return run
+
+
+def solid(chart_obj):
+    return [c.label for c in chart_obj.ceilings if c.measured]
+
+
+def test_the_chart_measures_missing_ceilings_where_this_machine_has_the_gpu(chart):
+    out, drawn, asked = chart("NVIDIA H200")
+    assert asked == [0] and "measuring this GPU's ceilings" in out and "datasheet lines drawn" not in out
+    assert cache.cached("NVIDIA H200", 1980) == H200 and any("61.0" in label for label in solid(drawn))
+    out, _, asked = chart("NVIDIA H200")   # the next chart reads the cache
+    assert asked == [0] and "measuring" not in out
+
+
+@pytest.mark.parametrize("here", [None, "NVIDIA H100 80GB HBM3"])
+def test_without_that_gpu_here_one_line_says_how_and_nothing_is_measured(chart, here):
+    out, drawn, asked = chart(here)
+    assert asked == [] and not solid(drawn)
+    lines = [ln for ln in out.splitlines() if "datasheet lines drawn" in ln]
+    assert lines == ["NVIDIA H200 at 1980 MHz: no measured ceilings cached, datasheet lines drawn (on that GPU, "
+                     "cudalab roofline --measure measures and caches them once)"]
+
+
+def test_a_failed_measurement_is_one_line_and_the_datasheet_chart(chart):
+    from cudalab.errors import GpuError
+
+    out, drawn, _ = chart("NVIDIA H200", GpuError("the worker died"))
+    assert "the ceilings could not be measured: the worker died" in out and "datasheet lines drawn" in out
+    assert cache.cached("NVIDIA H200", 1980) is None
+
+
+def test_no_ceilings_measures_nothing(chart):
+    out, _, asked = chart("NVIDIA H200", H200, "--no-ceilings")
+    assert asked == [] and "datasheet" not in out

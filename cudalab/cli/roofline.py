@@ -12,7 +12,9 @@ from cudalab.cli.options import DEVICE_INDEX
 @click.argument("runs", nargs=-1, metavar="RUN.json [RUN.json...]")
 @click.option("--out", "-o", "out", default=None, metavar="FILE", help="The chart: .png, .svg or .html (hover labels).")
 @click.option("--ceilings/--no-ceilings", default=True, show_default=True,
-              help="Draw the FMA, tensor and memory ceilings measured on each GPU where they are cached.")
+              help="Draw the FMA, tensor and memory ceilings measured on each GPU: from the cache, or measured "
+                   "now (about a minute, once per GPU and clock) where the cache lacks them and this machine has "
+                   "that GPU.")
 @click.option("--measure", is_flag=True,
               help="First measure this machine's GPU ceilings (FFMA probe, best of the mma.sync probe and cuBLAS / "
                    "the wgmma kernel at 8192³ fp16, copy, read and write streams) and cache them per GPU and SM "
@@ -24,8 +26,9 @@ def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure
     FLOP families: GFLOP/s against FLOP per byte: each rung's FLOPs over the DRAM bytes ncu counted for it
     (a run with --ncu, or an ncu record of the same problem given beside the run: cudalab ncu FAMILY
     --metrics memory --json), else the problem's declared work (one x for every rung, and the legend says
-    so); under the memory roofline and the FFMA and tensor ceilings measured on that GPU (cudalab roofline
-    --measure caches them; a line only a datasheet gave is faint and named so). Data-movement families: GB/s
+    so); under the memory roofline and the FFMA and tensor ceilings measured on that GPU (cached; measured
+    first, about a minute, where the cache lacks them and that GPU is here; a line only a datasheet gave is
+    faint and named so). Data-movement families: GB/s
     per rung against the copy and the read and write streams measured in the same run. Arrows follow the
     ladder; a sweep draws one trajectory per variant; several files (two GPUs) share one chart.
 
@@ -50,10 +53,12 @@ def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure
         raise UsageError("roofline: give RUN.json files to draw (with --out FILE), or --measure")
     if out:
         plot_roofline.check(out, runs)  # before any work; never over a run it reads
+    fresh = None
     if measure:
-        c = _measure(device)
-        measured_ceilings.store(c)
-        click.echo(f"{measured_ceilings.describe(c)}; kept in {measured_ceilings.cache_file(c.gpu, c.sm_clock_mhz)}")
+        fresh = _measure(device)
+        measured_ceilings.store(fresh)
+        click.echo(f"{measured_ceilings.describe(fresh)}; kept in "
+                   f"{measured_ceilings.cache_file(fresh.gpu, fresh.sm_clock_mhz)}")
     if not runs:
         return
     records = [(path, load_record(path)) for path in runs]
@@ -79,15 +84,58 @@ def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure
                              "memory roofline to runs on the same GPU")
     if lenders:
         drawn = [(p, _lend_roofline(r, lenders)) for p, r in drawn]
-    found = {}
-    if ceilings:
-        for _, rec in drawn:
-            clock = int(rec.device.get("sm_clock_mhz") or 0)
-            c = measured_ceilings.cached(rec.gpu, clock)
-            if c is not None:
-                found[rec.gpu] = c
+    found = _ceilings_for([rec for _, rec in drawn], device, fresh) if ceilings else {}
     plot_roofline.draw(build_chart(drawn, found), out)
     click.echo(f"wrote {out}")
+
+
+def _ceilings_for(records, device: int, fresh) -> dict:
+    """The measured ceilings of each record's GPU and clock: cached, ``fresh`` (just measured), or measured now
+    where this machine's GPU ``device`` is the one missing; every GPU left without them gets one line saying how."""
+    from cudalab.errors import GpuError  # noqa: PLC0415
+    from cudalab.inspect import ceilings as measured_ceilings  # noqa: PLC0415
+
+    found, missing = {}, {}
+    for rec in records:
+        clock = int(rec.device.get("sm_clock_mhz") or 0)
+        c = measured_ceilings.cached(rec.gpu, clock)
+        if c is not None:
+            found[rec.gpu] = c
+        else:
+            missing[rec.gpu] = clock
+    if missing and fresh is None and _gpu_here(device) in missing:
+        click.echo("measuring this GPU's ceilings for the chart (FFMA and tensor probes, memory streams: about a "
+                   "minute, once per GPU and clock)...")
+        try:
+            fresh = _measure(device)
+        except GpuError as exc:
+            click.echo(f"the ceilings could not be measured: {exc}")
+        else:
+            measured_ceilings.store(fresh)
+            click.echo(measured_ceilings.describe(fresh))
+    for gpu, clock in missing.items():
+        if fresh is not None and (fresh.gpu, fresh.sm_clock_mhz) == (gpu, clock):
+            found[gpu] = fresh
+        else:
+            name = gpu or "the run's GPU"
+            click.echo(f"{name} at {clock} MHz: no measured ceilings cached, datasheet lines drawn "
+                       "(on that GPU, cudalab roofline --measure measures and caches them once)")
+    return found
+
+
+def _gpu_here(device: int) -> str | None:
+    """The name of this machine's GPU ``device``, asked of NVML without a CUDA context; None with no GPU here."""
+    try:
+        import pynvml  # noqa: PLC0415  (the telemetry extra)
+
+        pynvml.nvmlInit()
+        try:
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(device))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no binding, no driver, no such GPU
+        return None
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def _measure(device: int):

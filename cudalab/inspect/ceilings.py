@@ -1,7 +1,8 @@
 """The ceilings of a roofline chart as data: an FP32 FMA peak, a tensor-core peak and the memory streams per GPU
 and SM clock, kept in a small cache beside the build cache (:func:`cached`, :func:`store`), as the noise floor
-is. A GPU worker measures them (:func:`cudalab.worker.ceilings.measure_all`, asked by ``cudalab roofline
---measure``); a missing cache only means the chart draws datasheet lines, named as such.
+is. A GPU worker measures them (:func:`cudalab.worker.ceilings.measure_all`), asked by ``cudalab roofline
+--measure`` or by the first chart that needs them on a machine with that GPU; elsewhere a missing cache only
+means the chart draws datasheet lines, named as such.
 """
 
 from __future__ import annotations
