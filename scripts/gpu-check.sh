@@ -145,7 +145,8 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
                     timeout -s KILL 60 python3 scripts/check_ceilings.py ) ;;   # last: its verdict is the summary's line
         rowmix) ( # issue 59: no row over 100% of its own roofline (read/write streams beside the copy); ‡ marks one
                   for cmd in "copy --n 8192" "transpose --n 8192" "reduce" "gemv" "--family-path examples rowsum" \
-                             "--family-path examples histogram" "--family-path examples softmax"; do
+                             "--family-path examples histogram" "--family-path examples softmax" \
+                             "--family-path examples scan"; do
                       echo "=== cudalab $cmd"
                       COLUMNS=200 timeout -s KILL 60 python3 -m cudalab $cmd | tee -a "$OUT/rowmix-tables.txt"
                   done

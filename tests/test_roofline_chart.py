@@ -180,3 +180,37 @@ def test_the_memory_and_tensor_sets_keep_dram_bytes_and_are_told_apart():
         assert infer_metric_set(set(mset.metrics)).name == name
     figures.pop(DRAM_WRITE)
     assert ncu.resolve_metrics("memory").values(Row())["ncu_dram_bytes"] is None
+
+
+def test_point_numbers_never_cover_each_other_nor_a_point():
+    """The matmul ladder's fast rungs sit within a few points of each other: each number finds a free spot."""
+    from cudalab.report.plot_roofline import free_spots
+
+    centers = [(100.0, 100.0), (104.0, 104.0), (104.0, 96.0), (110.0, 100.0), (200.0, 100.0), (200.0, 108.0),
+               (300.0, 50.0)]
+    texts = ["1", "2", "3", "14", "5", "6", "7"]
+    spots = free_spots(centers, texts)
+    boxes = []
+    for (x, y), (dx, dy), t in zip(centers, spots, texts):
+        w = 5.0 * len(t) + 2
+        left = x + dx if dx > 0 else x + dx - w if dx < 0 else x - w / 2
+        boxes.append((left, y + dy - 4.5, left + w, y + dy + 4.5))
+    markers = [(x - 5, y - 5, x + 5, y + 5) for x, y in centers]
+
+    def apart(a, b):
+        return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+
+    assert all(apart(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert all(apart(a, m) for a in boxes for m in markers)
+    assert spots[-1] == (7, 0)   # a point alone: its number right of it
+
+
+def test_a_flop_chart_keys_every_point_by_its_number(tmp_path):
+    from cudalab.report import plot_roofline
+
+    chart = build_chart([(str(H100_M), load_record(H100_M))])
+    key = plot_roofline._key(chart)
+    assert len(key) == len(chart.points) and key[0].startswith("1  naive ") and "TFLOP/s" in key[0]
+    assert [k.split("  ")[0] for k in key] == [str(i) for i in range(1, len(key) + 1)]
+    plot_roofline.draw(chart, tmp_path / "m.png")   # numbers placed on the final layout
+    assert (tmp_path / "m.png").stat().st_size > 10_000

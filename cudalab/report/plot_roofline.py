@@ -52,16 +52,25 @@ def draw(chart: Chart, path: str | os.PathLike) -> None:
         dot = ax.scatter([p.x], [p.y], s=46, zorder=4, color=color[p.series], edgecolors="black", linewidths=0.5,
                          marker="D" if p.kind != "kernel" else ("s" if p.source == "ncu" else "o"))
         dot.set_gid(f"cudalab-pt-{i}")
-    _labels(ax, chart, color)
+    if not chart.flops:
+        _rate_labels(ax, chart, color)
     handles = [plt.Line2D([], [], marker="o", linestyle="", color=color[s], label=s) for s in series]
     if chart.xlabel:  # what x is, in the legend too: a declared x puts every rung of a problem at one point
-        handles.append(plt.Line2D([], [], linestyle="", label=f"x = {chart.xlabel}"))
-    ax.legend(handles=handles + [h for h in ax.get_legend_handles_labels()[0] if h not in handles],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        handles.append(plt.Line2D([], [], linestyle="", label=_wrap(f"x = {chart.xlabel}")))
+    key = _key(chart) if chart.flops else []
+    legend = ax.legend(handles=handles + [h for h in ax.get_legend_handles_labels()[0] if h not in handles]
+                       + [plt.Line2D([], [], linestyle="", label=k) for k in key],
+                       loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    for text, p in zip(legend.get_texts()[-len(key):] if key else [], chart.points):
+        text.set_color(color[p.series])
     ax.set_title(chart.title, fontsize=11)
     foot = "arrows: the ladder's order; solid lines: measured on this GPU; faint dashed: datasheet"
+    if key:
+        foot += "; numbers: the key beside the chart"
     fig.text(0.01, 0.01, "\n".join((foot, *chart.notes)), fontsize=7.5, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.04 + 0.022 * len(chart.notes), 1, 1))
+    if chart.flops:   # placed once the layout is final: the free room around each point is measured on it
+        _number_labels(ax, chart, color)
     _save(fig, chart, path)
 
 
@@ -86,7 +95,7 @@ def _flop_axes(ax: Any, chart: Chart, color: dict[str, str]) -> None:
             ax.plot([lo, hi], [c.value, c.value], **style, label=c.label)
     ax.set_xlim(lo, hi)
     ax.set_ylim(bottom, top)
-    ax.set_xlabel(f"arithmetic intensity ({chart.xlabel or 'FLOP per byte'})", fontsize=9)
+    ax.set_xlabel(_wrap(f"arithmetic intensity ({chart.xlabel or 'FLOP per byte'})", 90), fontsize=9)
     ax.set_ylabel("achieved GFLOP/s (log)")
     ax.grid(alpha=0.25, which="both")
 
@@ -105,38 +114,73 @@ def _bandwidth_axes(ax: Any, chart: Chart, color: dict[str, str]) -> None:
     ax.grid(axis="y", alpha=0.25)
 
 
-def _labels(ax: Any, chart: Chart, color: dict[str, str]) -> None:
-    """Label every point without overlaps: FLOP charts stack the labels of points that share an x in a
-    column to their right (leader lines to the points); bandwidth charts write the rate above the point,
-    series side by side."""
-    if not chart.flops:
-        series = list(dict.fromkeys(p.series for p in chart.points))
-        for p in chart.points:
-            k = series.index(p.series)
-            dx = (k - (len(series) - 1) / 2) * 34
-            pct = f"\n{p.pct:.0f}%" if p.pct is not None else ""
-            ax.annotate(f"{p.y:,.0f}{pct}", (p.x, p.y), xytext=(dx, 8), textcoords="offset points", ha="center",
-                        va="bottom", fontsize=7.5, color=color[p.series])
-        return
-    lo, hi = (math.log10(v) for v in ax.get_ylim())
-    gap = (hi - lo) * 0.045
-    groups: dict[float, list[int]] = {}
-    for i, p in enumerate(chart.points):
-        key = next((g for g in groups if abs(math.log10(g) - math.log10(p.x)) < 0.15), p.x)
-        groups.setdefault(key, []).append(i)
-    for members in groups.values():
-        members.sort(key=lambda i: chart.points[i].y)
-        ys, last = [], -math.inf
-        for i in members:
-            y = max(math.log10(chart.points[i].y), last + gap)
-            ys.append(y)
-            last = y
-        for i, y in zip(members, ys):
-            p = chart.points[i]
-            pct = f" ({p.pct:.0f}%)" if p.pct is not None else ""
-            ax.annotate(f"{p.label} {p.y / 1e3:,.1f} TFLOP/s{pct}", (p.x, p.y), xytext=(p.x * 1.9, 10 ** y),
-                        textcoords="data", fontsize=8, va="center", color=color[p.series],
-                        arrowprops={"arrowstyle": "-", "color": "gray", "lw": 0.5, "alpha": 0.7})
+def _wrap(text: str, width: int = 48) -> str:
+    """``text`` on lines of at most ``width`` characters (a long legend entry would squeeze the axes)."""
+    import textwrap  # noqa: PLC0415
+
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def _rate_labels(ax: Any, chart: Chart, color: dict[str, str]) -> None:
+    """Bandwidth charts: the rate above each point, series side by side."""
+    series = list(dict.fromkeys(p.series for p in chart.points))
+    for p in chart.points:
+        k = series.index(p.series)
+        dx = (k - (len(series) - 1) / 2) * 34
+        pct = f"\n{p.pct:.0f}%" if p.pct is not None else ""
+        ax.annotate(f"{p.y:,.0f}{pct}", (p.x, p.y), xytext=(dx, 8), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=7.5, color=color[p.series])
+
+
+def _key(chart: Chart) -> list[str]:
+    """FLOP charts: one key line a point, numbered as the chart numbers the points (rungs close together
+    would bury full labels in each other: a matmul ladder's fast rungs sit within a factor of two)."""
+    out = []
+    for i, p in enumerate(chart.points, 1):
+        pct = f" ({p.pct:.0f}%)" if p.pct is not None else ""
+        out.append(f"{i}  {p.label} {p.y / 1e3:,.1f} TFLOP/s{pct}")
+    return out
+
+
+#: Where a point's number may go, in points from the point (the first free one wins): right of it, then
+#: right and up or down (numbers read left to right: one to the right belongs to the point on its left), left,
+#: above, below, then further out.
+_SPOTS = ((7, 0), (7, 8), (7, -8), (-7, 0), (-7, 8), (-7, -8), (0, 9), (0, -9), (15, 0), (15, 14), (15, -14),
+          (-15, 0), (-15, 14), (-15, -14), (0, 17), (0, -17), (24, 0), (-24, 0), (0, 26), (0, -26))
+
+
+def _number_labels(ax: Any, chart: Chart, color: dict[str, str]) -> None:
+    """Each FLOP chart point's number beside it where no other number or point is (:func:`free_spots`)."""
+    px = ax.figure.dpi / 72.0
+    centers = [tuple(ax.transData.transform((p.x, p.y)) / px) for p in chart.points]
+    texts = [str(i) for i in range(1, len(chart.points) + 1)]
+    for i, ((dx, dy), p) in enumerate(zip(free_spots(centers, texts), chart.points)):
+        ax.annotate(texts[i], (p.x, p.y), xytext=(dx, dy), textcoords="offset points", fontsize=8, fontweight="bold",
+                    ha="left" if dx > 0 else "right" if dx < 0 else "center", va="center", color=color[p.series],
+                    zorder=5, arrowprops={"arrowstyle": "-", "color": "gray", "lw": 0.5, "alpha": 0.7}
+                    if abs(dx) > 12 or abs(dy) > 12 else None)
+
+
+def free_spots(centers: Sequence[tuple[float, float]], texts: Sequence[str], marker: float = 5.0,
+               char: float = 5.0, height: float = 9.0) -> list[tuple[float, float]]:
+    """An offset (points) for each text from its point's center (points) such that no two texts' boxes and no
+    text and a point's marker overlap, where one of :data:`_SPOTS` allows it (else the first spot)."""
+    taken = [(x - marker, y - marker, x + marker, y + marker) for x, y in centers]
+
+    def box(x: float, y: float, dx: float, dy: float, w: float) -> tuple[float, float, float, float]:
+        left = x + dx if dx > 0 else x + dx - w if dx < 0 else x - w / 2
+        return left, y + dy - height / 2, left + w, y + dy + height / 2
+
+    def clear(b: tuple[float, float, float, float]) -> bool:
+        return all(b[2] <= t[0] or t[2] <= b[0] or b[3] <= t[1] or t[3] <= b[1] for t in taken)
+
+    out = []
+    for (x, y), text in zip(centers, texts):
+        w = char * len(text) + 2
+        spot = next((s for s in _SPOTS if clear(box(x, y, *s, w))), _SPOTS[0])
+        taken.append(box(x, y, *spot, w))
+        out.append(spot)
+    return out
 
 
 def _save(fig: Any, chart: Chart, path: str | os.PathLike) -> None:
