@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ bench-lanes tunedemo ab tuneown judge ctrlc rowmix
+#                                          cluster occ bench-lanes tunedemo ab tuneown judge ctrlc rowmix charts
 #                                          (default: info tests ncu sanitizer bench)
 #
 # The records name the code that ran (cudalab.records.machine.code_revision): the GPU machine's git HEAD is the
@@ -151,6 +151,13 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
                       COLUMNS=200 timeout -s KILL 60 python3 -m cudalab $cmd | tee -a "$OUT/rowmix-tables.txt"
                   done
                   echo "rows flagged above their roofline (‡): $(grep -c '‡ [0-9]' "$OUT/rowmix-tables.txt")" ) ;;
+        # issue 59: the two H200 charts from the committed runs (docs/plots/runs/) into $OUT/plots/; the first chart
+        # measures the ceilings this GPU's cache lacks (about a minute, a line says so), the second reads the cache
+        charts) ( mkdir -p "$OUT/plots"
+                  for run in matmul-4096-ncu transpose-16384; do
+                      timeout -s KILL 150 python3 -m cudalab roofline "docs/plots/runs/nvidia-h200-$run.json" \
+                          -o "$OUT/plots/nvidia-h200-${run%%-[0-9]*}-roofline.svg" || exit $?
+                  done ) ;;
         # issue 47 item 15: a kernel's 2,560 printf lines a launch: five under its row, every line in the JSON
         printf) timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_printf.py
                 COLUMNS=160 python3 -m cudalab transpose --n 1024 --variant naive --min-samples 1 --budget 0.001 \

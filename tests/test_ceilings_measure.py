@@ -150,3 +150,21 @@ def test_a_failed_measurement_is_one_line_and_the_datasheet_chart(chart):
 def test_no_ceilings_measures_nothing(chart):
     out, _, asked = chart("NVIDIA H200", H200, "--no-ceilings")
     assert asked == [] and "datasheet" not in out
+
+
+def test_this_machines_gpu_is_asked_of_nvml_else_nvidia_smi(monkeypatch):
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from cudalab.cli import roofline as cmd
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)   # no telemetry extra
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: SimpleNamespace(returncode=0, stdout="NVIDIA H200\n"))
+    assert cmd._gpu_here(0) == "NVIDIA H200"
+
+    def missing(argv, **kw):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    assert cmd._gpu_here(0) is None

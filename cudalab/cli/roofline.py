@@ -124,7 +124,8 @@ def _ceilings_for(records, device: int, fresh) -> dict:
 
 
 def _gpu_here(device: int) -> str | None:
-    """The name of this machine's GPU ``device``, asked of NVML without a CUDA context; None with no GPU here."""
+    """The name of this machine's GPU ``device``, asked without a CUDA context (NVML, else nvidia-smi); None with
+    no GPU here."""
     try:
         import pynvml  # noqa: PLC0415  (the telemetry extra)
 
@@ -133,9 +134,19 @@ def _gpu_here(device: int) -> str | None:
             name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(device))
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # no binding, no driver, no such GPU
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except ImportError:   # no telemetry extra: the driver's own tool says the same
+        pass
+    except Exception:  # no driver, no such GPU
         return None
-    return name.decode() if isinstance(name, bytes) else str(name)
+    import subprocess  # noqa: PLC0415
+
+    try:
+        proc = subprocess.run(["nvidia-smi", "-i", str(device), "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
 def _measure(device: int):
