@@ -62,20 +62,20 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
         CuptiUnavailable: cupti-python is missing, CUPTI refused, or the row's launches left no records
             (the caller times the row another way and says why).
     """
-    module = load() if cupti is None else cupti
-    held = graph_for(dev, case, proto, n)
+    rec = Recorder(load() if cupti is None else cupti)
+    rec.start()
+    held: list[Any] = []
     try:
-        rec = Recorder(module)
-        rec.start()
-        try:
-            sampler: Any = (Replays(dev, held[-1], rec, n, bool(proto.flush_l2)) if held
-                            else _stream(dev, case, proto, n, rec, clock))
-            got, spans = measure_spanned(sampler, proto, clock, on_sample)
-        finally:
-            rec.stop()
+        # captured and instantiated with CUPTI attached, so its graph tracing knows the graph before the first
+        # replay; the capture's own API records fall in no sample's bracket (the warm-up drains them)
+        held = graph_for(dev, case, proto, n)
+        sampler: Any = (Replays(dev, held[-1], rec, n, bool(proto.flush_l2)) if held
+                        else _stream(dev, case, proto, n, rec, clock))
+        got, spans = measure_spanned(sampler, proto, clock, on_sample)
     finally:
         for h in reversed(held):
             h.close()
+        rec.stop()
     return CuptiTiming(got.stats, got.stop, spans, sampler.launches, sampler.spun, "graph" if held else "stream")
 
 
