@@ -108,3 +108,4 @@ def test_time_case_names_the_graph_pattern_as_cupti(monkeypatch):
     gpu = gpu_with(monkeypatch)
     t = time_case(gpu, kernel_case(gpu, ns=3_000, graph_ns=2_600), HOT)
     assert t.method == "cupti" and t.stats.median == pytest.approx(0.0026)
+    assert t.extra()["cupti_pattern"] == "graph"   # the record says which executions CUPTI read

@@ -76,6 +76,7 @@ class Timing:
             launches, each timed by its own CUPTI activity records).
         empty_ms: graph windows (cold, or a row reset before each launch): the empty kernel's hot time per launch
             put back (:func:`cudalab.worker.graphs.window_samples`).
+        cupti_pattern: how CUPTI's launches ran (``graph``: the fallback's own graph replayed; ``stream``).
         note: why the method asked for was not used (``timed by graph: ...``: CUPTI missing or refusing;
             ``timed by batch: ...``: a case a graph cannot capture).
         spans: per timed sample (in ``stats.samples`` order), the host clock's (start, end) around it:
@@ -93,6 +94,7 @@ class Timing:
     spans: tuple[tuple[float, float], ...] = ()
     method: str = "events"
     empty_ms: float = 0.0
+    cupti_pattern: str = ""
     note: str = ""
 
     def extra(self) -> dict:
@@ -106,6 +108,8 @@ class Timing:
             out["launch_overhead_us"] = (self.single_ms - self.stats.median) * 1e3
         if self.method == "graph" and self.empty_ms:
             out["graph_empty_ms"] = self.empty_ms
+        if self.method == "cupti" and self.cupti_pattern:
+            out["cupti_pattern"] = self.cupti_pattern
         if self.note:
             out["timed_by_note"] = self.note
         return out
@@ -198,7 +202,7 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         try:
             c = cupti_sampling.cupti_samples(dev, case, proto, n, heartbeat.beat, clock)
             return Timing(c.stats, c.stop, batch=n, single_ms=single_ms, launches=count[0] + c.launches,
-                          spin=c.spin, spans=c.spans, method="cupti")
+                          spin=c.spin, spans=c.spans, method="cupti", cupti_pattern=c.pattern)
         except cupti_timing.CuptiUnavailable as exc:  # a GPU error of the row itself is not caught: it fails it
             # the fallback designed to agree with CUPTI (docs/timing.md); under auto without cupti-python the
             # worker asked graph from the start, so this note is for a row CUPTI refused or --launch cupti
