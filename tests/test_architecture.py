@@ -149,7 +149,7 @@ PRELUDE = """
 import atexit, json, os, signal, sys, threading
 out, argv, setup = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
-from cudalab.session import process as W
+from cudalab.execute.local import process as W
 if setup != "gpu":  # the real workers and the real NVML on a GPU machine
     W.worker_argv = lambda device, fd, energy=False: [sys.executable, os.path.join({tests!r}, "fake_worker_main.py"),
                                                       "--fd", str(fd), "--device", str(device)]

@@ -195,7 +195,7 @@ def test_refused_input_is_one_line_exit_2_and_no_json(fake_gpu, invoke, one_line
 
 def test_the_python_api_returns_the_same_object_and_keeps_its_worker(fake_gpu, monkeypatch):
     import cudalab
-    from cudalab.session import process as W
+    from cudalab.execute.local import process as W
 
     spawned = []
     real = W.spawn
@@ -277,7 +277,7 @@ def test_the_help_names_the_exit_codes(invoke):
 
 def test_a_judge_reuses_its_recent_reference_and_best_rows(fake_gpu, monkeypatch):
     import cudalab
-    from cudalab.session import drive
+    from cudalab.execute.local import drive
 
     sent = []
     real = drive.Session.run

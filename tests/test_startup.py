@@ -143,7 +143,7 @@ def test_the_api_refuses_an_option_the_family_lacks_as_the_command_line_does():
 # --- fast commands -------------------------------------------------------------------------------------
 
 #: Modules `cudalab --help` and `cudalab list` must not import: each costs 40-200 ms a command.
-HEAVY = ("numpy", "pycuda", "rich", "cudalab.families", "cudalab.worker.executor", "cudalab.report", "cudalab.session.drive",
+HEAVY = ("numpy", "pycuda", "rich", "cudalab.families", "cudalab.worker.executor", "cudalab.report", "cudalab.execute.local.drive",
          "cudalab.session.run", "cudalab.session.sweep",
          "importlib.metadata")
 

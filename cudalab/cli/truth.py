@@ -1,5 +1,5 @@
 """``cudalab truth FAMILY``: each variant timed by events, a batch, a CUDA graph, CUPTI's activity records and ncu,
-cold and hot, side by side (see :mod:`cudalab.session.truth`)."""
+cold and hot, side by side (see :mod:`cudalab.studies.truth`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     from cudalab import files, progress, report  # noqa: PLC0415
     from cudalab.errors import ToolMissingError  # noqa: PLC0415
     from cudalab.report.truth import tables  # noqa: PLC0415
-    from cudalab.session import truth as T  # noqa: PLC0415
+    from cudalab.studies import truth as T  # noqa: PLC0415
 
     opts = run_options(fam, kw)
     T.plan_methods(spec, fam, opts)  # bad input refused here, before ncu is looked for or a worker starts

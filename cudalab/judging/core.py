@@ -99,7 +99,7 @@ class Judge:
 
     def _ensure(self) -> Any:
         from cudalab import progress as P  # noqa: PLC0415
-        from cudalab.session.drive import Session  # noqa: PLC0415
+        from cudalab.execute.local.drive import Session  # noqa: PLC0415
 
         if self._session is None:
             self._session = Session([self.device], observer=P.for_stderr(quiet=not self.progress),

@@ -1,6 +1,6 @@
 """``cudalab truth``'s tables: one per temperature (cold, hot), each method's median and IQR side by side, the
 method cudalab's tables use and its distance from ncu, and the distance of each method the truth compares
-(cupti: a candidate for ``--launch auto``) (pure: formats a :class:`cudalab.session.truth.Truth` into
+(cupti: a candidate for ``--launch auto``) (pure: formats a :class:`cudalab.studies.truth.Truth` into
 :class:`cudalab.instruments.Table` objects that :func:`cudalab.report.print_table` prints)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from cudalab.instruments import BAD, OK, WARN, Table
 
-#: The column of ncu's figure (:data:`cudalab.session.truth.NCU`).
+#: The column of ncu's figure (:data:`cudalab.studies.truth.NCU`).
 NCU = "ncu"
 
 if TYPE_CHECKING:
-    from cudalab.session.truth import Figure, Truth
+    from cudalab.studies.truth import Figure, Truth
 
 _HOW = {"cold": "L2 flushed before each sample (graph, cupti: before each launch); ncu --cache-control all",
         "hot": "--hot: no flush; ncu --cache-control none"}

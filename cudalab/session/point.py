@@ -1,6 +1,6 @@
 """One planned point as the parent holds it while GPU workers run it: the rows that came back.
 
-The session owns these (:class:`cudalab.session.drive.Session`): it adds each row, output and roofline as
+The session owns these (:class:`cudalab.execute.local.drive.Session`): it adds each row, output and roofline as
 its worker sends them. Nothing here runs on a GPU or plans anything: the plan was made once, before the
 run (:func:`cudalab.plan.precheck`).
 """

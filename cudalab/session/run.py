@@ -22,9 +22,9 @@ from cudalab.families import Family
 from cudalab.progress import Observer
 from cudalab.plan import Plan, RunRequest
 from cudalab.session.point import Point
-from cudalab.session.devices import parse_devices
+from cudalab.execute.local.devices import parse_devices
 from cudalab.session.options import RunOptions, seconds
-from cudalab.session.drive import Session
+from cudalab.execute.local.drive import Session
 
 __all__ = ["requests_from", "start_session", "Ran", "run_points"]
 
@@ -119,7 +119,7 @@ def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, observer: Observ
     plans: list[Plan] = []  # filled once planned; the GPU opens (on_open) only after that
     opened = (lambda device: on_open(device, plans)) if on_open is not None else None
     if opts.cluster is not None:  # the points run on a Dask cluster: no worker of this host's
-        from cudalab.session.cluster import parse_cluster  # noqa: PLC0415
+        from cudalab.execute.dask.cluster import parse_cluster  # noqa: PLC0415
 
         check_timeout(opts)
         address, devices = parse_cluster(opts.cluster), parse_devices(opts.devices, opts.device)

@@ -200,12 +200,13 @@ def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, o
             on_open: Callable[[dict[str, Any]], None] | None = None,
             on_change: Callable[[list[Point]], None] | None = None, devices: Sequence[int] | str | None = None,
             timeout: float | None = None, cluster: str | None = None) -> Executed:
-    """Run every planned point on GPU workers (:mod:`cudalab.session.drive`); Ctrl-C or SIGTERM keeps what finished.
+    """Run every planned point on GPU workers (:mod:`cudalab.execute.local.drive`); Ctrl-C or SIGTERM keeps what
+    finished.
 
     Args:
         plans: the planned points (:func:`plan_points`).
         total: rows in all, for the bar's ETA.
-        session: a :class:`cudalab.session.drive.Session` made with its callbacks (the CLI starts it before
+        session: a :class:`cudalab.execute.local.drive.Session` made with its callbacks (the CLI starts it before
             planning); None makes one here on ``devices`` (default: the plans' GPU) with the callbacks below.
         observer: progress callbacks (a session made here).
         on_open: gets a GPU's facts as its worker opens it (a session made here).
@@ -213,14 +214,14 @@ def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, o
         devices: GPU indices for a session made here, or ``"all"``.
         timeout: the watchdog's limit in seconds for a session made here (None: derived from the rows).
         cluster: ``local`` or a Dask scheduler's address: the points run there, one task each
-            (:mod:`cudalab.session.cluster`; ``devices``: a local cluster's GPUs).
+            (:mod:`cudalab.execute.dask.cluster`; ``devices``: a local cluster's GPUs).
 
     Raises:
         WorkerError: no worker could open its GPU.
         TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
-    from cudalab.session.drive import Session  # noqa: PLC0415  (the workers' driver: only when points run)
-    from cudalab.session.signals import interrupts  # noqa: PLC0415  (likewise)
+    from cudalab.execute.local.drive import Session  # noqa: PLC0415  (the workers' driver: only when points run)
+    from cudalab.execute.signals import interrupts  # noqa: PLC0415  (likewise)
 
     first = plans[0].request
     if cluster is not None:
@@ -264,9 +265,9 @@ def _on_cluster(plans: Sequence[Plan], address: str, devices: Sequence[int] | st
                 observer: Observer | None, on_open: Callable[[dict[str, Any]], None] | None,
                 on_change: Callable[[list[Point]], None] | None) -> Executed:
     """:func:`execute` on a Dask cluster (Ctrl-C or SIGTERM keeps what finished)."""
-    from cudalab.session.cluster_points import run_plans  # noqa: PLC0415  (Dask: only with --cluster)
-    from cudalab.session.process import visible_gpus  # noqa: PLC0415
-    from cudalab.session.signals import interrupts  # noqa: PLC0415
+    from cudalab.execute.dask.cluster_points import run_plans  # noqa: PLC0415  (Dask: only with --cluster)
+    from cudalab.execute.local.process import visible_gpus  # noqa: PLC0415
+    from cudalab.execute.signals import interrupts  # noqa: PLC0415
 
     gpus = list(range(visible_gpus() or 1)) if devices == "all" else list(devices or [plans[0].request.device])
     with interrupts() as caught:
@@ -285,7 +286,7 @@ def open_telemetry(req: RunRequest) -> Any:
         TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
     from cudalab.instruments import telemetry  # noqa: PLC0415  (NVML only for --exclusive and --lock-clocks)
-    from cudalab.session.process import pci_bus_id  # noqa: PLC0415  (likewise)
+    from cudalab.execute.local.process import pci_bus_id  # noqa: PLC0415  (likewise)
 
     return telemetry.open_telemetry(req.device, pci_bus_id(req.device), exclusive=req.exclusive,
                                     lock_mhz=req.lock_clocks, energy=req.protocol.energy_s > 0)

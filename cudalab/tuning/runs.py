@@ -15,7 +15,7 @@ from cudalab import plan as planning
 from cudalab.plan import Plan, RunRequest
 from cudalab.progress import Observer
 from cudalab.records.results import Result
-from cudalab.session.drive import Session
+from cudalab.execute.local.drive import Session
 from cudalab.session.point import Point
 from cudalab.tuning.options import TuneOptions
 
@@ -153,7 +153,7 @@ class ClusterRuns(Runs):
         Raises:
             ClusterError: no answer, no GPU worker, another cudalab or CUDA, mixed GPU models.
         """
-        from cudalab.session.cluster import Cluster, Completions  # noqa: PLC0415  (Dask: only with --cluster)
+        from cudalab.execute.dask.cluster import Cluster, Completions  # noqa: PLC0415  (Dask: only with --cluster)
 
         self.cluster = Cluster.open(self.address, self.devices, self.energy)
         self._done = Completions(self.cluster)
@@ -209,7 +209,7 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
+        from cudalab.execute.dask.cluster_points import point_of_data  # noqa: PLC0415
 
         fut, res = self._done.next()
         plan = self._flying.pop(fut)
@@ -238,7 +238,7 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
+        from cudalab.execute.dask.cluster_points import point_of_data  # noqa: PLC0415
 
         plans = [self.plan(p) for p in points]
         fut = self.cluster.submit(plans, self.energy, self.timeout)
@@ -281,8 +281,8 @@ def runs_for(opts: TuneOptions) -> Runs:
     energy = "energy" in opts.objectives
     if opts.cluster is None:
         return Runs([opts.device], timeout=opts.timeout, energy=energy)
-    from cudalab.session.devices import parse_devices  # noqa: PLC0415
-    from cudalab.session.process import visible_gpus  # noqa: PLC0415
+    from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415
+    from cudalab.execute.local.process import visible_gpus  # noqa: PLC0415
 
     devices = parse_devices(opts.devices, opts.device)
     if devices is None:  # --devices all: every GPU NVML or CUDA_VISIBLE_DEVICES counts

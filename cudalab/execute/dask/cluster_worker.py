@@ -1,7 +1,7 @@
 """The Dask side of ``--cluster``: what runs inside each Dask worker (one Dask worker per GPU).
 
 A Dask worker never touches CUDA itself. On first use it makes one cudalab
-:class:`~cudalab.session.drive.Session` (a per-process singleton) whose GPU worker *process* opens the Dask
+:class:`~cudalab.execute.local.drive.Session` (a per-process singleton) whose GPU worker *process* opens the Dask
 worker's GPU (device 0 of its ``CUDA_VISIBLE_DEVICES``, one GPU per Dask worker as dask-cuda does) and stays
 warm for every later task. A task gets planned points as data (``Plan.to_dict()``, planned once by the
 driver), runs them through that session (so the watchdog and "a fault is one row" hold as on one host) and
@@ -29,8 +29,8 @@ from typing import Any, Sequence
 
 from cudalab import __version__
 from cudalab.plan import Plan
-from cudalab.session.drive import Session
-from cudalab.session.slot import WorkerError
+from cudalab.execute.local.drive import Session
+from cudalab.execute.local.slot import WorkerError
 
 __all__ = ["run_plans", "probe", "prebuild", "wire_version"]
 
@@ -56,7 +56,7 @@ _STATE: dict[str, Any] = {}  # "session", "energy", "error": this process's GPU 
 def wire_version() -> str:
     """cudalab's version and a digest of what crosses the network (the plan and the protocol): a driver and
     its workers must agree on both."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the cudalab package
     digest = hashlib.sha256()
     for rel in ("plan.py", "worker/protocol.py", "records/results.py"):
         digest.update((root / rel).read_bytes())

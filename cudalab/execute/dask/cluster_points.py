@@ -1,4 +1,4 @@
-"""Points through a Dask cluster (:mod:`cudalab.session.cluster`): the rows a cluster worker sent back as a
+"""Points through a Dask cluster (:mod:`cudalab.execute.dask.cluster`): the rows a cluster worker sent back as a
 session :class:`~cudalab.session.point.Point` (:func:`point_of_data`, also tune's), and a sweep's points run
 on the cluster (:func:`run_plans`)."""
 
@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from cudalab.plan import Plan
 from cudalab.records.results import FAILED, Result, Roofline
-from cudalab.session.cluster import Cluster, one_line
+from cudalab.execute.dask.cluster import Cluster, one_line
 from cudalab.session.point import Point
 
 __all__ = ["point_of_data", "run_plans"]

@@ -24,9 +24,9 @@ from cudalab.families.roofline import with_roofline
 from cudalab.plan import Plan
 from cudalab.progress import Observer
 from cudalab.records.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-from cudalab.session import process as W
+from cudalab.execute.local import process as W
 from cudalab.session.point import Point
-from cudalab.session.slot import Slot, WorkerError, every_gpu, facts
+from cudalab.execute.local.slot import Slot, WorkerError, every_gpu, facts
 from cudalab.worker.protocol import unpack_array
 
 #: The watchdog's least limit (seconds) for one kernel launch to finish.
@@ -105,7 +105,7 @@ class Session:
         return max(MIN_TIMEOUT_S, SLOWEST_FACTOR * self._slowest_ms / 1e3)
 
     def info(self) -> dict[str, Any]:
-        """The facts of the GPU(s) that ran (:func:`~cudalab.session.slot.facts`)."""
+        """The facts of the GPU(s) that ran (:func:`~cudalab.execute.local.slot.facts`)."""
         return facts(self.slots)
 
     def ask(self, device: int, **op: Any) -> dict[str, Any]:
@@ -172,7 +172,7 @@ class Session:
         return self.started(), bool(self._queue)  # a point no GPU could take
 
     def _all_slots(self) -> None:
-        """``--devices all``: a worker on every GPU (:func:`~cudalab.session.slot.every_gpu`).
+        """``--devices all``: a worker on every GPU (:func:`~cudalab.execute.local.slot.every_gpu`).
 
         Raises:
             WorkerError: the first GPU cannot be opened.
