@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from cudalab.records import compare
 from cudalab.plan import RunRequest
-from cudalab.families.roofline import with_roofline
+from cudalab.roofline import with_roofline
 from cudalab.session import sweep
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CudalabError, GpuUnavailableError

@@ -21,7 +21,7 @@ from cudalab.errors import CompileError, CudalabError, LaunchConfigError, SkipRo
 from cudalab.families import Case, Launch
 from cudalab.families.model import Check, SetupContext
 from cudalab.inspect.occupancy import with_occupancy
-from cudalab.families.roofline import DRIVER_ROW, FAMILY, faster, kernel_variant, with_roofline
+from cudalab.roofline import DRIVER_ROW, FAMILY, faster, kernel_variant, with_roofline
 from cudalab.plan import Plan, RunRequest, plan_launch, precheck
 from cudalab.plan import variant_arch as plan_arch
 from cudalab.bench import Protocol
@@ -337,7 +337,7 @@ def source_matrix(nbytes: int, source: np.ndarray | None, rng: np.random.Generat
 
 def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.ndarray | None = None,
                      ctx: Context | None = None) -> Roofline:
-    """Measure the roofline for a buffer of ``nbytes`` (:mod:`cudalab.families.roofline` says which rows):
+    """Measure the roofline for a buffer of ``nbytes`` (:mod:`cudalab.roofline` says which rows):
     the driver copy and the copy family's best kernel on the same bytes, run as the copy family's rows.
 
     Args:

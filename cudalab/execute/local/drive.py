@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from cudalab.errors import CudalabError
-from cudalab.families.roofline import with_roofline
+from cudalab.roofline import with_roofline
 from cudalab.plan import Plan
 from cudalab.progress import Observer
 from cudalab.records.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
