@@ -125,7 +125,8 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
     """Start the workers, precheck on the CPU meanwhile, run every point, render, save; exit 1 on a bad row."""
     if kw.get("json_path") == "-":
         return record_to_stdout(spec, fam, kw)
-    from cudalab import files, progress, report  # noqa: PLC0415
+    from cudalab import files, report  # noqa: PLC0415
+    from cudalab.report import progress  # noqa: PLC0415
     from cudalab.session import sweep  # noqa: PLC0415
     from cudalab.records.results import Status  # noqa: PLC0415
     from cudalab.session.run import run_points  # noqa: PLC0415

@@ -39,7 +39,8 @@ def truth_options() -> list[click.Parameter]:
 
 def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Parse -> time by every method (and ncu) -> print the tables; exit 1 when a row failed or was incorrect."""
-    from cudalab import files, progress, report  # noqa: PLC0415
+    from cudalab import files, report  # noqa: PLC0415
+    from cudalab.report import progress  # noqa: PLC0415
     from cudalab.errors import ToolMissingError  # noqa: PLC0415
     from cudalab.report.truth import tables  # noqa: PLC0415
     from cudalab.studies import truth as T  # noqa: PLC0415

@@ -98,7 +98,7 @@ class Judge:
             self._session = None
 
     def _ensure(self) -> Any:
-        from cudalab import progress as P  # noqa: PLC0415
+        from cudalab.report import progress as P  # noqa: PLC0415
         from cudalab.execute.local.drive import Session  # noqa: PLC0415
 
         if self._session is None:

@@ -23,6 +23,7 @@ from cudalab.families import Family
 from cudalab.plan import Plan, RunRequest, precheck
 from cudalab.progress import Observer
 from cudalab.records.results import RunPoint, RunRecord
+from cudalab.roofline import pct_column
 from cudalab.session.point import Point
 from cudalab.catalog.user import UserKernel
 
@@ -294,8 +295,6 @@ def open_telemetry(req: RunRequest) -> Any:
 
 def point_of(run: Point, spec: FamilySpec) -> RunPoint:
     """A finished run as a record point (rates as % of the roofline, or of the library row for FLOPs)."""
-    from cudalab.report import pct_column  # noqa: PLC0415  (pure, but lives with the tables)
-
     return RunPoint(family=spec.name, metric=spec.metric, problem=run.problem.to_dict(), block=run.req.block or "",
                     protocol=dict(run.req.protocol.__dict__), roofline=run.roofline,
                     results=tuple(pct_column(run.results, spec.metric)), defines=run.req.defines,
