@@ -108,8 +108,9 @@ def test_a_run_reads_the_host_facts_once_not_once_a_row(fake_workers, tmp_path, 
 def test_the_api_and_the_command_line_build_the_same_requests(monkeypatch):
     got = []
 
-    def execute(plans, total=0, session=None, **kw):
-        got.append(([p.request for p in plans], total, [s.device for s in session.slots], session.timeout))
+    def execute(plans, total, executor):
+        got.append(([p.request for p in plans], total, [s.device for s in executor.session.slots],
+                    executor.session.timeout))
         return sweep.Executed([], True, {}, 130)
 
     monkeypatch.setattr(sweep, "execute", execute)

@@ -104,7 +104,6 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     live = sys.stdout.isatty()
     wide = WIDE.get()
     watcher = core.Watcher(plan, start_session=new_session, rerun_all=rerun_all, session=session,
-                           observer=lambda: progress.for_stderr(kw.get("quiet", False)),
                            command=("cudalab", "watch", *sys.argv[2:]) if sys.argv[1:2] == ["watch"] else
                            ("cudalab", "watch", family, *args))
 

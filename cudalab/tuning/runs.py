@@ -209,8 +209,6 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.execute.dask.cluster_points import point_of_data  # noqa: PLC0415
-
         fut, res = self._done.next()
         plan = self._flying.pop(fut)
         self._builds.pop(fut, None)  # its trial ended: a build still queued is of no use (Dask forgets it)
@@ -219,7 +217,7 @@ class ClusterRuns(Runs):
         self._last = res["where"]
         if res["where"].get("worker"):
             self._freed.append(res["where"]["worker"])
-        return fut, point_of_data(plan, res["points"][0], res["where"])
+        return fut, Point.from_data(plan, res["points"][0], res["where"])
 
     def cancel(self, futures: Any) -> None:
         """Cancel the trials in flight (Ctrl-C: what finished is kept)."""
@@ -238,8 +236,6 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.execute.dask.cluster_points import point_of_data  # noqa: PLC0415
-
         plans = [self.plan(p) for p in points]
         fut = self.cluster.submit(plans, self.energy, self.timeout)
         try:
@@ -250,7 +246,7 @@ class ClusterRuns(Runs):
         if isinstance(res, BaseException):
             return [], False
         self._last = res["where"]
-        pts = [point_of_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
+        pts = [Point.from_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
         for row in (row for pt in pts for row in pt.results):
             (on_row or (lambda r: None))(row)
         return pts, False

@@ -137,7 +137,7 @@ def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: fl
     Several plans in one task run back to back on the same GPU (racing's paired rounds).
 
     Returns:
-        ``points``: per plan its rows (``Result.to_dict()``), roofline, note, refusal, outputs; ``incomplete``;
+        ``points``: per plan its rows, roofline, note, refusal, outputs (:meth:`Point.to_data`); ``incomplete``;
         ``where``: host, GPU name, ``CUDA_VISIBLE_DEVICES``, the GPU's facts.
     """
     with _LOCK:  # one task at a time on a GPU (a worker started with more threads still times alone)
@@ -147,14 +147,7 @@ def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: fl
             _give_back(str(exc))
         todo = [Plan.from_dict(p).with_request(device=0) for p in plans]
         runs, incomplete = s.run(todo, sum(len(p.variants) for p in todo))
-        where = _where(s)
-        points = []
-        for r in runs:
-            points.append({"rows": [x.to_dict() for x in r.results],
-                           "roofline": r.roofline.to_dict() if r.roofline is not None else None,
-                           "roofline_note": r.roofline_note, "refused": r.refused, "outputs": r.outputs,
-                           "inputs": r.inputs})
-        return {"points": points, "incomplete": incomplete, "where": where}
+        return {"points": [r.to_data() for r in runs], "incomplete": incomplete, "where": _where(s)}
 
 
 def prebuild(plan: dict[str, Any], arch: str) -> dict[str, Any]:
