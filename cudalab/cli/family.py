@@ -20,7 +20,7 @@ from cudalab.textcells import clean
 
 if TYPE_CHECKING:
     from cudalab.plan import Plan, RunRequest
-    from cudalab.session.point import Point
+    from cudalab.execute.point import Point
     from cudalab.families import Family
     from cudalab.records.results import RunRecord
 

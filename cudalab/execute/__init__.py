@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the engines read the options; they do not import the sessio
     from cudalab.execute.executor import Executor
     from cudalab.progress import Observer
     from cudalab.session.options import RunOptions
-    from cudalab.session.point import Point
+    from cudalab.execute.point import Point
 
 __all__ = ["open_executor"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from cudalab.plan import Plan
 
 if TYPE_CHECKING:
-    from cudalab.session.point import Point
+    from cudalab.execute.point import Point
 
 __all__ = ["Executor"]
 

@@ -21,7 +21,7 @@ from cudalab.errors import UsageError
 from cudalab.families import Family
 from cudalab.progress import Observer
 from cudalab.plan import Plan, RunRequest
-from cudalab.session.point import Point
+from cudalab.execute.point import Point
 from cudalab.execute import open_executor
 from cudalab.execute.executor import Executor
 from cudalab.session.options import RunOptions, seconds

@@ -24,7 +24,7 @@ from cudalab.plan import Plan, RunRequest, precheck
 from cudalab.execute.executor import Executor
 from cudalab.records.results import RunPoint, RunRecord
 from cudalab.roofline import pct_column
-from cudalab.session.point import Point
+from cudalab.execute.point import Point
 from cudalab.catalog.user import UserKernel
 
 __all__ = ["Axes", "axes", "split", "base_request", "requests", "plan_points", "Executed", "execute", "record",
@@ -175,7 +175,7 @@ class Executed:
     """What :func:`execute` returns.
 
     Attributes:
-        runs: one :class:`~cudalab.session.point.Point` per point started (its plan, rows, roofline, GPU).
+        runs: one :class:`~cudalab.execute.point.Point` per point started (its plan, rows, roofline, GPU).
         incomplete: interrupted (Ctrl-C, SIGTERM) or cut short: what finished is kept.
         info: the GPU's facts (every GPU's under ``devices``), with the telemetry summary.
         exit_code: 130 after Ctrl-C, 143 after SIGTERM, 0 otherwise.

@@ -16,7 +16,7 @@ from cudalab.plan import Plan, RunRequest
 from cudalab.progress import Observer
 from cudalab.records.results import Result
 from cudalab.execute.local.drive import Session
-from cudalab.session.point import Point
+from cudalab.execute.point import Point
 from cudalab.tuning.options import TuneOptions
 
 __all__ = ["Runs", "ClusterRuns", "precheck", "runs_for"]

@@ -10,7 +10,7 @@ from cudalab.execute.dask.cluster import Cluster, one_line
 from cudalab.execute.executor import Executor
 from cudalab.plan import Plan
 from cudalab.progress import Observer
-from cudalab.session.point import Point
+from cudalab.execute.point import Point
 
 __all__ = ["DaskPool", "facts"]
 

@@ -3,7 +3,7 @@
 The parent process holds no CUDA context. Each point was planned once on the CPU (a
 :class:`~cudalab.plan.Plan`: the variants, the problem, the roofline rule); the session sends the plan to a
 worker (:mod:`cudalab.worker.protocol`) and gathers the rows as they arrive (a
-:class:`~cudalab.session.point.Point` each). When a worker dies (a
+:class:`~cudalab.execute.point.Point` each). When a worker dies (a
 sticky CUDA error, a crash), or the watchdog kills it (a kernel that does not finish within the
 run's limit), the variant it was running becomes one ``failed`` or ``timeout`` row, a fresh worker
 continues with the variants left, and the roofline follows as if nothing had happened. A roofline
@@ -24,7 +24,7 @@ from cudalab.plan import Plan
 from cudalab.progress import Observer
 from cudalab.records.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline, Status
 from cudalab.execute.local import process as W
-from cudalab.session.point import Point
+from cudalab.execute.point import Point
 from cudalab.execute.local.slot import Slot, WorkerError, every_gpu, facts
 from cudalab.worker.protocol import unpack_array
 

@@ -11,7 +11,7 @@ from cudalab.execute.executor import Executor
 from cudalab.execute.local.drive import Session
 from cudalab.plan import Plan, RunRequest
 from cudalab.progress import Observer
-from cudalab.session.point import Point
+from cudalab.execute.point import Point
 
 __all__ = ["LocalPool", "open_telemetry"]
 

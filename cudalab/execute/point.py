@@ -1,4 +1,4 @@
-"""One planned point as the parent holds it while GPU workers run it: the rows that came back.
+"""One planned point as the parent holds it while an engine runs it: the rows that came back.
 
 An engine owns these (:mod:`cudalab.execute`): the local one adds each row, output and roofline as its worker
 sends them; the Dask one reads a point back whole from what a Dask worker's own local engine assembled
