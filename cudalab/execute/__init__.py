@@ -36,14 +36,14 @@ def open_executor(opts: RunOptions, observer: Observer | None = None,
     """
     from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415  (the package stays light: see above)
 
+    devices = parse_devices(opts.devices, opts.device)  # None: every GPU (--devices all)
     if opts.cluster is not None:
         from cudalab.execute.dask.cluster import parse_cluster  # noqa: PLC0415  (Dask: only with --cluster)
         from cudalab.execute.dask.engine import DaskPool  # noqa: PLC0415
 
-        address = parse_cluster(opts.cluster)
-        return DaskPool(address, parse_devices(opts.devices, opts.device), opts.timeout, opts.energy, observer,
-                        on_ready, on_change)
+        return DaskPool(parse_cluster(opts.cluster), devices, opts.timeout, opts.energy, observer, on_ready,
+                        on_change)
     from cudalab.execute.local.engine import LocalPool  # noqa: PLC0415
 
-    return LocalPool(parse_devices(opts.devices, opts.device), opts.timeout, opts.energy, observer, on_ready, on_change,
+    return LocalPool(devices, opts.timeout, opts.energy, observer, on_ready, on_change,
                      nvml_first=opts.exclusive or opts.lock_clocks is not None)

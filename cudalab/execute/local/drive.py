@@ -140,21 +140,13 @@ class Session:
 
     # --- running -------------------------------------------------------------------------------
     def run(self, plans: Sequence[Plan], total: int = 0) -> tuple[list[Point], bool]:
-        """Run every planned point: :meth:`submit`, then :meth:`wait`.
-
-        Raises:
-            WorkerError: no worker could open its GPU.
-        """
+        """Run every planned point: :meth:`submit`, then :meth:`wait` (raises as they do)."""
         self.submit(plans, total)
         return self.wait()
 
     def submit(self, plans: Sequence[Plan], total: int = 0) -> None:
         """Hand every planned point to the GPUs: each GPU's thread takes the next as it frees (``total``: rows
-        in all, for the progress).
-
-        Raises:
-            WorkerError: ``--devices all`` and the first GPU cannot be opened.
-        """
+        in all, for the progress). Raises WorkerError: ``--devices all`` and the first GPU cannot be opened."""
         self.runs = [Point(plan) for plan in plans]
         self._queue = list(self.runs)
         if self.all_devices:
@@ -167,11 +159,7 @@ class Session:
     def wait(self) -> tuple[list[Point], bool]:
         """Wait for the points :meth:`submit` handed over; returns (the points with their rows, incomplete). An
         interrupt (KeyboardInterrupt in the calling thread) kills the workers and returns what finished, marked
-        incomplete.
-
-        Raises:
-            WorkerError: no worker could open its GPU.
-        """
+        incomplete. Raises WorkerError: no worker could open its GPU."""
         ended = self._ended
         try:
             while not all(e.wait(TICK_S) for e in ended):
