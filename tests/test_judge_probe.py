@@ -14,6 +14,8 @@ import pytest
 from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab.worker import judgeprobe
+from cudalab.judging import verdict as V
+from cudalab.worker.gpu import EventTime
 from test_runcore import FAST, FakeDevice, good_copy
 
 
@@ -75,9 +77,9 @@ def test_the_honest_kernel_is_probed_and_passes():
     row = judged(good_copy)
     fig = row.extra["judge"]
     assert fig["second_set"] == "ran" and fig["answers_differ"] and fig["wrong"] is None
-    assert len(fig["fresh_ms"]) == judgeprobe.ROUNDS
-    assert len(fig["repeat_ms"]) == judgeprobe.ROUNDS * (judgeprobe.REPEATS - 1)
+    assert len(fig["fresh_ms"]) == len(fig["repeat_ms"]) == judgeprobe.PAIRS
     assert len(fig["idle_after_stop_ms"]) == judgeprobe.ROUNDS * judgeprobe.REPEATS
+    assert fig["alternated"] is True and fig["refill"] == "device copy"
 
 
 def test_a_pointer_memo_is_wrong_on_the_second_set():
@@ -192,3 +194,133 @@ def test_a_kernel_that_faults_on_the_second_set_is_a_failed_row():
         out.data[...] = src.data
     row = judged(k)
     assert row.status.value == "failed" and "illegal memory access" in row.reason
+
+
+class Clocked(FakeDevice):
+    """A fake GPU whose event times are what the last kernel said it took (``last_ms``), recording the input every
+    timed launch saw."""
+
+    def __init__(self, kernels):
+        super().__init__(kernels)
+        self.last_ms, self.timed_inputs, self.timing = 1.0, [], False
+
+    def time_ms(self, enqueue):
+        self.timing = True
+        try:
+            enqueue()
+        finally:
+            self.timing = False
+        self.timed += 1
+        return EventTime(self.last_ms, True)
+
+
+def skips_repeated(dev):
+    """Always right; 0.1 ms where its input is what it was last launch, 1 ms on new input (skip_repeated.cu)."""
+    last = {}
+
+    def k(out, src, rows, cols, pitch):
+        key = src.data.tobytes()
+        dev.last_ms = 0.1 if last.get("key") == key else 1.0
+        last["key"] = key
+        if dev.timing:
+            dev.timed_inputs.append(key)
+        out.data[...] = src.data
+    return k
+
+
+def clocked_row(make):
+    dev = Clocked({})
+    dev.kernels["cand"] = make(dev)
+    (row,) = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), dev).run()
+    return row, dev
+
+
+def test_a_skip_on_repeated_input_gains_nothing_in_the_reported_time_and_the_pairs_name_it():
+    row, dev = clocked_row(skips_repeated)
+    assert row.status.value == "passed" and row.extra["judge"]["wrong"] is None  # always right
+    assert row.stats.median == 1.0 and row.stats.min == 1.0  # every timed sample saw new input
+    fig = row.extra["judge"]
+    paired = V.memo_from_pairs(fig["fresh_ms"], fig["repeat_ms"])
+    assert paired["memo"] and paired["ratio"] == pytest.approx(10.0) and paired["fresh_slower"] == judgeprobe.PAIRS
+
+
+def test_no_timed_launch_sees_the_input_of_the_launch_before_it():
+    row, dev = clocked_row(skips_repeated)
+    n = row.stats.n  # the row's samples come first among the timed launches (the pairs come after)
+    keys = dev.timed_inputs[:n]
+    assert n >= 3 and all(a != b for a, b in zip(keys, keys[1:]))
+    assert row.extra["timed_by"] == "events"
+
+
+def test_the_honest_kernels_pairs_cannot_tell_fresh_from_repeat():
+    def honest(dev):
+        def k(out, src, rows, cols, pitch):
+            dev.last_ms = 1.0
+            out.data[...] = src.data
+        return k
+    row, _ = clocked_row(honest)
+    fig = row.extra["judge"]
+    paired = V.memo_from_pairs(fig["fresh_ms"], fig["repeat_ms"])
+    assert paired["ratio"] == 1.0 and not paired["memo"] and row.stats.median == 1.0
+
+
+def test_the_pairs_really_alternate_their_order_and_fresh_means_the_other_set():
+    """A fresh launch is the first on its set since the other set's; a repeat follows a launch on its own set."""
+    seen = []
+
+    def k(out, src, rows, cols, pitch):
+        seen.append(src.data.tobytes())
+        out.data[...] = src.data
+    dev = FakeDevice({"cand": k})
+    run = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), dev)
+    from cudalab.worker.context import Context
+    ctx = Context(dev, run.rng)
+    run.prepare()
+    case = run.family.setup(__import__("cudalab.families.model", fromlist=["SetupContext"]).SetupContext(
+        run.variants[0], planning.plan_launch(run.variants[0], run.family, run.problem, None, None, dev.limits, ()),
+        run.problem, run.inputs, ctx, lambda name: dev.compile("", {}, ["cand"])["cand"]))
+    sets = judgeprobe.prepare(run, ctx)
+    order = []
+    real = dev.time_ms
+
+    def timed(enqueue):
+        before = len(seen)
+        t = real(enqueue)
+        order.append(seen[before] != seen[before - 1])  # True: new input (fresh)
+        return t
+    dev.time_ms = timed
+    fresh, repeat = judgeprobe.pairs(dev, case, sets, flush=True)
+    assert len(fresh) == len(repeat) == judgeprobe.PAIRS
+    assert len(order) == 2 * judgeprobe.PAIRS + 1  # the first launch primes: the first repeat repeats it
+    assert order[1:5] == [False, True, True, False]  # repeat, fresh; then fresh, repeat
+    assert sum(order[1:]) == judgeprobe.PAIRS
+
+
+@pytest.mark.parametrize("fresh,repeat,memo", [
+    ([1.0] * 16, [1.0] * 16, False),                                  # cannot tell them apart
+    ([1.0, 1.02] * 8, [1.02, 1.0] * 8, False),                        # jitter both ways
+    ([0.08] * 16, [0.02] * 16, True),                                 # 4x faster on repeats
+    ([0.0040] * 16, [0.0030] * 16, False),                            # 1.33x but 1 µs: the events' jitter
+    ([1.2] * 12 + [0.9] * 4, [1.0] * 16, False),                      # slower in only 12 of 16 pairs
+    ([1.15] * 16, [1.0] * 16, True),                                  # skip_repeated at reduce 2^25, 256x8
+    ([1.08] * 16, [1.0] * 16, False),                                 # under the ratio
+    ([], [], False),
+])
+def test_the_memo_rule_on_pairs(fresh, repeat, memo):
+    assert V.memo_from_pairs(fresh, repeat)["memo"] is memo
+
+
+def test_where_the_stash_does_not_fit_refills_upload_and_the_probe_still_runs():
+    from cudalab.errors import OutOfMemoryError
+
+    class Full(FakeDevice):
+        uploads = 0
+
+        def to_device(self, host, pitched=False):
+            Full.uploads += 1
+            if Full.uploads > 1:  # the point's own input fits; its stash does not
+                raise OutOfMemoryError(host.nbytes, 0, "stash")
+            return super().to_device(host, pitched)
+    (row,) = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), Full({"cand": good_copy})).run()
+    fig = row.extra["judge"]
+    assert fig["second_set"] == "ran" and fig["refill"] == "upload" and fig["alternated"] and fig["wrong"] is None
