@@ -86,6 +86,9 @@ class Judge:
         self._session: Any = None
         self._scans: dict[str, dict[str, Any]] = {}
         self._gpu: dict[str, Any] | None = None  # the GPU's facts, as its worker gave them when it opened
+        #: Where the last call's time went (seconds): planning, waiting for the GPU to open, the rows (and roofline)
+        #: on the GPU, the verdict; how many rows ran, whether a roofline was measured, the kept rivals' age.
+        self.phases: dict[str, Any] = {}
 
     def __enter__(self) -> "Judge":
         return self
@@ -153,6 +156,7 @@ class Judge:
         # The candidate's samples alternate two input sets, one launch an event pair (a batch would repeat its
         # input): its rivals are timed the same way unless a method is asked for.
         launch = "events" if launch == "auto" else launch
+        t0 = time.perf_counter()
         with catalog.held():
             spec = catalog.family(family)
             fam = load(spec.module)
@@ -167,6 +171,7 @@ class Judge:
             reqs = [replace(r, judge=True) for r in requests_from(spec, fam, opts)]
             if len(reqs) != 1:
                 raise UsageError(f"judge runs one point; these options make {len(reqs)} (give one value each)")
+            t_plan = time.perf_counter()
             session = self._ensure()
             wants_roof = reqs[0].roofline
             key, kept = self._rivals(spec, fam, reqs[0], rows, session)
@@ -174,7 +179,12 @@ class Judge:
                 reqs = [replace(reqs[0], variants="none", roofline=wants_roof and kept.roofline is None)]
             (plan,) = sweep.plan_points(reqs)
             (uk,) = plan.request.add
+            t_open = time.perf_counter()
             points, _ = session.run([plan], len(plan.variants))
+            t_rows = time.perf_counter()
+            self.phases = {"plan_s": t_plan - t0, "gpu_open_s": t_open - t_plan, "rows_s": t_rows - t_open,
+                           "rows": len(plan.variants), "roofline": bool(plan.request.roofline),
+                           "kept_s": kept.age_s if kept is not None else None}
         if session.stopping.is_set():  # Ctrl-C: the session killed its worker; the next call starts a fresh one
             from cudalab.errors import CudalabError  # noqa: PLC0415
 
@@ -213,9 +223,11 @@ class Judge:
         for side in ("reference", "best"):
             if judged[side] is not None:
                 judged[side]["age_s"] = age  # how long before the candidate its row was measured
+        self.phases["verdict_s"] = time.perf_counter() - t_rows
         return _plain({"schema_version": V.SCHEMA_VERSION, "cudalab": __version__, "family": spec.name,
                        "candidate": uk.name, **judged, "problem": rp.problem, "seed": plan.request.seed,
-                       "roofline": roof.to_dict() if roof is not None else None, "roofline_note": roof_note, "protocol": rp.protocol, "gpu": _gpu(info), "code": code})
+                       "roofline": roof.to_dict() if roof is not None else None, "roofline_note": roof_note,
+                       "protocol": rp.protocol, "gpu": _gpu(info), "code": code})
 
     def _code(self, plan: Any, fam: Any, uk: user.UserKernel, cand: Any, info: dict[str, Any]) -> dict[str, Any]:
         """What ran: the file, its hash, the macros, the launch, and the scan of its code."""
