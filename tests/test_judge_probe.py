@@ -15,7 +15,7 @@ from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab.worker import judgeprobe
 from cudalab.judging import verdict as V
-from cudalab.worker.gpu import EventTime
+from fake_watch import WatchGpu
 from test_runcore import FAST, FakeDevice, good_copy
 
 
@@ -106,7 +106,10 @@ def test_the_second_set_shares_its_edges_and_differs_inside():
     assert (b["a"][judgeprobe.EDGE:-judgeprobe.EDGE] != a["a"][judgeprobe.EDGE:-judgeprobe.EDGE]).any()
 
 
-def test_the_first_set_is_back_in_the_buffers_after_the_probe():
+def recorded_run():
+    """A judged candidate that records the input every launch saw: (those inputs, device, run, context), unrun."""
+    from cudalab.worker.context import Context
+
     seen = []
 
     def k(out, src, rows, cols, pitch):
@@ -114,8 +117,11 @@ def test_the_first_set_is_back_in_the_buffers_after_the_probe():
         out.data[...] = src.data
     dev = FakeDevice({"cand": k})
     run = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), dev)
-    from cudalab.worker.context import Context
-    ctx = Context(dev, run.rng)
+    return seen, dev, run, Context(dev, run.rng)
+
+
+def test_the_first_set_is_back_in_the_buffers_after_the_probe():
+    seen, dev, run, ctx = recorded_run()
     run.run_variants(ctx)
     (arr,) = ctx.uploads_of(run.inputs["a"] if "a" in run.inputs else next(iter(run.inputs.values())))
     assert (arr.data == next(iter(run.inputs.values()))).all()
@@ -196,22 +202,15 @@ def test_a_kernel_that_faults_on_the_second_set_is_a_failed_row():
     assert row.status.value == "failed" and "illegal memory access" in row.reason
 
 
-class Clocked(FakeDevice):
-    """A fake GPU whose event times are what the last kernel said it took (``last_ms``), recording the input every
-    timed launch saw."""
+class Clocked(WatchGpu):
+    """fake_watch's GPU (event times are what the last kernel said it took, ``last_ms``) running the kernels
+    given, recording the input every timed launch saw."""
+
+    compile = FakeDevice.compile
 
     def __init__(self, kernels):
-        super().__init__(kernels)
-        self.last_ms, self.timed_inputs, self.timing = 1.0, [], False
-
-    def time_ms(self, enqueue):
-        self.timing = True
-        try:
-            enqueue()
-        finally:
-            self.timing = False
-        self.timed += 1
-        return EventTime(self.last_ms, True)
+        super().__init__()
+        self.kernels, self.timed_inputs = kernels, []
 
 
 def skips_repeated(dev):
@@ -266,19 +265,14 @@ def test_the_honest_kernels_pairs_cannot_tell_fresh_from_repeat():
 
 def test_the_pairs_really_alternate_their_order_and_fresh_means_the_other_set():
     """A fresh launch is the first on its set since the other set's; a repeat follows a launch on its own set."""
-    seen = []
+    from cudalab.families.model import SetupContext
 
-    def k(out, src, rows, cols, pitch):
-        seen.append(src.data.tobytes())
-        out.data[...] = src.data
-    dev = FakeDevice({"cand": k})
-    run = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), dev)
-    from cudalab.worker.context import Context
-    ctx = Context(dev, run.rng)
+    seen, dev, run, ctx = recorded_run()
     run.prepare()
-    case = run.family.setup(__import__("cudalab.families.model", fromlist=["SetupContext"]).SetupContext(
-        run.variants[0], planning.plan_launch(run.variants[0], run.family, run.problem, None, None, dev.limits, ()),
-        run.problem, run.inputs, ctx, lambda name: dev.compile("", {}, ["cand"])["cand"]))
+    v = run.variants[0]
+    lau = planning.plan_launch(v, run.family, run.problem, None, None, dev.limits, ())
+    case = run.family.setup(SetupContext(v, lau, run.problem, run.inputs, ctx,
+                                         lambda name: dev.compile("", {}, [name])[name]))
     sets = judgeprobe.prepare(run, ctx)
     order = []
     real = dev.time_ms
@@ -286,7 +280,7 @@ def test_the_pairs_really_alternate_their_order_and_fresh_means_the_other_set():
     def timed(enqueue):
         before = len(seen)
         t = real(enqueue)
-        order.append(seen[before] != seen[before - 1])  # True: new input (fresh)
+        order.append(not np.array_equal(seen[before], seen[before - 1]))  # True: new input (fresh)
         return t
     dev.time_ms = timed
     fresh, repeat = judgeprobe.pairs(dev, case, sets, flush=True)
