@@ -15,6 +15,7 @@ from cudalab import plan as planning
 from cudalab.worker import executor as runner
 from cudalab.worker import judgeprobe
 from cudalab.judging import verdict as V
+from cudalab.worker.gpu import EventTime
 from fake_watch import WatchGpu
 from test_runcore import FAST, FakeDevice, good_copy
 
@@ -318,3 +319,36 @@ def test_where_the_stash_does_not_fit_refills_upload_and_the_probe_still_runs():
     (row,) = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), Full({"cand": good_copy})).run()
     fig = row.extra["judge"]
     assert fig["second_set"] == "ran" and fig["refill"] == "upload" and fig["alternated"] and fig["wrong"] is None
+
+
+def test_the_idle_wait_is_timed_after_the_stop_event_not_over_the_kernel():
+    """busy_after_stop times the host's wait for the whole context *after* a launch's stop event was reached: on an
+    honest kernel longer than 0.1 ms the wait is still the API's own, and no flag is raised. The fake GPU's kernel
+    runs until an event is waited on (2 ms of host time for a synchronize that catches it still running)."""
+    import time as clock
+
+    class Slow(FakeDevice):
+        pending = False
+
+        def time_ms(self, enqueue):
+            enqueue()
+            self.pending = False  # end.synchronize(): the kernel has finished
+            self.timed += 1
+            return EventTime(1.0, True)
+
+        def synchronize(self):
+            if self.pending:
+                clock.sleep(0.002)
+                self.pending = False
+
+    dev = Slow({})
+
+    def k(out, src, rows, cols, pitch):
+        dev.pending = True
+        out.data[...] = src.data
+    dev.kernels["cand"] = k
+    (row,) = runner.FamilyRun(planning.precheck(request(n="64", judge=True)), dev).run()
+    idle = row.extra["judge"]["idle_after_stop_ms"]
+    assert len(idle) == judgeprobe.ROUNDS * judgeprobe.REPEATS and max(idle) < 1.0
+    obj = V.verdict(row, None, None, metric="bandwidth", roofline=None, ceiling=None, floor=0.02, scan={})
+    assert "busy_after_stop" not in obj["flags"]

@@ -212,7 +212,7 @@ def probe(dev: Any, case: Any, sets: Sets, check: Callable[[Any, Any], Any], ref
                 case.reset()
                 if flush:
                     dev.flush_l2()
-                case.run()
+                dev.time_ms(case.run)  # waits for its stop event: what the kernel left running comes after it
                 t0 = time.perf_counter()
                 dev.synchronize()
                 idle.append((time.perf_counter() - t0) * 1e3)
