@@ -360,3 +360,19 @@ def test_kept_rivals_expire_and_a_change_to_the_family_code_or_gpu_misses(tmp_pa
     assert K.key(gpu, "req2", ("ref",), code) != k
     (tmp_path / f"{K.PREFIX}{k}.json").write_text("{not json")
     assert K.load(k) is None
+
+
+def test_the_kept_rivals_key_hashes_the_familys_kernels_and_python_module(fake_gpu, invoke, monkeypatch):
+    from cudalab.judging import kept as K
+
+    seen = []
+    real = K.code_digest
+    monkeypatch.setattr(K, "code_digest", lambda d, f: seen.append((d, f)) or real(d, f))
+    judged(invoke, fake_gpu, "HONEST")
+    (directory, module), = seen
+    assert Path(directory).name == "copy" and Path(module).as_posix().endswith("cudalab/families/copy.py")
+    (fake_gpu / "fam").mkdir()
+    (fake_gpu / "fam.py").write_text("a")
+    a = real(fake_gpu / "fam", fake_gpu / "fam.py")
+    (fake_gpu / "fam.py").write_text("b")
+    assert real(fake_gpu / "fam", fake_gpu / "fam.py") != a

@@ -14,6 +14,7 @@ import atexit
 import hashlib
 import json
 import math
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -119,7 +120,8 @@ class Judge:
 
     def _rivals(self, spec: FamilySpec, fam: Any, req: Any, rows: list[str], session: Any) -> tuple[str, K.Kept | None]:
         """The key of this point's rivals and roofline on this GPU, and what was kept under it (None: measure)."""
-        code = K.code_digest(getattr(spec, "directory", None), getattr(fam, "__file__", None))
+        module = sys.modules.get(type(fam).__module__)  # the family's Python code: its class's module
+        code = K.code_digest(getattr(spec, "directory", None), getattr(module, "__file__", None))
         k = K.key(self._facts(session), replace(req, add=(), variants=None), tuple(rows), code)
         have = self._kept.get(k)
         if have is None or have.age_s >= self.reuse_s:

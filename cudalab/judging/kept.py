@@ -48,7 +48,8 @@ class Kept:
 def code_digest(directory: Path | None, module_file: str | None) -> str:
     """A hash of a family's code: every file of its kernel folder and its Python module ('' parts where absent)."""
     h = hashlib.sha256()
-    files = sorted(p for p in Path(directory).rglob("*") if p.is_file()) if directory else []
+    files = sorted(p for p in Path(directory).rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
+        if directory else []
     for p in [*files, *([Path(module_file)] if module_file else [])]:
         try:
             h.update(str(p).encode() + b"\0" + p.read_bytes() + b"\0")
