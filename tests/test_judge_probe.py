@@ -352,3 +352,41 @@ def test_the_idle_wait_is_timed_after_the_stop_event_not_over_the_kernel():
     assert len(idle) == judgeprobe.ROUNDS * judgeprobe.REPEATS and max(idle) < 1.0
     obj = V.verdict(row, None, None, metric="bandwidth", roofline=None, ceiling=None, floor=0.02, scan={})
     assert "busy_after_stop" not in obj["flags"]
+
+
+def test_under_cupti_every_launch_of_the_candidate_sees_the_other_set(monkeypatch):
+    """CUPTI times short kernels launch by launch (``--launch auto`` where it loads): the alternating case cannot
+    repeat, so it is reset, and its set switched, before each launch, outside the launch's own span. A kernel
+    that skips on the input the launch before saw takes 1 µs there and 5 µs on new input: its row reads 5 µs,
+    where the same case timed as it is reads 1 µs."""
+    from cudalab.bench import Protocol
+    from cudalab.families.model import Case
+    from cudalab.worker.sampling import time_case
+    from fake_cupti import CuptiGpu, install
+
+    gpu = CuptiGpu()
+    install(monkeypatch, gpu)
+
+    class Buf:
+        def __init__(self, v):
+            self.v = v
+
+        def copy_from(self, other):
+            self.v = other.v
+            gpu.memset(ns=20_000)  # the refill: a device copy, outside the launch's span
+
+    buf, last = Buf("a"), {"v": None}
+
+    def run():
+        ns = 1_000 if last["v"] == buf.v else 5_000
+        last["v"] = buf.v
+        gpu.kernel(ns=ns, cold_ns=ns)
+
+    proto = Protocol(warmup=1, min_samples=5, max_samples=8, budget_s=10.0, launch="cupti")
+    case = Case(run=run, result=lambda: None, repeatable=True)  # it only reads its input (reduce's not-in-place rows)
+    plain = time_case(gpu, case, proto)
+    assert plain.method == "cupti" and plain.stats.median == pytest.approx(0.001)
+    sets = judgeprobe.Sets([(buf, None, None)], [(Buf("a"), Buf("b"))])
+    t = judgeprobe.time_judged(gpu, case, proto, sets, time_case)
+    assert t.method == "cupti" and t.batch > 1 and t.stats.samples == pytest.approx([0.005] * t.stats.n)
+    assert buf.v == "a" and not sets.second  # the first set back in the buffers

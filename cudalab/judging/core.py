@@ -155,9 +155,6 @@ class Judge:
 
         if not isinstance(add, str):
             raise UsageError("judge takes one --add: the candidate kernel")
-        # The candidate's samples alternate two input sets, one launch an event pair (a batch would repeat its
-        # input): its rivals are timed the same way unless a method is asked for.
-        launch = "events" if launch == "auto" else launch
         t0 = time.perf_counter()
         with catalog.held():
             spec = catalog.family(family)

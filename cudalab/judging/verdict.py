@@ -19,7 +19,8 @@ from cudalab.records.compare import FASTER, judge
 from cudalab.families.roofline import pct_of
 from cudalab.records.results import INCORRECT, PASSED, TIMEOUT, Result, Roofline
 
-__all__ = ["EXIT", "FLAGS", "SCHEMA_VERSION", "verdict", "memo_from_pairs", "exit_code", "first_passed", "time_of", "beside"]
+__all__ = ["EXIT", "FLAGS", "SCHEMA_VERSION", "verdict", "memo_from_pairs", "exit_code", "first_passed", "time_of",
+           "beside"]
 
 SCHEMA_VERSION = 1
 #: The exit codes, by verdict (2: refused input, before any GPU work: the command line's).

@@ -6,10 +6,9 @@ skips its work while the input is what it was last launch is always right and ti
 candidate's device input buffers (same addresses) are refilled in place, by a device copy from a stash of
 each set (:class:`Sets`), with a second input set and the first:
 
-- **the reported time alternates**: every timed sample's untimed reset refills the other set first (A, B,
-  A, B...: the L2 flushed after the refill as for any sample), so no timed launch sees the input of the
-  launch before it, and a skip on repeated input gains nothing in the row's time (one launch per event
-  pair: a batch would repeat its input);
+- **the reported time alternates**: the reset before every timed launch refills the other set first (A, B,
+  A, B...: the L2 flushed after the refill as for any launch), so no timed launch sees the input of the
+  launch before it, and a skip on repeated input gains nothing in the row's time (:func:`time_judged`);
 - **the second set is verified**: after timing, the sets are switched :data:`ROUNDS` times and launched
   :data:`REPEATS` times each without poisoning the output in between: the first launch after a switch finds
   the *other* set's answer in its output, so a kernel that skips, or copies a remembered answer, leaves a
@@ -172,14 +171,18 @@ def alternating(case: Any, sets: Sets) -> Any:
 
 
 def time_judged(dev: Any, case: Any, proto: Any, sets: Sets, time_case: Callable[..., Any]) -> Any:
-    """The row's timing with the sets alternated between samples (:func:`alternating`), one launch per event
-    pair, the first set back in the buffers after it; ``time_case`` alone where the sets cannot be used."""
+    """The row's timing with the sets alternated between launches (:func:`alternating`), the first set back in the
+    buffers after it; ``time_case`` alone where the sets cannot be used.
+
+    The alternating case cannot repeat, so every method resets it before each launch: events (one launch a
+    pair), CUPTI (each launch's own span; the reset outside it) and graph windows (the resets captured between
+    the launches' event nodes); a batch becomes events. A captured graph of an odd number of launches repeats
+    its last set at its first launch when replayed: one launch in that many."""
     if not sets.ready:
         return time_case(dev, case, proto)
-    timing = time_case(dev, alternating(case, sets), replace(proto, launch="events"))
+    timing = time_case(dev, alternating(case, sets), proto)
     sets.fill(False)  # the point's own inputs again for what follows (time to result, the probe)
-    note = "" if proto.launch == "events" else "timed by events: the judge alternates two input sets between launches"
-    return replace(timing, note=note or timing.note)
+    return timing
 
 
 def probe(dev: Any, case: Any, sets: Sets, check: Callable[[Any, Any], Any], ref_a: Any, ref_b: Any,
