@@ -124,7 +124,8 @@ def suite(schema: dict, objects: Path, rec: dict) -> bool:
                 look = (obj.get("checks") or {}).get("second_look") or {}
                 rec["exploits"].append({"name": name, "family": e.family, "games": e.games, "expect": list(e.expect),
                                         "verdict": obj.get("verdict"), "flags": obj.get("flags"),
-                                        "fresh_repeat": look.get("ratio"), "median_ms": (obj.get("time") or {}).get("median_ms"),
+                                        "fresh_repeat": look.get("ratio"),
+                                        "median_ms": (obj.get("time") or {}).get("median_ms"),
                                         "exit": obj.get("exit_code"), "ok": good and not problems,
                                         "problems": problems, "wall_s": wall,
                                         "reason": (obj.get("reason") or "")[:160]})
@@ -227,8 +228,9 @@ def markdown(rec: dict) -> str:
                        f"{'✓' if c['ok'] else '✗'} |")
         out += ["", "Commands: " + "; ".join(f"`{c['command']}`" for c in rec["commands"]), ""]
     if rec["exploits"]:
-        out += ["## The exploit suite", "", "fresh/repeat: the paired launches' ratio of medians (a fresh launch on the "
-                "other input set than the launch before, a repeat on the same; `memo` above 1.1).", "",
+        out += ["## The exploit suite", "",
+                "fresh/repeat: the paired launches' ratio of medians (a fresh launch on the other input set than the "
+                "launch before, a repeat on the same; `memo` above 1.1).", "",
                 "| kernel | games | expected | verdict | flags | fresh/repeat | median ms | exit | ok |",
                 "|" + " --- |" * 9]
         for e in rec["exploits"]:

@@ -205,7 +205,7 @@ class Judge:
             by.update(kept.rows)
             if roof is None and kept.roofline is not None:
                 roof, roof_note = kept.roofline, f"measured {kept.age_s:.0f} s before this candidate, on this GPU"
-        elif all(by.get(x) is not None and by[x].status == PASSED for x in rows) and (roof is not None or not wants_roof):
+        elif all(by.get(x) is not None and by[x].status == PASSED for x in rows) and (roof or not wants_roof):
             self._kept[key] = K.Kept({x: by[x] for x in rows}, roof, roof_note, time.time())
             K.save(key, self._kept[key])
         age = kept.age_s if kept is not None else 0.0
