@@ -151,7 +151,7 @@ def test_tune_and_truth_may_run_in_several_lanes_each_with_its_own_log_record_an
         f"1{out}/tune-docs-gpu1 --kernel-tuner /kt --parts kt --kt-repeats 2"]
     truths = {re.search(r"CVD=(\d)", ln).group(1): ln.split("--out ")[1] for ln in _calls(lines, "bench_truth.py")}
     assert truths["2"] == f"{out}/truth-docs-gpu2 --parts calibrate --calibrate-n 8k"
-    assert truths["0"].startswith(f"{out}/truth-docs-gpu0 --jobs smem-square")   # no lane's own: the default
+    assert truths["0"].startswith(f"{out}/truth-docs-gpu0 --parts truth --truth-deadline 200")   # the default
     assert [s.split()[0] for s in _summary(proc.stdout)] == ["tune", "truth", "tune", "truth"]
 
 
