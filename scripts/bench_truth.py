@@ -183,7 +183,7 @@ def run_calibrate(wanted: int, seconds: float, n: str = "4k") -> dict[str, Any]:
 
     from cudalab import catalog
     from cudalab.families import load
-    from cudalab.session import calibrate as C
+    from cudalab.studies import calibrate as C
     from cudalab.session.options import RunOptions
 
     spec = catalog.family("copy")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cudalab.session.truth import Figure, Row, Truth
+from cudalab.studies.truth import Figure, Row, Truth
 
 _spec = importlib.util.spec_from_file_location("bench_truth", Path(__file__).parents[1] / "scripts" / "bench_truth.py")
 B = importlib.util.module_from_spec(_spec)

@@ -30,7 +30,7 @@ def test_the_read_and_write_streams_sit_beside_the_copy(device):
     """The roofline's streams on a real GPU: both measured, neither far under the copy (all three walk the buffer
     the same way), and a copy row rated against them at 100%."""
     from cudalab.bench import Protocol
-    from cudalab.families.roofline import pct_of
+    from cudalab.roofline import pct_of
     from cudalab.records.results import PASSED, Result
     from cudalab.worker.executor import measure_roofline
 

@@ -269,7 +269,7 @@ def test_the_table_names_cupti_and_a_row_it_could_not_time():
 
 def test_truths_tables_show_each_method_beside_cupti_and_ncus_offset():
     from cudalab.report.truth import tables
-    from cudalab.session.truth import Figure, Row, Truth
+    from cudalab.studies.truth import Figure, Row, Truth
 
     figs = []
     for temp in ("cold", "hot"):

@@ -240,11 +240,11 @@ def test_bench_lanes_default_runs_every_section_once(monkeypatch):
 
 
 #: A child given one GPU: the bus id CUDA reports for its device 0, and the bus id of the NVML handle the parent
-#: side's telemetry opens for it (the benchmark's path: sweep.open_telemetry; a worker opens it by the same bus id).
+#: side's telemetry opens for it (the benchmark's path: the local engine's open_telemetry; a worker opens it by the same bus id).
 _WHICH_GPU = """
 import pynvml
 from cudalab.plan import RunRequest
-from cudalab.session.sweep import open_telemetry
+from cudalab.execute.local.engine import open_telemetry
 from cudalab.worker.gpu import pci_bus_id
 tele = open_telemetry(RunRequest(family="copy")).telemetry
 bus = pynvml.nvmlDeviceGetPciInfo(tele.handle).busId

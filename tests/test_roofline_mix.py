@@ -1,12 +1,12 @@
 """A row's roofline follows its own traffic: reads at the read stream's rate, writes at the write stream's, pairs
-of the two at the copy's (families/roofline); a row above 100% beyond the noise floor is marked, not printed plain."""
+of the two at the copy's (roofline.py); a row above 100% beyond the noise floor is marked, not printed plain."""
 
 from __future__ import annotations
 
 import pytest
 
 from cudalab.bench import Protocol, summarize
-from cudalab.families import roofline as R
+from cudalab import roofline as R
 from cudalab.families.model import Size, Work
 from cudalab.records.results import OVER_ROOFLINE, PASSED, Result, Roofline
 from cudalab.report.core import markdown_table

@@ -14,7 +14,7 @@ from cudalab import ncu as ncu_pkg
 from cudalab.ncu.metrics import DURATION
 from cudalab.plan import Plan
 from cudalab.records.results import PASSED
-from cudalab.session import truth as T
+from cudalab.studies import truth as T
 
 from fake_tools import FakeRun, ncu_csv, planned_rows
 

@@ -153,7 +153,7 @@ def _measure(device: int):
     """The ceilings a GPU worker measures on GPU ``device`` (one short-lived worker, as ``cudalab info`` asks)."""
     from cudalab.errors import GpuError  # noqa: PLC0415
     from cudalab.inspect.ceilings import Ceilings  # noqa: PLC0415
-    from cudalab.session.drive import Session  # noqa: PLC0415
+    from cudalab.execute.local.drive import Session  # noqa: PLC0415
 
     session = Session([device])
     try:

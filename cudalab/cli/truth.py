@@ -1,5 +1,5 @@
 """``cudalab truth FAMILY``: each variant timed by events, a batch, a CUDA graph and ncu beside CUPTI's activity
-records (the reference), cold and hot (see :mod:`cudalab.session.truth`)."""
+records (the reference), cold and hot (see :mod:`cudalab.studies.truth`)."""
 
 from __future__ import annotations
 
@@ -42,10 +42,11 @@ def truth_options() -> list[click.Parameter]:
 
 def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Parse -> time by every method (and ncu) -> print the tables; exit 1 when a row failed or was incorrect."""
-    from cudalab import files, progress, report  # noqa: PLC0415
+    from cudalab import files, report  # noqa: PLC0415
+    from cudalab.report import progress  # noqa: PLC0415
     from cudalab.errors import ToolMissingError  # noqa: PLC0415
     from cudalab.report.truth import tables  # noqa: PLC0415
-    from cudalab.session import truth as T  # noqa: PLC0415
+    from cudalab.studies import truth as T  # noqa: PLC0415
 
     opts = run_options(fam, kw)
     methods = tuple(m.strip() for m in kw["methods"].split(",") if m.strip())

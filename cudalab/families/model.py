@@ -97,7 +97,7 @@ class Work:
         flops: the necessary FLOPs: what GFLOP/s counts.
         written: how many of ``bytes`` are written (None: half, a copy's mix, which is what every problem
             declared before this field). A row's roofline charges its reads and writes at the rates
-            measured for each (:mod:`cudalab.families.roofline`): a reduction that reads N and writes one
+            measured for each (:mod:`cudalab.roofline`): a reduction that reads N and writes one
             value says ``written=itemsize`` and is rated against the read stream, not a copy.
     """
 

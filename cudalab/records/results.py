@@ -25,7 +25,7 @@ from cudalab.files import atomic_write, load_json
 
 SCHEMA_VERSION = 2
 #: A row's ``extra`` key, set when its % of roofline passed 100 plus the noise floor: that limit (%). The
-#: table marks such a row rather than print a plain number (:mod:`cudalab.families.roofline` sets it).
+#: table marks such a row rather than print a plain number (:mod:`cudalab.roofline` sets it).
 OVER_ROOFLINE = "over_roofline"
 
 
@@ -129,7 +129,7 @@ class Roofline:
     """The bandwidth every variant is compared with: the faster of the driver copy and the best copy kernel
     (``gbs``, a copy's rate), and the read and write streams measured beside it (None: not measured, as in
     records older than them and a copy run's own rows): a row's roofline is the time its own reads and
-    writes take at those rates (:func:`cudalab.families.roofline.pct_of`).
+    writes take at those rates (:func:`cudalab.roofline.pct_of`).
 
     Attributes:
         floor: the noise floor (a fraction) of the GPU it was measured on: a row above 100% by more is

@@ -16,7 +16,8 @@ from cudalab.report.grid import Column, Grid
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
     RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns, over_note, pct_cell
 )
-from cudalab.records.results import PASSED, Result, Roofline
+from cudalab.records.results import Result, Roofline
+from cudalab.roofline import pct_column  # noqa: F401  (re-exported: the rule is the roofline's)
 
 
 
@@ -252,20 +253,6 @@ LEGEND = {
             "queries answered or elements searched per second (1e9); % of ref = over the library (CuPy) row.",
     "none": "speedup = over the first GPU row that passed, step = over the previous one.",
 }
-
-
-def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
-    """For FLOP-rate and item-rate families, fill pct_roofline as % of the library reference row
-    (cuBLAS, CuPy's sort)."""
-    from dataclasses import replace
-
-    if metric not in ("flops", "rate"):
-        return list(results)
-    ref = next((r for r in results if r.kind == "library" and r.status == PASSED and rate_of(r, metric)), None)
-    if ref is None:
-        return list(results)
-    top = rate_of(ref, metric)
-    return [replace(r, pct_roofline=100.0 * rate_of(r, metric) / top) if rate_of(r, metric) else r for r in results]
 
 
 def simple_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,

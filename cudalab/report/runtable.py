@@ -14,6 +14,7 @@ from cudalab.instruments import Column as InstrumentColumn
 from cudalab.instruments import fmt as _fmt
 from cudalab.report.grid import Column, Grid
 from cudalab.records.results import FAILED, INCORRECT, OVER_ROOFLINE, PASSED, SKIPPED, TIMEOUT, Result
+from cudalab.roofline import rate_of
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", TIMEOUT: "red", SKIPPED: "yellow"}
 #: Hidden first when even the wrapped default view is wider than the terminal (1 first).
@@ -205,10 +206,3 @@ def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
 
 
 RATE_HEADER = {"bandwidth": "GB/s", "flops": "GFLOP/s", "rate": "G items/s"}
-
-
-def rate_of(r: Result, metric: str) -> float | None:
-    """The row's figure for the family's metric: GB/s, GFLOP/s or G items/s (``extra["rate"]``)."""
-    if metric == "rate":
-        return r.extra.get("rate")
-    return r.gbs if metric == "bandwidth" else r.gflops

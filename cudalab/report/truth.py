@@ -1,7 +1,7 @@
 """``cudalab truth``'s tables: one per temperature (cold, hot), CUPTI's span the reference column, each other
 method's median beside it with its distance from CUPTI, ncu with its difference (and ncu's offset on this GPU in
 the notes), the method cudalab's tables use and its distance (pure: formats a
-:class:`cudalab.session.truth.Truth` into :class:`cudalab.instruments.Table` objects that
+:class:`cudalab.studies.truth.Truth` into :class:`cudalab.instruments.Table` objects that
 :func:`cudalab.report.print_table` prints)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from cudalab.instruments import BAD, OK, WARN, Table
 
-#: The column of ncu's figure (:data:`cudalab.session.truth.NCU`).
+#: The column of ncu's figure (:data:`cudalab.studies.truth.NCU`).
 NCU = "ncu"
 
 if TYPE_CHECKING:
-    from cudalab.session.truth import Figure, Truth
+    from cudalab.studies.truth import Figure, Truth
 
 _HOW = {"cold": "L2 flushed before each sample (graph, cupti: before each launch); ncu --cache-control all",
         "hot": "--hot: no flush; ncu --cache-control none"}

@@ -2,7 +2,7 @@
 
 A copy moves half reads and half writes; a kernel that mostly reads (a reduction, a GEMV, a row norm) can beat
 it, so a row is rated against the time its own reads and writes take at these two rates
-(:func:`cudalab.families.roofline.min_seconds`). Both kernels walk the buffer as the copy family's roofline
+(:func:`cudalab.roofline.min_seconds`). Both kernels walk the buffer as the copy family's roofline
 kernel (``copy_block``) does: each block one contiguous span of 1024 threads x 4 adjacent-lane 16-byte
 accesses per pass, so the three figures differ in direction only. They are timed as any row is
 (:func:`cudalab.worker.sampling.time_case`: warm-up, L2 flushed before each sample, the run's protocol).

@@ -14,7 +14,7 @@ through the catalog, not imported.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from cudalab.catalog import VariantSpec, family
 from cudalab.errors import UsageError
@@ -123,3 +123,22 @@ def with_roofline(r: Result, roofline: Roofline | None) -> Result:
     if pct is not None and pct > over_limit(roofline):
         extra[OVER_KEY] = round(over_limit(roofline), 2)
     return replace(r, pct_roofline=pct, extra=extra)
+
+
+def rate_of(r: Result, metric: str) -> float | None:
+    """The row's figure for the family's metric: GB/s, GFLOP/s or G items/s (``extra["rate"]``)."""
+    if metric == "rate":
+        return r.extra.get("rate")
+    return r.gbs if metric == "bandwidth" else r.gflops
+
+
+def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
+    """For FLOP-rate and item-rate families, fill pct_roofline as % of the library reference row
+    (cuBLAS, CuPy's sort)."""
+    if metric not in ("flops", "rate"):
+        return list(results)
+    ref = next((r for r in results if r.kind == "library" and r.status == PASSED and rate_of(r, metric)), None)
+    if ref is None:
+        return list(results)
+    top = rate_of(ref, metric)
+    return [replace(r, pct_roofline=100.0 * rate_of(r, metric) / top) if rate_of(r, metric) else r for r in results]

@@ -333,8 +333,9 @@ def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | Non
     groups = plan_methods(spec, fam, opts, methods)
     count = len(groups[0][2])
     ordered = [(temp, method, i, plans[i]) for i in range(count) for temp, method, plans in groups]  # point by point
-    ex = execute([p for *_, p in ordered], sum(len(p.variants) for *_, p in ordered), observer=observer,
-                 timeout=opts.timeout)
+    from cudalab.execute import open_executor  # noqa: PLC0415  (the engines: only when points run)
+
+    ex = execute([p for *_, p in ordered], sum(len(p.variants) for *_, p in ordered), open_executor(opts, observer))
     refused = ex.refusal()
     if refused is not None:
         raise refused
