@@ -112,7 +112,9 @@ def test_with_ncus_bytes_each_rung_sits_at_its_own_intensity():
     by = {p.label: p for p in chart.points}
     assert by[a.variant].source == "ncu" and by[a.variant].x == pytest.approx(2.0, rel=1e-3)
     assert by[b.variant].source == "ncu" and by[b.variant].x == pytest.approx(64.0, rel=1e-3)
-    assert "squares" in chart.xlabel and any("declared intensity" in n for n in chart.notes)  # the rest: declared
+    # a mix: the label says which marks are counted; no note claims the run lacks --ncu (it had it)
+    assert "squares" in chart.xlabel and "no ncu counts" in chart.xlabel
+    assert not any("a run with --ncu" in n for n in chart.notes)
     every = _with_ncu_bytes(base, {r.variant: flop / 10.0 for r in timed})
     allncu = build_chart([("m.json", every)])
     assert allncu.xlabel.startswith("measured intensity") and not any("declared" in n for n in allncu.notes)

@@ -223,10 +223,14 @@ def build_chart(records: Sequence[tuple[str, RunRecord]], measured: dict[str, An
     xlabel = ""
     if flops:
         how = {p.source for p in points}
-        xlabel = ("measured intensity: FLOP per DRAM byte ncu counted for each rung" if how == {"ncu"} else
-                  "declared intensity: the problem's FLOP per necessary byte (one x for every rung)"
-                  + ("; squares: ncu's DRAM bytes" if "ncu" in how else ""))
-        if how != {"ncu"}:
+        # three cases, each said once: every rung counted by ncu, none, or a mix (a library row has no ncu counts)
+        if how == {"ncu"}:
+            xlabel = "measured intensity: FLOP per DRAM byte ncu counted for each rung"
+        elif "ncu" in how:
+            xlabel = ("intensity: squares at FLOP per DRAM byte ncu counted; the others (no ncu counts) at the "
+                      "problem's FLOP per necessary byte")
+        else:
+            xlabel = "declared intensity: the problem's FLOP per necessary byte (one x for every rung)"
             notes.append("x is the declared intensity; a run with --ncu (DRAM bytes counted) places each rung at its own")
     title = title_of(family, records, names)
     return Chart(title=title, flops=flops, points=tuple(points), ceilings=tuple(ceilings), paths=tuple(paths),
