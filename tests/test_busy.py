@@ -130,7 +130,7 @@ def test_the_account_adds_each_bucket_and_says_it_in_one_line():
         with acct.timed(bucket):
             now[0] += s
     d = acct.to_dict()
-    assert d == {"trials": 30.5, "builds": 2.0, "search": 1.0, "race": 0.0, "wall": 33.5}
+    assert d == {"trials": 30.5, "builds": 2.0, "search": 1.0, "race": 0.0, "wall": 33.5, "in_workers": 0.0}
     assert describe(d, 62.4) == ("where the time went (33.5 s): trials in the worker 30.5 s (GPU busy 62%), "
                                  "waiting for builds 2.0 s, search and storage 1.0 s")
 

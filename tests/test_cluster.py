@@ -289,7 +289,8 @@ def test_a_cluster_campaign_finds_its_trials_built_ahead_on_the_workers_host(das
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
     dask_fake({"_delay": delay})
-    res = tune(tmp_path / "b.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
+    res = tune(tmp_path / "b.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0",
+               build_ahead=None)
     assert [m.status for m in once_each(res)] == ["passed"] * 4
     seen = _cubins(tmp_path / "cubins.log")
     assert sorted(x.split(":")[0] for x in seen) == [f"UNROLL={u}" for u in "1234"]
@@ -303,10 +304,21 @@ def test_a_failing_prebuild_does_not_fail_its_trial(dask_fake, monkeypatch, tmp_
     monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
     monkeypatch.setenv("FAKE_BUILD", "fail")  # every prebuild fails as nvcc would
     dask_fake({"_delay": 0.5})
-    res = tune(tmp_path / "f.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
+    res = tune(tmp_path / "f.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0",
+               build_ahead=None)
     assert [(m.status, m.reason) for m in once_each(res)] == [("passed", "")] * 4
     seen = _cubins(tmp_path / "cubins.log")
     assert len(seen) == 4 and all(x.endswith(":missing") for x in seen)  # no build made: the GPU task's to make
+
+
+def test_build_ahead_0_makes_no_prebuild_on_a_cluster_either(dask_fake, monkeypatch, tmp_path):
+    """``--build-ahead 0``: no build ahead on a cluster (it was ignored there: a prebuild a trial regardless)."""
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
+    dask_fake({"_delay": 0.2})
+    res = tune(tmp_path / "n.db", strategy="grid", race=0, defines={"UNROLL": "1..3"}, block="256", devices="0")
+    assert [m.status for m in once_each(res)] == ["passed"] * 3
+    assert not list((tmp_path / "cache").glob("build/*.cubin"))  # nothing built: the (fake) GPU tasks build nothing
 
 
 def _free_port() -> int:

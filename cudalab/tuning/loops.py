@@ -132,32 +132,48 @@ class TrialLoops:
             except CancelledError:  # cancelled at the pool's close: the worker builds it
                 pass
             waited = time.monotonic() - t0
+        t0 = time.monotonic()
         runs, interrupted = self.runs.run([req])
+        self.account.in_workers += time.monotonic() - t0
         return runs, interrupted, waited
 
     def loop_cluster(self) -> bool:
         """:meth:`loop` on a Dask cluster: up to two trials in flight per GPU worker (one running, one
-        waiting, so no GPU idles between trials), each recorded the moment it comes back; True when interrupted
-        or the scheduler went away (:attr:`lost`)."""
+        waiting, so no GPU idles between trials), each recorded the moment it comes back, and as many more asked
+        ahead as the workers have build threads, their kernels built on those threads meanwhile (a proposal's
+        cubin is there before its turn); True when interrupted or the scheduler went away (:attr:`lost`).
+
+        The time account is the parent's clock: waiting for the cluster is the trials' time, the rest (asks,
+        the study's storage) the search's; the trials' own seconds in the workers are summed beside it."""
         opts, p = self.p.opts, self.p
         deadline = None if opts.time_s is None else self.account.started + opts.time_s
         capacity = 2 * self.runs.slots()
+        ahead = self.runs.ahead()
         flying: dict[Any, tuple[Any, dict[str, str], Any]] = {}  # future -> (trial, point, request)
-        pending: deque = deque()
+        pending: deque = deque()  # asked, its build under way, not yet sent to a GPU worker
+        seconds = self.account.seconds
+        mark = time.monotonic()
         try:
             while True:
-                left = p.budget - self.evaluated() - len(flying)
                 late = deadline is not None and time.monotonic() >= deadline
-                while not late and left > 0 and len(flying) < capacity:
-                    queue = deque(flying.values())
+                left = p.budget - self.evaluated() - len(flying) - len(pending)
+                while not late and left > 0 and len(flying) + len(pending) < capacity + ahead:
+                    queue = deque([*flying.values(), *pending])
                     if not self.ask(queue):
                         break
-                    trial, point, req = queue.pop()
-                    flying[self.runs.submit(req)] = (trial, point, req)
+                    pending.append(queue.pop())
                     left -= 1
+                while pending and len(flying) < capacity:
+                    trial, point, req = pending.popleft()
+                    flying[self.runs.submit(req)] = (trial, point, req)
                 if not flying:
                     return False
+                now = time.monotonic()
+                seconds["search"] += now - mark
                 fut, got = self.runs.next_done()
+                mark = time.monotonic()
+                seconds["trials"] += mark - now
+                self.account.in_workers = self.runs.worker_seconds
                 trial, point, _ = flying.pop(fut)
                 if isinstance(got, BaseException):  # Dask gave up on it (its workers kept dying)
                     why = f"the cluster could not run it: {type(got).__name__}: {str(got).splitlines()[0][:300] if str(got) else ''}"
@@ -165,7 +181,7 @@ class TrialLoops:
                 else:
                     self.finish(trial, point, got)
                 self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
-                                    "builds": 0, "elapsed": time.monotonic() - self.account.started,
+                                    "builds": len(pending), "elapsed": time.monotonic() - self.account.started,
                                     "last": self.known.get(point_key(point)), "in_flight": len(flying)})
         except KeyboardInterrupt:
             return True
@@ -173,8 +189,9 @@ class TrialLoops:
             self.lost = exc
             return True
         finally:
-            if flying:
+            if flying or pending:
                 self.runs.cancel(list(flying))
             for trial, point, _ in [*flying.values(), *pending]:  # asked again first when the campaign resumes
-                self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
+                if trial is not None:  # a walk's are not written: the walk comes to them again
+                    self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
             self.pool.close()
