@@ -134,6 +134,34 @@ def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake
     assert dask_fake.points() > 36  # the killed worker's trial in flight ran again elsewhere
 
 
+def test_a_cluster_campaigns_time_account_says_where_its_wall_went(dask_fake, tmp_path):
+    """On a cluster the account is the driver's clock too: waiting for the cluster is the trials' time, the rest
+    the search's, and the trials' own seconds in the workers are summed beside them (it said 'trials in the
+    worker 0.6 s' of 96.8 on an H200: the cluster loop added nothing)."""
+    dask_fake({"_delay": 0.2})
+    res = tune(tmp_path / "a.db", strategy="grid", race=0, defines={"UNROLL": "1..5"}, block="256", devices="0")
+    t = res.time_account
+    assert t["in_workers"] >= 5 * 0.2 and t["trials"] >= 4 * 0.2, t  # one GPU: the driver waits on 4 of them at least
+    assert t["trials"] + t["builds"] + t["search"] + t["race"] <= t["wall"] + 0.01
+
+
+def test_a_walks_short_trials_go_several_a_task_and_a_models_one_a_task(dask_fake, tmp_path, monkeypatch):
+    """A Dask task costs milliseconds on three processes: a walk's trials of 50 ms go to the cluster several a
+    task once the first results say how long one takes (a walk learns nothing from them); a model-based
+    strategy's one a task, so it is told each result as it comes."""
+    from cudalab.tuning import runs as R
+
+    sizes: list[tuple[str, int]] = []
+    real = R.ClusterRuns.submit
+    monkeypatch.setattr(R.ClusterRuns, "submit", lambda self, pts: sizes.append((strategy, len(pts))) or real(self, pts))
+    dask_fake({"_delay": 0.05})
+    for strategy in ("grid", "tpe"):
+        res = tune(tmp_path / f"{strategy}.db", strategy=strategy, race=0, trials=16, devices="0")
+        assert len([m for m in once_each(res) if m.status == "passed"]) == 16
+    assert max(n for s, n in sizes if s == "grid") > 1 and sum(n for s, n in sizes if s == "grid") == 16
+    assert {n for s, n in sizes if s == "tpe"} == {1}
+
+
 def test_a_hanging_kernel_is_a_timeout_trial(dask_fake, tmp_path):
     dask_fake({"vec4#UNROLL=5": "hang"})
     res = tune(tmp_path / "h.db", strategy="grid", race=0, timeout=1.0, defines={"UNROLL": "3..7"}, block="256",

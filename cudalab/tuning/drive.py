@@ -62,6 +62,7 @@ class _Campaign(TrialLoops):
         for m in C.measured(study):
             if m.status != "interrupted":
                 self.known[point_key(m.point)] = m
+        self.resumed = self.evaluated()  # measured by an earlier run of the campaign (not in this one's account)
         # On a cluster the builds happen on the workers' hosts: no build pool here.
         local = not getattr(runs, "concurrent", False)
         self.pool = BuildPool((p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()) if local else 0)

@@ -143,8 +143,8 @@ class ClusterRuns(Runs):
         self._plans = {}
         self._last: dict[str, Any] = {}
         self._done: Any = None  # the trials in flight (a cluster.Completions)
-        self._flying: dict[Any, Plan] = {}  # future -> its plan
-        self._builds: dict[Any, Any] = {}  # a trial's future -> its prebuild's (dropped when the trial ends)
+        self._flying: dict[Any, list[Plan]] = {}  # future -> its plans
+        self._builds: dict[Any, list[Any]] = {}  # a task's future -> its prebuilds' (dropped when it ends)
         self._early: dict[RunRequest, Any] = {}  # a trial asked, not yet submitted -> its prebuild's future
         self.worker_seconds = 0.0  # the finished trials' own seconds in their GPU workers
         self._freed: deque = deque()  # Dask addresses of workers that just finished a trial
@@ -193,16 +193,18 @@ class ClusterRuns(Runs):
             if worker is not None:
                 self._early[plan.request] = self.cluster.prebuild(plan, worker)
 
-    def submit(self, point: RunRequest | Plan) -> Any:
-        """Send one trial to the cluster; its future (:meth:`next_done` hands it back)."""
-        plan = self.plan(point)
-        fut = self.cluster.submit([plan], self.energy, self.timeout)
-        self._flying[fut] = plan
+    def submit(self, points: Sequence[RunRequest | Plan]) -> Any:
+        """Send trials to the cluster as one task (run back to back on one GPU worker); its future
+        (:meth:`next_done` hands it back)."""
+        plans = [self.plan(p) for p in points]
+        fut = self.cluster.submit(plans, self.energy, self.timeout)
+        self._flying[fut] = plans
         self._done.add(fut)
-        self.prebuild(plan)  # its kernels built on a worker's host, unless they were when it was asked
-        build = self._early.pop(plan.request, None)
-        if build is not None:
-            self._builds[fut] = build
+        for plan in plans:
+            self.prebuild(plan)  # its kernels built on a worker's host, unless they were when it was asked
+        builds = [b for b in (self._early.pop(p.request, None) for p in plans) if b is not None]
+        if builds:
+            self._builds[fut] = builds
         return fut
 
     def _builder(self) -> Any:
@@ -222,8 +224,9 @@ class ClusterRuns(Runs):
             self._turn += 1
         return w if w.builds and w.arch else None
 
-    def next_done(self) -> tuple[Any, Point | BaseException]:
-        """The next submitted trial to finish: its future and point, or what it ended with.
+    def next_done(self) -> tuple[Any, list[Point] | BaseException]:
+        """The next submitted task to finish: its future and its trials' points (fewer than it was sent when an
+        interrupt cut it short), or what it ended with.
 
         Raises:
             ClusterLost: the scheduler went away.
@@ -231,21 +234,21 @@ class ClusterRuns(Runs):
         from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
 
         fut, res = self._done.next()
-        plan = self._flying.pop(fut)
-        self._builds.pop(fut, None)  # its trial ended: a build still queued is of no use (Dask forgets it)
+        plans = self._flying.pop(fut)
+        self._builds.pop(fut, None)  # its trials ended: a build still queued is of no use (Dask forgets it)
         if isinstance(res, BaseException):
             return fut, res
         self._last = res["where"]
         self.worker_seconds += float(res.get("seconds") or 0.0)
         if res["where"].get("worker"):
             self._freed.append(res["where"]["worker"])
-        return fut, point_of_data(plan, res["points"][0], res["where"])
+        return fut, [point_of_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
 
     def cancel(self, futures: Any) -> None:
         """Cancel the trials in flight (Ctrl-C: what finished is kept)."""
         futures = list(futures)
         self._done.drop(futures)
-        builds = [b for b in (self._builds.pop(f, None) for f in futures) if b is not None]
+        builds = [b for f in futures for b in self._builds.pop(f, [])]
         builds += list(self._early.values())  # the trials asked but not sent: their builds are of no use now
         self._early.clear()
         for f in futures:
