@@ -25,6 +25,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def one(engine: str, n: int, rows: int, folder: Path) -> dict[str, float]:
 
     stamps = folder / f"{engine}-{n}.stamps"
     os.environ["FAKE_WORKER_STAMPS"] = str(stamps)
+    window = Window(stamps, n, rows)
     t0 = time.monotonic()
     if engine == "local":
         unroll = -(-rows // len(BLOCKS))  # rows = UNROLL values x blocks
@@ -56,11 +58,65 @@ def one(engine: str, n: int, rows: int, folder: Path) -> dict[str, float]:
     else:
         cluster = {"tune-local": {}, "dask": {"cluster": "local", "devices": ",".join(map(str, range(n)))}}[engine]
         res = cudalab.tune("copy", "vec4", n="1k", defines={"UNROLL": "1..64"}, block="32..1024:pow2", strategy="random",
-                           trials=rows, seed=1, race=0, storage=f"sqlite:///{folder / f'{engine}-{n}.db'}", **cluster)
+                           trials=rows, seed=1, race=0, build_ahead=0, storage=f"sqlite:///{folder / f'{engine}-{n}.db'}",
+                           **cluster)
         assert sum(m.status == "passed" for m in res.trials) == rows, [m.status for m in res.trials]
     wall = time.monotonic() - t0
+    cpu = window.per_row()
     rate, seen = _rows_per_s(stamps, n)
-    return {"rows": seen, "rows_per_s": round(rate, 2), "wall_s": round(wall, 2)}
+    return {"rows": seen, "rows_per_s": round(rate, 2), "wall_s": round(wall, 2), "load": round(os.getloadavg()[0], 1),
+            "cpu_ms_per_row": round(cpu * 1e3, 1) if cpu else None,
+            "cpu_bound_rows_per_s": round((os.cpu_count() or 1) / cpu, 1) if cpu else None}
+
+
+def _tree_cpu() -> float:
+    """CPU-seconds so far of this process and every live process under it (its GPU workers, a local cluster's
+    scheduler, Nannies and Dask workers and theirs), from /proc."""
+    kids: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(f[1]), []).append(int(d.name))
+        times[int(d.name)] = (int(f[11]) + int(f[12])) / tick
+    todo, total = [os.getpid()], 0.0
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo += kids.get(pid, [])
+    return total
+
+
+class Window:
+    """The process tree's CPU-seconds between the ``n``-th row and the last (``rows``), read as the rows come."""
+
+    def __init__(self, stamps: Path, n: int, rows: int):
+        self.stamps, self.n, self.rows, self.marks = stamps, n, rows, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        for goal in (self.n, self.rows):
+            while not self._stop.is_set():
+                seen = self.stamps.read_text().count("\n") if self.stamps.exists() else 0
+                if seen >= goal:
+                    self.marks.append((_tree_cpu(), seen))
+                    break
+                time.sleep(0.002)
+
+    def per_row(self) -> float | None:
+        """CPU-seconds a row over the window (None: it was not seen whole)."""
+        self._stop.set()
+        self._thread.join()
+        if len(self.marks) < 2 or self.marks[1][1] <= self.marks[0][1]:
+            return None
+        return (self.marks[1][0] - self.marks[0][0]) / (self.marks[1][1] - self.marks[0][1])
 
 
 def measure(engines: list[str], counts: list[int], delays: list[float], per_worker: int) -> list[dict]:
@@ -90,12 +146,19 @@ def markdown(rec: dict) -> str:
              "cost per row. `local`: a family sweep over `--devices 0..N-1` (the local pool); `dask`: a random-walk "
              "tune campaign on `--cluster local` with N fake GPU workers; `tune-local`: the same campaign on the "
              "local engine (one GPU). Rows/s from the workers' clocks, after the first N rows. Ratio: rows/s "
-             f"over N times the engine's one-worker rows/s; target >= {rec['target']} for 50 ms rows up to N = 8.", "",
-             "| engine | row | N | rows | rows/s | N x one | ratio | wall s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"over N times the engine's one-worker rows/s; target >= {rec['target']} for 50 ms rows up to N = 8. Load: "
+             "the machine's 1-minute load average after the run (other work shares its cores). CPU ms a row: the "
+             "CPU time of every process of the run (this one, the GPU workers, a cluster's scheduler, Nannies and "
+             "Dask workers) from the N-th row to the last, over those rows; cores' bound: the rows/s this machine's "
+             "cores could give at that cost, were nothing else running. Builds are not measured here (the fakes "
+             "build nothing; campaigns run with --build-ahead 0): scripts/bench_campaign_cold.py measures them.", "",
+             "| engine | row | N | rows | rows/s | N x one | ratio | wall s | load | CPU ms a row | cores' bound rows/s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rec["runs"]:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
         lines.append(f"| {r['engine']} | {r['delay_ms']} ms | {r['gpus']} | {r['rows']} | {r['rows_per_s']:.1f} | "
-                     f"{r['ideal_rows_per_s']:.1f} | {ratio} | {r['wall_s']:.1f} |")
+                     f"{r['ideal_rows_per_s']:.1f} | {ratio} | {r['wall_s']:.1f} | {r['load']} | {r['cpu_ms_per_row']} | "
+                     f"{r['cpu_bound_rows_per_s']} |")
     lines += ["", "Verdict, 50 ms rows: " + rec["verdict_50ms"], "", "5 ms rows reach: " + rec["reach_5ms"], ""]
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from cudalab import __version__
+from cudalab import __version__, catalog
 from cudalab.plan import Plan
 from cudalab.session.drive import Session
 from cudalab.session.slot import WorkerError
@@ -147,7 +147,8 @@ def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: fl
             s = _session(energy, timeout)
         except WorkerError as exc:
             _give_back(str(exc))
-        todo = [Plan.from_dict(p).with_request(device=0) for p in plans]
+        with catalog.held():  # once a task, not once a plan (a walk's task holds several)
+            todo = [Plan.from_dict(p).with_request(device=0) for p in plans]
         t0 = time.monotonic()
         runs, incomplete = s.run(todo, sum(len(p.variants) for p in todo))
         seconds = time.monotonic() - t0
