@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 MS = "1 + abs(UNROLL - 5) / 100"
 BLOCKS = ["32", "64", "128", "256", "512", "1024"]
+STAMP = len(f"{time.time():.6f}\n")  # the bytes of one row's line in FAKE_WORKER_STAMPS (fake_worker_main.py)
 
 
 def _rows_per_s(stamps: Path, n: int) -> tuple[float, int]:
@@ -65,13 +66,15 @@ def one(engine: str, n: int, rows: int, folder: Path) -> dict[str, float]:
     cpu = window.per_row()
     rate, seen = _rows_per_s(stamps, n)
     return {"rows": seen, "rows_per_s": round(rate, 2), "wall_s": round(wall, 2), "load": round(os.getloadavg()[0], 1),
-            "cpu_ms_per_row": round(cpu * 1e3, 1) if cpu else None,
-            "cpu_bound_rows_per_s": round((os.cpu_count() or 1) / cpu, 1) if cpu else None}
+            "cpu_ms_per_row": round(cpu[0] * 1e3, 1) if cpu else None,
+            "parent_ms_per_row": round(cpu[1] * 1e3, 1) if cpu else None,
+            "cpu_bound_rows_per_s": round((os.cpu_count() or 1) / cpu[0], 1) if cpu and cpu[0] else None}
 
 
-def _tree_cpu() -> float:
+def _tree_cpu() -> tuple[float, float]:
     """CPU-seconds so far of this process and every live process under it (its GPU workers, a local cluster's
-    scheduler, Nannies and Dask workers and theirs), from /proc."""
+    Nannies and Dask workers and theirs), and of this process alone (the driver, with a local cluster's scheduler
+    and client in its threads), from /proc."""
     kids: dict[int, list[int]] = {}
     times: dict[int, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -89,7 +92,7 @@ def _tree_cpu() -> float:
         pid = todo.pop()
         total += times.get(pid, 0.0)
         todo += kids.get(pid, [])
-    return total
+    return total, times.get(os.getpid(), 0.0)
 
 
 class Window:
@@ -104,19 +107,23 @@ class Window:
     def _watch(self) -> None:
         for goal in (self.n, self.rows):
             while not self._stop.is_set():
-                seen = self.stamps.read_text().count("\n") if self.stamps.exists() else 0
+                try:  # a stat, not a read: the watch's own CPU is this process's (the parent's figure)
+                    seen = self.stamps.stat().st_size // STAMP
+                except OSError:
+                    seen = 0
                 if seen >= goal:
                     self.marks.append((_tree_cpu(), seen))
                     break
-                time.sleep(0.002)
+                time.sleep(0.005)
 
-    def per_row(self) -> float | None:
-        """CPU-seconds a row over the window (None: it was not seen whole)."""
+    def per_row(self) -> tuple[float, float] | None:
+        """CPU-seconds a row over the window, of every process and of this one (None: it was not seen whole)."""
         self._stop.set()
         self._thread.join()
         if len(self.marks) < 2 or self.marks[1][1] <= self.marks[0][1]:
             return None
-        return (self.marks[1][0] - self.marks[0][0]) / (self.marks[1][1] - self.marks[0][1])
+        rows = self.marks[1][1] - self.marks[0][1]
+        return ((self.marks[1][0][0] - self.marks[0][0][0]) / rows, (self.marks[1][0][1] - self.marks[0][0][1]) / rows)
 
 
 def measure(engines: list[str], counts: list[int], delays: list[float], per_worker: int) -> list[dict]:
@@ -149,15 +156,18 @@ def markdown(rec: dict) -> str:
              f"over N times the engine's one-worker rows/s; target >= {rec['target']} for 50 ms rows up to N = 8. Load: "
              "the machine's 1-minute load average after the run (other work shares its cores). CPU ms a row: the "
              "CPU time of every process of the run (this one, the GPU workers, a cluster's scheduler, Nannies and "
-             "Dask workers) from the N-th row to the last, over those rows; cores' bound: the rows/s this machine's "
+             "Dask workers) from the N-th row to the last, over those rows; parent's: the same of the user's process alone "
+             "(the driver: the study's storage, the strategy, planning, and with `--cluster local` the scheduler and "
+             "client in its threads); cores' bound: the rows/s this machine's "
              "cores could give at that cost, were nothing else running. Builds are not measured here (the fakes "
              "build nothing; campaigns run with --build-ahead 0): scripts/bench_campaign_cold.py measures them.", "",
-             "| engine | row | N | rows | rows/s | N x one | ratio | wall s | load | CPU ms a row | cores' bound rows/s |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| engine | row | N | rows | rows/s | N x one | ratio | wall s | load | CPU ms a row | parent's | cores' bound rows/s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rec["runs"]:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
         lines.append(f"| {r['engine']} | {r['delay_ms']} ms | {r['gpus']} | {r['rows']} | {r['rows_per_s']:.1f} | "
                      f"{r['ideal_rows_per_s']:.1f} | {ratio} | {r['wall_s']:.1f} | {r['load']} | {r['cpu_ms_per_row']} | "
+                     f"{r['parent_ms_per_row']} | "
                      f"{r['cpu_bound_rows_per_s']} |")
     lines += ["", "Verdict, 50 ms rows: " + rec["verdict_50ms"], "", "5 ms rows reach: " + rec["reach_5ms"], ""]
     return "\n".join(lines)
