@@ -221,7 +221,7 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
                       --trials "${DEMO_TRIALS:-40}" --seed 1 --storage sqlite:////tmp/demo.tune.db \
                       --json "$OUT/tune-matmul.json" --plot "$OUT/tune-matmul.png" ;;
         # issue 58: the 30-trial matmul warptile campaign cold, on this host's engine and with --cluster local, each from
-        # its own empty build cache, against max(builds / cores, GPU work) + 20% (PASS/FAIL lines); the record
+        # its own empty build cache, its own wall against max(builds / cores, GPU work) + 20% (PASS/FAIL lines); the record
         # <gpu>-campaign.md/.json under $OUT/campaign-docs (copy it to docs/benchmarks/). About 2-3 minutes.
         campaign) python3 -c 'import optuna, distributed' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
                   timeout -s KILL "$limit" python3 scripts/bench_campaign_cold.py --out "$OUT/campaign-docs" ;;
