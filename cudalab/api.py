@@ -139,7 +139,7 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
         GpuUnavailableError: no pycuda, driver or GPU.
         TelemetryError: ``exclusive`` with another process on the GPU, or ``lock_clocks`` refused.
     """
-    from cudalab import progress as P  # noqa: PLC0415
+    from cudalab.report import progress as P  # noqa: PLC0415
     from cudalab import report  # noqa: PLC0415
     from cudalab.session import sweep  # noqa: PLC0415
     from cudalab.families import load  # noqa: PLC0415

@@ -40,9 +40,10 @@ class Protocol:
         max_batch: never more launches in one batch (the driver's launch queue holds about 1,000).
         energy_s: ``--energy``: after its samples, run each GPU row's launches back to back for at
             least this long and read its power from NVML's energy counter (0: off).
-        launch: how a short kernel (under ``batch_below_ms``) is timed: ``auto`` (today: ``batch``), ``batch``
-            (N launches enqueued between two events), ``graph`` (the N launches captured once in a CUDA graph
-            and replayed; cold: a flush node before each, the flush timed alone and taken out), ``cupti`` (N
+        launch: how a short kernel (under ``batch_below_ms``) is timed: ``auto`` (:func:`auto_method`), ``batch``
+            (N launches enqueued between two events: the throughput a stream of launches reaches), ``graph``
+            (the N launches captured once in a CUDA graph and replayed; cold, or a row reset before each launch:
+            each launch between two event nodes, an empty kernel's windows taken out), ``cupti`` (N
             launches, each timed by its own GPU start and end from CUPTI's activity records; cold: a flush before
             each, not counted) or ``events`` (one launch per event pair, never batched).
         drop_throttled: leave samples taken while the GPU was throttled (NVML: SM clock under 75% of
@@ -66,11 +67,20 @@ class Protocol:
 
 #: ``--launch`` values (:attr:`Protocol.launch`).
 LAUNCH_METHODS = ("auto", "batch", "graph", "cupti", "events")
-#: What ``--launch auto`` picks for a short kernel: the batch of events until a committed truth record
-#: (``docs/benchmarks/<gpu>-truth.md``, ``cudalab truth``) shows another method (graph, cupti) closer to ncu on
-#: the GPUs measured. Only such a record may change it: cupti is not measured on a GPU yet, and it needs an
-#: optional package (a worker without it would time by batch anyway, with a note on every row).
-AUTO_LAUNCH = "batch"
+#: The reference for a short kernel's duration: each launch's own span on the GPU from CUPTI's activity records
+#: (what Nsight Systems shows). ``--launch auto`` times a kernel under 20 µs with it where cupti-python loads.
+AUTO_REFERENCE = "cupti"
+#: What ``--launch auto`` times a kernel under 20 µs with where cupti-python does not load (or CUPTI refuses a
+#: row): graph replay, designed to agree with CUPTI (:mod:`cudalab.worker.graphs`; ``docs/timing.md``). A batch
+#: is never the default: it adds the gap between back-to-back launches (the throughput a stream of launches
+#: reaches, not a kernel's duration).
+AUTO_FALLBACK = "graph"
+
+
+def auto_method(cupti_loads: bool) -> str:
+    """The method ``--launch auto`` times a kernel under 20 µs with: CUPTI where it loads, graph replay otherwise
+    (a kernel of 20 µs or more is one launch per event pair whatever this says)."""
+    return AUTO_REFERENCE if cupti_loads else AUTO_FALLBACK
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,25 @@ class Measured:
 
     stats: Stats
     stop: str
+
+
+def measure_spanned(sample: Callable[[], float], protocol: Protocol, clock: Callable[[], float] = time.perf_counter,
+                    on_sample: Callable[[], None] = lambda: None,
+                    forget: Callable[[], None] = lambda: None) -> tuple[Measured, tuple[tuple[float, float], ...]]:
+    """:func:`measure_until` after the protocol's warm-up samples (then ``forget()``: what the warm-ups left in the
+    caller's state goes), with the host clock's (start, end) around each counted sample (telemetry judges them)."""
+    for _ in range(protocol.warmup):
+        sample()
+    forget()
+    spans: list[tuple[float, float]] = []
+
+    def spanned() -> float:
+        t0 = clock()
+        ms = sample()
+        spans.append((t0, clock()))
+        return ms
+
+    return measure_until(spanned, protocol, clock, warmup=False, on_sample=on_sample), tuple(spans)
 
 
 def measure_until(

@@ -2,7 +2,7 @@
 
 A worker's Python, pycuda and CUDA context take about as long to come up as this process takes to
 import click, rich and NumPy and plan the run; started first, the two overlap (see
-:func:`cudalab.session.process.prestart`). This module imports nothing heavy before that.
+:func:`cudalab.execute.local.process.prestart`). This module imports nothing heavy before that.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main() -> None:
     _tolerant_streams()
     try:  # Ctrl-C while the imports run comes before click's own handling: a traceback of an import otherwise
         from cudalab.catalog.discovery import add_paths, split_global
-        from cudalab.session.process import prestart
+        from cudalab.execute.local.process import prestart
 
         paths, rest = split_global(sys.argv[1:])
         if paths:  # before the early worker starts: it inherits CUDALAB_PATH and finds the same families

@@ -57,7 +57,7 @@ COMMANDS = (
 DRIVER = r"""
 import atexit, os, resource, sys
 if os.environ.get("CPU_FAKE_MAIN"):
-    from cudalab.session import process as W
+    from cudalab.execute.local import process as W
     W.worker_argv = lambda device, fd, energy=False: [sys.executable, os.environ["CPU_FAKE_MAIN"], "--fd", str(fd),
                                                        "--device", str(device)]
 prof = None

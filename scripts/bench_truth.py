@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""Issue 46's record: short kernels timed as the GPU ran them, verdicts calibrated, throttled samples flagged.
+"""Issues 46 and 59's record: short kernels against CUPTI (with and without cupti-python), verdicts, throttling.
 Writes <out>/<gpu>-truth.md and .json (docs/benchmarks/ by default).
 
-    python3 scripts/bench_truth.py                                  # every part, sized for ~6 minutes of GPU
+    python3 scripts/bench_truth.py --parts truth                    # the short-kernel part, ~3-4 minutes
     python3 scripts/bench_truth.py --parts truth --jobs smem-square,transpose-1k
     python3 scripts/bench_truth.py --parts calibrate --pairs 100 --calibrate-seconds 240
     python3 scripts/bench_truth.py --parts throttle --heat-seconds 40
-    python3 scripts/bench_truth.py --parts calibrate --merge docs/benchmarks/nvidia-h200-truth.json
+    python3 scripts/bench_truth.py --parts truth --merge docs/benchmarks/nvidia-h200-truth.json
 
 ``--merge EARLIER`` keeps the parts this call does not run from an earlier record of the same GPU, each with
 the command, date and code that made it (the record's markdown says so under the part's heading).
 
 Parts (--parts, default all):
-  truth      ``cudalab truth`` of each job (built-in kernels under 20 µs on an H100: the smem demos, small
-             reduce / transpose / gemv runs, search queries): the time cudalab's tables report (``--launch
-             auto``) against ncu's median gpu__time_duration, cold and hot, pass within 5% or 0.3 µs; the
-             same verdict for every method (what ``auto`` would give if it picked that method instead).
+  truth      ``cudalab truth`` of each job (built-in kernels under 20 µs: the smem demos, small copies,
+             transposes and reductions), twice: once as installed (``--methods events,batch,graph,cupti,auto``:
+             CUPTI's span is the reference; ncu beside it), once with ``CUDALAB_NO_CUPTI=1`` (``--methods auto
+             --no-ncu``: the tables' default without cupti-python, the graph fallback). Pass = the tables' figure
+             within 5% or 0.1 µs of CUPTI's span, cold and hot, both passes, over at least 20 rows under 20 µs.
+             ncu's offset on the GPU = the median of (ncu - CUPTI) over every row.
   calibrate  ``cudalab calibrate``'s A/A pairs (fresh processes, the same kernels): --pairs if they fit in
              --calibrate-seconds (one run timed first), else as many as fit, saying so; faster/slower
              verdicts among the A/A judgements and the planted ~2% slowdown's catch rate at the floor.
@@ -41,13 +43,16 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also when loaded from a file (the tests)
 
-from bench_truth_record import (METHODS, PARTS, _gpu_name, _part_gpu, keep, load_earlier,  # noqa: E402,F401
-                                markdown, process_spread)
-#: name -> the ``cudalab truth`` arguments (family first). Sizes picked to land under 20 µs on an H100.
+from bench_truth_judge import (FALLBACK_METHODS, FIRST_METHODS, METHODS, MIN_ROWS, WITHIN, WITHIN_MS,  # noqa: E402,F401
+                               ncu_offsets, truth_rows, truth_summary, within)
+from bench_truth_record import (PARTS, _gpu_name, _part_gpu, keep, load_earlier, markdown,  # noqa: E402,F401
+                                process_spread)
+#: name -> the ``cudalab truth`` arguments (family first). Sizes picked to land under 20 µs on an H200.
 JOBS: dict[str, list[str]] = {
     "smem-square": ["smem-square"],
     "smem-rect": ["smem-rect", "--variant", "row-row,col-col,row-col-pad"],
     "smem-square-132": ["smem-square", "--blocks", "132", "--variant", "row-row,col-col,row-col-pad"],
+    "copy-512": ["copy", "--n", "512", "--variant", "naive,shared,vec4,block"],
     "reduce-64k": ["reduce", "--n", "2^16", "--variant", "neighbored,unrolling8,complete-unroll,modern"],
     "reduce-1m": ["reduce", "--n", "2^20", "--variant", "unrolling8,modern"],
     "transpose-256": ["transpose", "--n", "256", "--variant", "naive,bankopt,tiled-32x8"],
@@ -58,8 +63,8 @@ JOBS: dict[str, list[str]] = {
     "search-binary-64k": ["search", "--n", "2^20", "--variant", "binary", "--queries", "65536"],
     "search-linear-1m": ["search", "--n", "2^20", "--variant", "linear"],
 }
-#: The table's claim (issue 46): within 5% of ncu, or 0.3 µs.
-WITHIN, WITHIN_MS = 0.05, 0.3e-3
+#: The jobs run by default: the smem families, small copies, transposes and reductions (24 kernel rows).
+DEFAULT_JOBS = ("smem-square", "smem-rect", "copy-512", "reduce-64k", "transpose-256", "transpose-1k")
 #: calibrate's bar (issue 46): at most 1% faster/slower verdicts A/A, a 2% slowdown caught in 80% of pairs.
 MAX_FALSE, MIN_DETECT = 0.01, 0.80
 
@@ -69,61 +74,6 @@ MAX_FALSE, MIN_DETECT = 0.01, 0.80
 def slug(gpu: str) -> str:
     """``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3`` (the records' file names)."""
     return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "gpu"
-
-
-def within(ms: float | None, ncu_ms: float | None) -> bool | None:
-    """Within 5% or 0.3 µs of ncu (None: a figure is missing)."""
-    if ms is None or ncu_ms is None or ncu_ms <= 0:
-        return None
-    return abs(ms - ncu_ms) <= max(WITHIN * ncu_ms, WITHIN_MS)
-
-
-def truth_rows(job: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """One line per (row, temperature) of a ``cudalab truth --json`` document: the tables' figure and method,
-    ncu's, the verdict, and each method's own distance and verdict."""
-    out = []
-    for r in doc.get("rows", ()):
-        if r.get("kind") != "kernel":
-            continue
-        for temp in doc.get("temps", ("cold", "hot")):
-            per = r.get(temp) or {}
-            ncu = (per.get("ncu") or {}).get("median_ms")
-            auto = per.get("auto") or {}
-            line = {"job": job, "point": r.get("point", ""), "variant": r["variant"], "temp": temp,
-                    "status": r.get("status"), "method": auto.get("method") or "", "table_ms": auto.get("median_ms"),
-                    "ncu_ms": ncu, "ncu_note": (per.get("ncu") or {}).get("note", ""),
-                    "diff": _diff(auto.get("median_ms"), ncu), "pass": within(auto.get("median_ms"), ncu)}
-            for m in METHODS:
-                f = per.get(m) or {}
-                line[m] = {"ms": f.get("median_ms"), "iqr_ms": f.get("iqr_ms"), "timed_by": f.get("timed_by", ""),
-                           "note": f.get("note", ""), "diff": _diff(f.get("median_ms"), ncu),
-                           "pass": within(f.get("median_ms"), ncu)}
-            out.append(line)
-    return out
-
-
-def _diff(ms: float | None, ncu_ms: float | None) -> float | None:
-    return None if ms is None or not ncu_ms else (ms - ncu_ms) / ncu_ms
-
-
-def truth_summary(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Pass counts per temperature for the tables' figure and for each method (the candidates for ``auto``);
-    only lines under 20 µs by ncu count (the claim is about short kernels), the others are listed apart."""
-    short = [ln for ln in lines if ln["ncu_ms"] is not None and ln["ncu_ms"] < 0.02]
-    out: dict[str, Any] = {"lines": len(lines), "short": len(short),
-                           "no_ncu": sum(ln["ncu_ms"] is None for ln in lines),
-                           "over_20us": sum(ln["ncu_ms"] is not None and ln["ncu_ms"] >= 0.02 for ln in lines)}
-    for temp in ("cold", "hot"):
-        mine = [ln for ln in short if ln["temp"] == temp]
-        out[temp] = {"n": len(mine), "tables_pass": sum(ln["pass"] is True for ln in mine),
-                     **{f"{m}_pass": sum(ln[m]["pass"] is True for ln in mine) for m in METHODS},
-                     # short lines another method timed (cupti-python missing, a capture refused, a kernel that
-                     # cannot repeat: events): their verdict is not the method's own
-                     **{f"{m}_other": sum(ln[m]["ms"] is not None and ln[m]["timed_by"] not in (m, "")
-                                          for ln in mine) for m in METHODS},
-                     "worst": max((abs(ln["diff"]) for ln in mine if ln["diff"] is not None), default=None)}
-    out["all_pass"] = bool(short) and all(ln["pass"] is True for ln in short)
-    return out
 
 
 def calibrate_verdict(floor: dict[str, Any]) -> dict[str, Any]:
@@ -166,32 +116,63 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_truth(jobs: Sequence[str], budget: float, launches: int, timeout: float) -> dict[str, Any]:
-    """``cudalab truth`` of each job (its table on stdout as it goes); the lines, the summary, the GPU."""
-    lines, errors, gpu, auto = [], {}, {}, ""
+def _truth_json(argv: list[str], out: Path, env: dict[str, str], timeout: float) -> tuple[dict[str, Any] | None, str]:
+    """One ``cudalab truth`` call (its table on stdout as it goes): its JSON document, or why there is none."""
+    print(f"=== {'CUDALAB_NO_CUPTI=1 ' if env.get('CUDALAB_NO_CUPTI') else ''}cudalab {' '.join(argv[3:])}", flush=True)
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"past {timeout:g} s"
+    print(proc.stdout[-6000:], proc.stderr[-2000:], f"({time.monotonic() - t0:.1f} s)", sep="\n", flush=True)
+    if not out.is_file():
+        return None, f"exit {proc.returncode}: " + " ".join(proc.stderr.strip().splitlines()[-1:])
+    return json.loads(out.read_text()), ""
+
+
+def run_truth(jobs: Sequence[str], budget: float, launches: int, timeout: float, fallback: bool = True,
+              deadline: float = 0.0) -> dict[str, Any]:
+    """``cudalab truth`` of each job as installed, then (``fallback``) with ``CUDALAB_NO_CUPTI=1``; the lines,
+    the summary, the GPU. With ``deadline`` (s), a job is not started once the next one would pass it (at the
+    pace of the slowest job so far); it is listed as not run."""
+    lines: list[dict[str, Any]] = []
+    errors: dict[str, str] = {}
+    gpu: dict[str, Any] = {}
+    t_start, slowest = time.monotonic(), 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for job in jobs:
-            out = Path(tmp) / f"{job}.json"
-            argv = [*_cli(), "truth", *JOBS[job], "--budget", str(budget), "--ncu-launches", str(launches),
-                    "--json", str(out), "-q"]
-            print(f"=== cudalab {' '.join(argv[3:])}", flush=True)
+            if deadline and time.monotonic() - t_start + slowest > deadline:
+                errors[job] = f"not run: the next job would pass --truth-deadline {deadline:g} s"
+                continue
             t0 = time.monotonic()
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=timeout)
-            except subprocess.TimeoutExpired:
-                errors[job] = f"past {timeout:g} s"
+            first, second = Path(tmp) / f"{job}.json", Path(tmp) / f"{job}-nocupti.json"
+            base = [*_cli(), "truth", *JOBS[job], "--budget", str(budget), "-q"]
+            doc, why = _truth_json([*base, "--methods", FIRST_METHODS, "--ncu-launches", str(launches), "--json",
+                                    str(first)], first, _env(), timeout)
+            if doc is None:
+                errors[job] = why
                 continue
-            print(proc.stdout[-6000:], proc.stderr[-2000:], f"({time.monotonic() - t0:.1f} s)", sep="\n", flush=True)
-            if not out.is_file():
-                errors[job] = f"exit {proc.returncode}: " + " ".join(proc.stderr.strip().splitlines()[-1:])
-                continue
-            doc = json.loads(out.read_text())
-            gpu, auto = doc.get("gpu") or gpu, doc.get("auto_launch", auto)
-            lines += truth_rows(job, doc)
-            if doc.get("ncu", {}).get("note"):
-                errors[job] = f"ncu: {doc['ncu']['note']}"
-    return {"jobs": list(jobs), "budget_s": budget, "ncu_launches": launches, "auto_launch": auto, "gpu": gpu,
-            "lines": lines, "errors": errors, "summary": truth_summary(lines)}
+            gpu = doc.get("gpu") or gpu
+            other = None
+            if fallback:
+                other, why = _truth_json([*base, "--methods", FALLBACK_METHODS, "--no-ncu", "--json", str(second)],
+                                         second, dict(_env(), CUDALAB_NO_CUPTI="1"), timeout)
+                if other is None:
+                    errors[job] = f"without cupti-python: {why}"
+            got = truth_rows(job, doc, other if fallback else None)
+            lines += got
+            notes = [f"ncu: {doc['ncu']['note']}"] if doc.get("ncu", {}).get("note") else []
+            if got and all(ln["cupti_ms"] is None for ln in got):
+                notes.append("no CUPTI span (cupti-python not installed, or CUPTI refused): "
+                             + (got[0]["cupti_note"] or "no note"))
+            if notes:
+                errors[job] = "; ".join(([errors[job]] if job in errors else []) + notes)
+            slowest = max(slowest, time.monotonic() - t0)
+    return {"jobs": list(jobs), "budget_s": budget, "ncu_launches": launches, "reference": "cupti",
+            "methods": FIRST_METHODS,
+            "within": {"fraction": WITHIN, "ms": WITHIN_MS, "min_rows": MIN_ROWS}, "gpu": gpu,
+            "fallback_env": "CUDALAB_NO_CUPTI=1" if fallback else "", "lines": lines, "errors": errors,
+            "summary": truth_summary(lines)}
 
 
 def run_calibrate(wanted: int, seconds: float, n: str = "4k") -> dict[str, Any]:
@@ -202,7 +183,7 @@ def run_calibrate(wanted: int, seconds: float, n: str = "4k") -> dict[str, Any]:
 
     from cudalab import catalog
     from cudalab.families import load
-    from cudalab.session import calibrate as C
+    from cudalab.studies import calibrate as C
     from cudalab.session.options import RunOptions
 
     spec = catalog.family("copy")
@@ -293,10 +274,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"), help="Folder of the record.")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"Comma list of {', '.join(PARTS)}.")
-    ap.add_argument("--jobs", default=",".join(JOBS), help=f"Comma list of truth jobs: {', '.join(JOBS)}.")
+    ap.add_argument("--jobs", default=",".join(DEFAULT_JOBS), help=f"Comma list of truth jobs: {', '.join(JOBS)}.")
     ap.add_argument("--budget", type=float, default=0.1, help="truth: seconds of sampling per variant and method.")
-    ap.add_argument("--ncu-launches", type=int, default=10, help="truth: launches of each variant under ncu.")
-    ap.add_argument("--job-timeout", type=float, default=120.0, help="truth: seconds one job may take.")
+    ap.add_argument("--ncu-launches", type=int, default=6, help="truth: launches of each variant under ncu.")
+    ap.add_argument("--job-timeout", type=float, default=120.0, help="truth: seconds one cudalab truth call may take.")
+    ap.add_argument("--no-fallback", action="store_true",
+                    help="truth: leave out the second pass (the same rows with CUDALAB_NO_CUPTI=1).")
+    ap.add_argument("--truth-deadline", type=float, default=0.0,
+                    help="truth: start no job that would end past this many seconds (0: no limit).")
     ap.add_argument("--pairs", type=int, default=100, help="calibrate: A/A pairs wanted.")
     ap.add_argument("--calibrate-n", default="4k", help="calibrate: the copies' size (as cudalab calibrate --n).")
     ap.add_argument("--calibrate-seconds", type=float, default=150.0, help="calibrate: seconds the pairs may take.")
@@ -325,7 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = {"truth": lambda: run_truth(jobs, a.budget, a.ncu_launches, a.job_timeout),
+    runs = {"truth": lambda: run_truth(jobs, a.budget, a.ncu_launches, a.job_timeout, not a.no_fallback,
+                                       a.truth_deadline),
             "calibrate": lambda: run_calibrate(a.pairs, a.calibrate_seconds, a.calibrate_n),
             "throttle": lambda: run_throttle(a.heat_seconds, a.warm_seconds)}
     base = out / "gpu-truth"
@@ -351,10 +337,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{part} done: wrote {base}.md and .json", flush=True)
     s = (rec.get("truth") or {}).get("summary")
     if s:
-        print(f"truth: cold {s['cold']['tables_pass']}/{s['cold']['n']}, hot {s['hot']['tables_pass']}/{s['hot']['n']} "
-              f"within 5% or 0.3 us (graph: {s['cold']['graph_pass']}/{s['hot']['graph_pass']}, "
-              f"cupti: {s['cold']['cupti_pass']}/{s['hot']['cupti_pass']})")
+        off = s["ncu_offset"]
+        print(f"truth: the tables' figure within 5% or 0.1 us of CUPTI: cold {s['cold']['tables_pass']}/{s['cold']['n']}, "
+              f"hot {s['hot']['tables_pass']}/{s['hot']['n']}; without cupti-python: cold "
+              f"{s['cold']['nocupti_pass']}/{s['cold']['n']}, hot {s['hot']['nocupti_pass']}/{s['hot']['n']}; "
+              f"ncu offset cold {_us_or(off['cold']['offset_ms'])} us, hot {_us_or(off['hot']['offset_ms'])} us; "
+              f"claim (>= {MIN_ROWS} rows each, all within): {'PASS' if s['all_pass'] else 'FAIL'}")
     return 0
+
+
+def _us_or(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms * 1e3:+.3f}"
 
 
 def _commit() -> str:

@@ -56,7 +56,7 @@ def _made(rec: dict[str, Any], part: str) -> list[str]:
 def markdown(rec: dict[str, Any]) -> str:
     """The committed record's text."""
     gpu = rec.get("gpu", {})
-    md = [f"# Measurement truth on {_gpu_name(rec) or 'the GPU'} (issue 46)", "",
+    md = [f"# Measurement truth on {_gpu_name(rec) or 'the GPU'} (issues 46, 59)", "",
           f"Made by `python3 scripts/bench_truth.py {' '.join(rec.get('argv', []))}` on {rec.get('date', '?')} "
           f"(driver {gpu.get('driver_release') or gpu.get('driver_version', '?')}, CUDA {gpu.get('cuda_version', '?')}, "
           f"cudalab {rec.get('commit', '?')}). Every figure below comes from that run"
@@ -64,35 +64,7 @@ def markdown(rec: dict[str, Any]) -> str:
              else "."), ""]
     t = rec.get("truth")
     if t:
-        s = t["summary"]
-        md += ["## Short kernels: cudalab's tables against ncu", ""] + _made(rec, "truth") + [
-               f"`cudalab truth` per job; ncu = median gpu__time_duration of launches 2..{t['ncu_launches']} of each "
-               f"variant (cold: `--cache-control all`, hot: `none`). Pass = within 5% or 0.3 µs. `--launch auto` picks "
-               f"**{t.get('auto_launch', '?')}** under 20 µs today. Rows ncu timed at 20 µs or more are listed but not "
-               f"counted ({s['over_20us']}); rows without an ncu figure: {s['no_ncu']}.", "",
-               "| temp | rows | tables pass | " + " | ".join(f"{m} pass" for m in METHODS) + " | worst tables diff |",
-               "| --- | ---: | ---: | " + " | ".join("---:" for _ in METHODS) + " | ---: |"]
-        for temp in ("cold", "hot"):
-            c = s[temp]
-            md.append(f"| {temp} | {c['n']} | {c['tables_pass']} | "
-                      + " | ".join(_pass_cell(c, m) for m in METHODS)
-                      + f" | {_pct(c['worst']) if c['worst'] is not None else '–'} |")
-        md += ["", f"All short rows within the bar: **{'yes' if s['all_pass'] else 'no'}**.", "",
-               "| job | point | variant | temp | tables use | tables µs | ncu µs | diff | verdict | "
-               + " | ".join(METHODS) + " |",
-               "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | " + " | ".join("---:" for _ in METHODS) + " |"]
-        for ln in t["lines"]:
-            cells = [_method_cell(ln.get(m), m) for m in METHODS]
-            md.append(f"| {ln['job']} | {ln['point']} | {ln['variant']} | {ln['temp']} | {ln['method'] or '–'} | "
-                      f"{_us(ln['table_ms'])} | {_us(ln['ncu_ms'])} | {_pct(ln['diff'])} | {_ok(ln['pass'])} | "
-                      + " | ".join(cells) + " |")
-        # why a method did not time its own lines (cupti-python missing, CUPTI refused), once per reason
-        fell = {(m, (ln.get(m) or {}).get("note")) for ln in t["lines"] for m in ("graph", "cupti")}
-        for m, note in sorted((m, n) for m, n in fell if n):
-            md.append(f"\n{m}: {note}")
-        for job, err in t.get("errors", {}).items():
-            md.append(f"\n`{job}`: {err}")
-        md.append("")
+        md += ["## Short kernels: cudalab's tables against CUPTI", ""] + _made(rec, "truth") + _truth_md(t)
     c = rec.get("calibrate")
     if c:
         md += ["## calibrate: A/A pairs and a planted slowdown", ""] + _made(rec, "calibrate")
@@ -144,6 +116,55 @@ def markdown(rec: dict[str, Any]) -> str:
                           f"{r['sm_mhz']} | {r['power_w']} | {r['temp_c']} | {r['reasons']} |")
             md += ["", th["note"], ""]
     return "\n".join(md).rstrip() + "\n"
+
+
+def _truth_md(t: dict[str, Any]) -> list[str]:
+    """The short-kernel part: the claim, ncu's offset, the pass counts, one line per row and temperature."""
+    if "reference" not in t:   # a record made before issue 59 judged against ncu: its lines are in its .json
+        return ["An earlier record's part, judged against ncu (before issue 59): its figures are in the .json.", ""]
+    s, w = t["summary"], t.get("within", {})
+    off = s["ncu_offset"]
+    md = [f"`cudalab truth` per job, twice: as installed (`--methods {t.get('methods', '?')}`), and with "
+          f"`{t.get('fallback_env') or '(no second pass)'}` (`--methods auto --no-ncu`: the tables' default without "
+          f"cupti-python). The reference is CUPTI's span of each launch (cupti-python's activity records). Pass = "
+          f"within {w.get('fraction', 0.05):.0%} or {w.get('ms', 1e-4) * 1e3:g} µs of it. `--launch auto` = cupti "
+          f"where it loads, graph replay otherwise. Rows CUPTI timed at 20 µs or more are listed but not counted "
+          f"({s['over_20us']}); rows without a CUPTI span: {s['no_cupti']}.", "",
+          "ncu's offset on this GPU (the median of ncu − CUPTI over the rows; ncu − offset is the kernel's span): "
+          + "; ".join(f"{temp} **{_off(o['offset_ms'])} µs** over {o['rows']} rows (from {_off(o['low_ms'])} to "
+                      f"{_off(o['high_ms'])})" for temp, o in off.items()) + ".", "",
+          "| temp | rows | tables pass | without cupti pass | " + " | ".join(f"{m} pass" for m in METHODS[:3])
+          + " | worst tables diff | worst without cupti |",
+          "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in METHODS[:3]) + " | ---: | ---: |"]
+    for temp in ("cold", "hot"):
+        c = s[temp]
+        md.append(f"| {temp} | {c['n']} | {c['tables_pass']} | {c['nocupti_pass']} | "
+                  + " | ".join(_pass_cell(c, m) for m in METHODS[:3])
+                  + f" | {_pct(c['worst'])} | {_pct(c['worst_nocupti'])} |")
+    md += ["", f"Every short row within the bar, cold and hot, with and without cupti-python, over at least "
+               f"{w.get('min_rows', 20)} rows each: **{'yes' if s['all_pass'] else 'no'}**.", "",
+           "| job | point | variant | temp | cupti µs | tables use | tables µs | without cupti | "
+           + " | ".join(METHODS[:3]) + " | ncu µs (− cupti) |",
+           "| --- | --- | --- | --- | ---: | --- | ---: | ---: | " + " | ".join("---:" for _ in METHODS[:3]) + " | ---: |"]
+    for ln in t["lines"]:
+        nc = ln.get("nocupti") or {}
+        fall = (f"{_us(nc.get('ms'))} ({_pct(nc.get('diff'))}) {nc.get('method') or ''} {_ok(nc.get('pass'))}"
+                if nc else "–")
+        md.append(f"| {ln['job']} | {ln['point']} | {ln['variant']} | {ln['temp']} | {_us(ln['cupti_ms'])} | "
+                  f"{ln['method'] or '–'} | {_us(ln['table_ms'])} ({_pct(ln['diff'])}) {_ok(ln['pass'])} | {fall} | "
+                  + " | ".join(_method_cell(ln.get(m), m) for m in METHODS[:3])
+                  + f" | {_us(ln['ncu_ms'])} ({_off(ln.get('ncu_minus_cupti_ms'))}) |")
+    # why a method did not time its own lines (a capture refused, CUPTI refused), once per reason
+    fell = {(m, (ln.get(m) or {}).get("note")) for ln in t["lines"] for m in ("graph", "cupti")}
+    for m, note in sorted((m, n) for m, n in fell if n):
+        md.append(f"\n{m}: {note}")
+    for job, err in t.get("errors", {}).items():
+        md.append(f"\n`{job}`: {err}")
+    return md + [""]
+
+
+def _off(ms: float | None) -> str:
+    return "–" if ms is None else f"{ms * 1e3:+.3f}"
 
 
 def process_spread(medians: dict[str, list[float | None]]) -> dict[str, str]:

@@ -121,9 +121,9 @@ EXPECTED_S = {"large": 190, "wall": 60, "saved": 20, "ncu": 80, "energy": 10, "t
 def run_jobs(jobs: list, budget: float) -> tuple[dict, dict]:
     """Run every job on one GPU with telemetry; one job's failure never loses the others' figures. With no
     jobs, only the device's description (and its free memory, for the large section)."""
-    from cudalab.session import sweep
+    from cudalab.execute.local.engine import open_telemetry
 
-    tele = sweep.open_telemetry(planning.RunRequest(family=jobs[0][1])) if jobs else None
+    tele = open_telemetry(planning.RunRequest(family=jobs[0][1])) if jobs else None
     dev = gpu.Device(0)
     if tele is not None and tele.telemetry is not None:
         tele.telemetry.after_open()

@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
-#                                          cluster occ bench-lanes tunedemo ab tuneown judge ctrlc
+#                                          cluster occ bench-lanes tunedemo ab tuneown judge ctrlc rowmix
 #                                          campaign
 #                                          (default: info tests ncu sanitizer bench)
 #
@@ -134,20 +134,23 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
                      --json "$OUT/hostile.json" ;;
         # issue 45: the measured ceilings (cached for the charts), occupancy against ncu for every built-in
         # variant, the two ladders' runs and charts (docs/plots/), and the README's sass outputs
-        roofline) ( python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_ceilings_gpu.py
-                    timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py
-                    python3 -c 'from cudalab.inspect import ceilings as C; from cudalab.worker import ceilings, gpu; d = gpu.Device(0); c = ceilings.measure(d); C.store(c); print(c, "->", C.cache_file(c.gpu, c.sm_clock_mhz)); d.close()'
-                    COLUMNS=200 python3 -m cudalab transpose --n 16384 --json "$OUT/h100-transpose-16384.json"
-                    COLUMNS=200 python3 -m cudalab matmul --n 4096 --json "$OUT/h100-matmul-4096.json"
-                    python3 -m cudalab roofline "$OUT/h100-transpose-16384.json" -o "$OUT/transpose-roofline.png"
-                    python3 -m cudalab roofline "$OUT/h100-transpose-16384.json" -o "$OUT/transpose-roofline.html"
-                    python3 -m cudalab roofline "$OUT/h100-matmul-4096.json" "$OUT/h100-transpose-16384.json" \
-                        -o "$OUT/matmul-roofline.png"
-                    python3 -m cudalab roofline "$OUT/h100-matmul-4096.json" "$OUT/h100-transpose-16384.json" \
-                        -o "$OUT/matmul-roofline.html"
-                    for v in "transpose --variant block,bankopt" "matmul --variant tiled,regblock --no-listing"; do
-                        python3 -m cudalab sass $v >/dev/null   # warm the disassembly cache
-                        echo "=== cudalab sass $v"; ( time COLUMNS=160 python3 -m cudalab sass $v ) 2>&1; done ) ;;
+        roofline) ( # issue 59: ceilings measured and cached, checked against the library's GEMM; the two charts
+                    timeout -s KILL 120 python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_ceilings_gpu.py
+                    timeout -s KILL 120 python3 -m cudalab roofline --measure
+                    mkdir -p "$OUT/plots"
+                    COLUMNS=200 timeout -s KILL 90 python3 -m cudalab transpose --n 16384 --json "$OUT/plots/nvidia-h200-transpose-16384.json"
+                    COLUMNS=200 timeout -s KILL 150 python3 -m cudalab matmul --n 4096 --ncu --json "$OUT/plots/nvidia-h200-matmul-4096-ncu.json"
+                    python3 -m cudalab roofline "$OUT/plots/nvidia-h200-transpose-16384.json" -o "$OUT/plots/nvidia-h200-transpose-roofline.svg"
+                    python3 -m cudalab roofline "$OUT/plots/nvidia-h200-matmul-4096-ncu.json" -o "$OUT/plots/nvidia-h200-matmul-roofline.svg"
+                    python3 -m cudalab roofline "$OUT/plots/nvidia-h200-matmul-4096-ncu.json" -o "$OUT/plots/nvidia-h200-matmul-roofline.html"
+                    timeout -s KILL 60 python3 scripts/check_ceilings.py ) ;;   # last: its verdict is the summary's line
+        rowmix) ( # issue 59: no row over 100% of its own roofline (read/write streams beside the copy); ‡ marks one
+                  for cmd in "copy --n 8192" "transpose --n 8192" "reduce" "gemv" "--family-path examples rowsum" \
+                             "--family-path examples histogram" "--family-path examples softmax"; do
+                      echo "=== cudalab $cmd"
+                      COLUMNS=200 timeout -s KILL 60 python3 -m cudalab $cmd | tee -a "$OUT/rowmix-tables.txt"
+                  done
+                  echo "rows flagged above their roofline (‡): $(grep -c '‡ [0-9]' "$OUT/rowmix-tables.txt")" ) ;;
         # issue 47 item 15: a kernel's 2,560 printf lines a launch: five under its row, every line in the JSON
         printf) timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs -s tests/test_printf.py
                 COLUMNS=160 python3 -m cudalab transpose --n 1024 --variant naive --min-samples 1 --budget 0.001 \
@@ -256,12 +259,19 @@ for threads in (1024, 256):
     print(f"probe kernel: {k.num_regs} registers; driver: {n.value} blocks/SM at {threads} threads (rc {rc})")
 PY
                timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_occupancy_gpu.py ) ;;
-        # issue 46: cudalab truth of short built-in kernels against ncu (cold, hot), calibrate's A/A pairs (as many
-        # as fit in --calibrate-seconds) and a run beside a heater (throttled samples): ~6 min of GPU by default.
-        # The record goes to $OUT/truth-docs (copy it to docs/benchmarks/). Parts and sizes: $TRUTH_ARGS (e.g.
-        # "--parts truth --jobs smem-square,transpose-1k" or "--parts calibrate --pairs 100 --calibrate-seconds 240").
-        truth) timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs$SFX" \
-                   $(lane_args TRUTH_ARGS "--jobs smem-square,smem-rect,reduce-64k,transpose-256,transpose-1k,gemv-1k,search-binary-4k --calibrate-seconds 150 --heat-seconds 30") ;;
+        # issues 46, 59: cudalab truth of short built-in kernels (the smem families, a 512² copy, small transposes
+        # and reductions: 24 rows) against CUPTI's spans, cold and hot, twice: as installed (cupti-python from
+        # .wheelhouse/cupti/ when it is not importable) and with CUDALAB_NO_CUPTI=1 (the graph fallback); ncu's
+        # offset from CUPTI. Default: the truth part only (~3-4 min on an H200, no job started past 200 s), the
+        # calibrate and throttle parts kept from the committed H200 record (--merge: the GPU must be an H200).
+        # The record goes to $OUT/truth-docs (copy it to docs/benchmarks/). Look for the last line "truth: ...
+        # claim ...: PASS". Other parts and sizes: $TRUTH_ARGS (e.g. "--parts calibrate --pairs 100").
+        truth) { python3 -c "import cupti" 2>/dev/null || ! ls .wheelhouse/cupti/*.whl >/dev/null 2>&1 ||
+                 python3 -m pip install -q --no-index --find-links .wheelhouse/cupti cupti-python ||
+                 echo "truth: cupti-python did not install from .wheelhouse/cupti: no CUPTI reference"; }
+               python3 -c "from cupti import cupti; print('truth: cupti-python loads')" 2>&1 | tail -1
+               timeout -s KILL "$limit" python3 scripts/bench_truth.py --out "$OUT/truth-docs$SFX" \
+                   $(lane_args TRUTH_ARGS "--parts truth --truth-deadline 200 --merge docs/benchmarks/nvidia-h200-truth.json") ;;
         # issue 42 item 8: the same benchmark jobs from an older tree ($AB_OLD, default .ab-old: `git archive REV |
         # tar -x -C .ab-old; echo REV > .ab-old/REVISION`, ignored and carried) and from this one, alternately on this lane's GPU for $AB_ROUNDS
         # rounds (old, new, old, new...: the GPU's drift falls on both), then scripts/bench_agree.py judges them

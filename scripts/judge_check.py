@@ -121,14 +121,54 @@ def suite(schema: dict, objects: Path, rec: dict) -> bool:
                 problems = JS.problems(obj, schema) if obj.get("verdict") != "error" else ["error"]
                 name = f"{e.kernel}{'-honest' if honest else ''}"
                 (objects / f"exploit-{name}.json").write_text(json.dumps(obj, indent=1))
+                look = (obj.get("checks") or {}).get("second_look") or {}
                 rec["exploits"].append({"name": name, "family": e.family, "games": e.games, "expect": list(e.expect),
                                         "verdict": obj.get("verdict"), "flags": obj.get("flags"),
+                                        "fresh_repeat": look.get("ratio"),
+                                        "median_ms": (obj.get("time") or {}).get("median_ms"),
                                         "exit": obj.get("exit_code"), "ok": good and not problems,
                                         "problems": problems, "wall_s": wall,
                                         "reason": (obj.get("reason") or "")[:160]})
                 print(f"{name}: {obj.get('verdict')} {obj.get('flags')} {'ok' if good else 'FAILED'}", flush=True)
                 ok &= good and not problems
     return ok
+
+
+PHASES = re.compile(r"\[(?P<total>[\d.]+) s in the command: plan (?P<plan>[\d.]+), GPU open (?P<open>[\d.]+), "
+                    r"(?P<rows>\d+) row\(s\)(?P<roof> \+ roofline)? (?P<rows_s>[\d.]+), verdict (?P<verdict>[\d.]+), "
+                    r"close (?P<close>[\d.]+)(?:; rivals and roofline kept from (?P<kept>\d+) s before)?\]")
+
+
+def command_parts(wall: float, stderr: str) -> dict:
+    """Where one command's wall went: its last stderr line's phases (cudalab/cli/judge.py), and the rest (the
+    interpreter's start, the imports before the command, the exit) as ``start_exit_s``."""
+    m = PHASES.search(stderr or "")
+    if m is None:
+        return {"wall_s": wall, "parsed": False}
+    f = {k: float(v) for k, v in m.groupdict().items() if v is not None and k not in ("roof", "rows")}
+    return {"wall_s": wall, "parsed": True, "start_exit_s": wall - f["total"], "plan_s": f["plan"],
+            "gpu_open_s": f["open"], "rows": int(m["rows"]), "roofline": bool(m["roof"]), "rows_s": f["rows_s"],
+            "verdict_s": f["verdict"], "close_s": f["close"], "kept_s": f.get("kept")}
+
+
+def fmt_parts(p: dict) -> str:
+    if not p.get("parsed"):
+        return f"{p['wall_s']:.2f} s (no phases on stderr)"
+    return (f"{p['wall_s']:.2f} s = start+imports+exit {p['start_exit_s']:.2f} + plan {p['plan_s']:.2f} + GPU open "
+            f"{p['gpu_open_s']:.2f} + {p['rows']} row(s){' + roofline' if p['roofline'] else ''} {p['rows_s']:.2f} "
+            f"+ verdict {p['verdict_s']:.2f} + close {p['close_s']:.2f}"
+            + (" (rivals kept)" if p.get("kept_s") is not None else " (rivals measured)"))
+
+
+def forget_kept() -> int:
+    """Remove the rivals the judge keeps on disk (cudalab/judging/kept.py): the first command measures them."""
+    from cudalab.judging import kept as K
+
+    n = 0
+    for f in K.folder().glob(f"{K.PREFIX}*.json"):
+        f.unlink(missing_ok=True)
+        n += 1
+    return n
 
 
 def timing(calls: int, runs: int, rec: dict) -> bool:
@@ -141,19 +181,35 @@ def timing(calls: int, runs: int, rec: dict) -> bool:
         obj = cudalab.judge(fam, add, n=n)
         walls.append(time.perf_counter() - t0)
         medians.append(((obj.get("time") or {}).get("median_ms")) or 0.0)
-    cmd = []
-    for _ in range(runs):
+    forget_kept()  # the loop above kept this point's rivals: the first command measures them afresh
+    parts = []
+    for i in range(runs):
         wall, proc = run_command([fam, "--n", n, "--add", add], {})
-        cmd.append(wall)
+        parts.append(command_parts(wall, proc.stderr))
+        print(f"command {i + 1}: exit {proc.returncode}, {fmt_parts(parts[-1])}", flush=True)
+    cmd = [p["wall_s"] for p in parts]
+    warm = [p["wall_s"] for p in parts if p.get("kept_s") is not None]
+    mean_of = lambda key, ps: statistics.fmean(p[key] for p in ps) if ps else None  # noqa: E731
+    parsed = [p for p in parts if p.get("parsed")]
     rec["timing"] = {"family": fam, "add": add, "n": n, "calls": calls, "first_call_s": walls[0],
                      "mean_call_s": statistics.fmean(walls), "mean_warm_call_s": statistics.fmean(walls[1:] or walls),
                      "median_call_s": statistics.median(walls), "kernel_median_ms": statistics.median(medians),
                      "command_runs": runs, "mean_command_s": statistics.fmean(cmd) if cmd else None,
-                     "command_walls_s": cmd, "call_walls_s": walls}
+                     "first_command_s": cmd[0] if cmd else None,
+                     "mean_kept_command_s": statistics.fmean(warm) if warm else None,
+                     "command_parts_mean": {k: mean_of(k, parsed) for k in ("start_exit_s", "plan_s", "gpu_open_s",
+                                                                             "rows_s", "verdict_s", "close_s")},
+                     "command_parts": parts, "command_walls_s": cmd, "call_walls_s": walls}
     t = rec["timing"]
     print(f"timing: {calls} calls, mean {t['mean_call_s']:.3f} s (first {t['first_call_s']:.2f} s), kernel "
-          f"{t['kernel_median_ms']:.4f} ms; command mean {t['mean_command_s'] or 0:.2f} s over {runs}", flush=True)
+          f"{t['kernel_median_ms']:.4f} ms; command mean {t['mean_command_s'] or 0:.2f} s over {runs} (the first, "
+          f"measuring the rivals, {t['first_command_s'] or 0:.2f} s; those with rivals kept "
+          f"{t['mean_kept_command_s'] or 0:.2f} s)", flush=True)
     return t["mean_call_s"] <= CALL_TARGET_S and (t["mean_command_s"] or 0) <= COMMAND_TARGET_S
+
+
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3g}"
 
 
 def markdown(rec: dict) -> str:
@@ -172,12 +228,16 @@ def markdown(rec: dict) -> str:
                        f"{'✓' if c['ok'] else '✗'} |")
         out += ["", "Commands: " + "; ".join(f"`{c['command']}`" for c in rec["commands"]), ""]
     if rec["exploits"]:
-        out += ["## The exploit suite", "", "| kernel | games | expected | verdict | flags | exit | ok |",
-                "|" + " --- |" * 7]
+        out += ["## The exploit suite", "",
+                "fresh/repeat: the paired launches' ratio of medians (a fresh launch on the other input set than the "
+                "launch before, a repeat on the same; `memo` above 1.1).", "",
+                "| kernel | games | expected | verdict | flags | fresh/repeat | median ms | exit | ok |",
+                "|" + " --- |" * 9]
         for e in rec["exploits"]:
             out.append(f"| `{e['name']}` | {e['games'] if not e['name'].endswith('-honest') else 'honest twin'} | "
                        f"{', '.join(e['expect']) if not e['name'].endswith('-honest') else 'correct, no flag'} | "
-                       f"{e['verdict']} | {', '.join(e['flags'] or []) or '–'} | {e['exit']} | {'✓' if e['ok'] else '✗'} |")
+                       f"{e['verdict']} | {', '.join(e['flags'] or []) or '–'} | {_f(e.get('fresh_repeat'))} | "
+                       f"{_f(e.get('median_ms'))} | {e['exit']} | {'✓' if e['ok'] else '✗'} |")
         out.append("")
     t = rec.get("timing")
     if t:
@@ -186,8 +246,26 @@ def markdown(rec: dict) -> str:
                 f"(kernel median {t['kernel_median_ms']:.4f} ms): mean {t['mean_call_s']:.3f} s a call (target ≤ "
                 f"{CALL_TARGET_S} s), the first {t['first_call_s']:.2f} s (the worker starting), the others "
                 f"{t['mean_warm_call_s']:.3f} s. The command, {t['command_runs']} runs: mean "
-                f"{t['mean_command_s'] or 0:.2f} s (target ≤ {COMMAND_TARGET_S} s).", ""]
-    out.append(f"Result: {'all checks passed' if rec['ok'] else 'SOME CHECKS FAILED'}.")
+                f"{t['mean_command_s'] or 0:.2f} s (target ≤ {COMMAND_TARGET_S} s); the first, which measured the "
+                f"reference and best rows and the roofline, {t.get('first_command_s') or 0:.2f} s; the others, with "
+                f"those kept from it (cudalab/judging/kept.py), {t.get('mean_kept_command_s') or 0:.2f} s.", ""]
+        cp = t.get("command_parts") or []
+        if cp:
+            out += ["Where each command's wall went (s; its stderr's phases; start+imports+exit = wall − the time "
+                    "inside the command):", "",
+                    "| run | wall | start+imports+exit | plan | GPU open | rows | rows s | verdict | close | rivals |",
+                    "|" + " --- |" * 10]
+            for i, p in enumerate(cp, 1):
+                if not p.get("parsed"):
+                    out.append(f"| {i} | {p['wall_s']:.2f} | – | – | – | – | – | – | – | – |")
+                    continue
+                out.append(f"| {i} | {p['wall_s']:.2f} | {p['start_exit_s']:.2f} | {p['plan_s']:.2f} | "
+                           f"{p['gpu_open_s']:.2f} | {p['rows']}{' + roofline' if p['roofline'] else ''} | "
+                           f"{p['rows_s']:.2f} | {p['verdict_s']:.2f} | {p['close_s']:.2f} | "
+                           f"{'kept' if p.get('kept_s') is not None else 'measured'} |")
+            out.append("")
+    took = f" The script ran {rec['elapsed_s']:.0f} s." if rec.get("elapsed_s") else ""
+    out.append(f"Result: {'all checks passed' if rec['ok'] else 'SOME CHECKS FAILED'}.{took}")
     return "\n".join(out) + "\n"
 
 
@@ -207,6 +285,7 @@ def main() -> int:
     rec = {"gpu": gpu, "date": datetime.date.today().isoformat(),
            "code": os.environ.get("CUDALAB_CODE", "HEAD"), "commands": [], "exploits": [], "timing": None, "ok": True}
     parts = a.parts.split(",")
+    started = time.perf_counter()
     for part, fn in (("commands", lambda: commands(schema, objects, rec)),
                      ("exploits", lambda: suite(schema, objects, rec)),
                      ("timing", lambda: timing(a.calls, a.runs, rec))):
@@ -217,10 +296,11 @@ def main() -> int:
                 rec["ok"] = False
                 rec.setdefault("errors", []).append(f"{part}: {type(exc).__name__}: {exc}")
                 print(f"{part}: {type(exc).__name__}: {exc}", flush=True)
+    rec["elapsed_s"] = time.perf_counter() - started
     base = out / f"{slug(gpu)}-judge"
     base.with_suffix(".json").write_text(json.dumps(rec, indent=1) + "\n")
     base.with_suffix(".md").write_text(markdown(rec))
-    print(f"wrote {base}.md and .json: {'ok' if rec['ok'] else 'FAILED'}")
+    print(f"wrote {base}.md and .json: {'ok' if rec['ok'] else 'FAILED'} ({rec['elapsed_s']:.0f} s)")
     return 0 if rec["ok"] else 1
 
 

@@ -16,7 +16,7 @@ import sys
 
 from cudalab import catalog, memplan
 from cudalab.families import load
-from cudalab.session.drive import Session
+from cudalab.execute.local.drive import Session
 
 
 def main() -> int:

@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: module -> functions (``Class.method`` for methods) whose calls the timeline shows.
 TARGETS = {
-    "cudalab.session.process": ["prestart", "WorkerProcess.__init__", "WorkerProcess.close", "reap"],
+    "cudalab.execute.local.process": ["prestart", "WorkerProcess.__init__", "WorkerProcess.close", "reap"],
     "cudalab.worker.devarray": ["DeviceArray.upload", "DeviceArray._upload_staged"],
     "cudalab.families.reduce": ["_exact_check", "Reduce.setup", "Reduce.reference", "Reduce.make_inputs"],
     "cudalab.families.transpose": ["Transpose.setup"],
     "cudalab.bench": ["measure", "measure_until"],
     "cudalab.cli": ["main"],
     "cudalab.cli.family": ["run_family", "print_header", "show"],
-    "cudalab.session.drive": ["Session.run", "Session._point", "Session._roofline", "Session._ready"],
+    "cudalab.execute.local.drive": ["Session.run", "Session._point", "Session._roofline", "Session._ready"],
     "cudalab.worker.serve": ["open_gpu", "Worker.point", "Worker.roofline", "Worker._run"],
     "cudalab.worker.gpu": ["_driver", "pci_bus_id", "Device.__init__", "Device.compile", "Device.staging", "Device.synchronize",
                     "Device._build_internal", "Device.flush_l2", "Device.spin"],
@@ -46,7 +46,7 @@ TARGETS = {
     "cudalab.worker.sampling": ["time_case"],
     "cudalab.ncu.profile": ["profile", "read_report"],
     "cudalab.worker.child": ["main"],
-    "cudalab.session.toolchild": ["run_child"],
+    "cudalab.execute.toolchild": ["run_child"],
     "cudalab.build": ["build", "compile_cubin"],
 }
 #: modules whose import (execution) time is shown as a span of its own.

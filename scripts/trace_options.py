@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import grimp  # noqa: E402
 
-from cudalab.session import process as W  # noqa: E402
+from cudalab.execute.local import process as W  # noqa: E402
 from cudalab.session.options import RunOptions  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 Dask loads this in every worker process it starts (``distributed.worker.preload``, set by the tests in
 Dask's config or as ``DASK_DISTRIBUTED__WORKER__PRELOAD``); from then on
-:func:`cudalab.session.process.spawn` starts :mod:`fake_worker_main` processes, which act on the
+:func:`cudalab.execute.local.process.spawn` starts :mod:`fake_worker_main` processes, which act on the
 ``FAKE_WORKER`` environment variable as in the single-host tests. ``FAKE_BUILD=fail`` makes every build the Dask
 worker itself makes (a prebuild) fail as nvcc would; ``FAKE_BUILD=instant`` finds every one built.
 """
@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from cudalab.session import process as W
+from cudalab.execute.local import process as W
 
 from fake_workers import FAKE_MAIN
 

@@ -154,7 +154,7 @@ def check_signature(variant, family, signature, defines, itemsize, arch="sm_90")
 def install(setattr_: Any = setattr) -> None:
     """Point cudalab at the fake: workers are threads running the real worker loop on :class:`WatchGpu`
     (``setattr_``: a test's ``monkeypatch.setattr``, so the patch ends with the test)."""
-    from cudalab.session import process as W
+    from cudalab.execute.local import process as W
     from fake_workers import ThreadWorker
 
     setattr_(gpu, "Device", WatchGpu)

@@ -24,8 +24,9 @@ block's), the passed row's median in ms (``1 + abs(UNROLL - 5) / 10``); ``_mj`` 
 per launch; ``_delay`` seconds each row takes. ``_ms`` may also name ``variant`` (the row's name), ``launch``
 (the protocol's ``--launch``) and ``hot`` (1 with ``--hot``); its GFLOP/s (the family's FLOPs) and, for an
 item-rate family, its ``rate`` (the first dimension's elements) follow from that time; and its row says what timed it as a real worker
-would (``timed_by``: the method asked, ``auto`` being :data:`cudalab.bench.AUTO_LAUNCH`, for a row under 20 µs
-that can be batched; else ``events``), ``cudalab truth``'s methods told apart.
+would (``timed_by``: the method asked, ``auto`` being :func:`cudalab.bench.auto_method` (cupti with
+``FAKE_CUPTI_LOADS=1`` unless ``CUDALAB_NO_CUPTI`` is set, else graph), for a row under 20 µs that can be batched; else
+``events``), ``cudalab truth``'s methods told apart.
 
 ``FAKE_GPU_NAME`` and ``FAKE_CUDA`` change the GPU's name and CUDA version (a cluster of mixed GPUs).
 
@@ -46,9 +47,10 @@ import time
 from pathlib import Path
 
 from cudalab import plan as planning
-from cudalab.bench import AUTO_LAUNCH, summarize
+from cudalab.bench import auto_method, summarize
 from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result
+from cudalab.worker import cupti_timing  # no cupti import: switched_off reads the environment
 from cudalab.worker.protocol import decode, encode
 
 
@@ -161,7 +163,10 @@ def main() -> None:
             extra = {"energy_mj_per_launch": float(eval(how["_mj"], {"abs": abs}, dict(names)))} if "_mj" in how else {}  # noqa: S307
             gflops = None
             if "_ms" in how:
-                method = AUTO_LAUNCH if req.protocol.launch == "auto" else req.protocol.launch
+                # auto as a real worker picks it: CUPTI where cupti-python loads (FAKE_CUPTI_LOADS=1 here, unless
+                # CUDALAB_NO_CUPTI switches it off), graph replay otherwise
+                loads = os.environ.get("FAKE_CUPTI_LOADS") == "1" and not cupti_timing.switched_off()
+                method = auto_method(loads) if req.protocol.launch == "auto" else req.protocol.launch
                 short = ms < req.protocol.batch_below_ms and method != "events"
                 extra.update(timed_by=method if short else "events", **({"batch": 64} if short else {}))
                 # the rates a real worker gives: the family's FLOPs, or its items (elements), over the time

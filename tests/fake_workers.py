@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cudalab.session import process as W
+from cudalab.execute.local import process as W
 from cudalab.worker.protocol import decode, encode
 
 FAKE_MAIN = str(Path(__file__).with_name("fake_worker_main.py"))
@@ -67,7 +67,7 @@ def signal_once_saved(proc: subprocess.Popen, out: Path, variant: str, signum: i
 
 
 class ThreadWorker:
-    """:class:`cudalab.session.process.WorkerProcess`'s interface over a thread running the real worker loop."""
+    """:class:`cudalab.execute.local.process.WorkerProcess`'s interface over a thread running the real worker loop."""
 
     def __init__(self, device: int, energy: bool = False):
         from cudalab.worker import serve as S

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from gpu_util import FAST
 
 from cudalab import plan as planning
-from cudalab.session import toolchild as child
+from cudalab.execute import toolchild as child
 from cudalab.worker import executor as runner
 from cudalab.catalog import user
 from cudalab.cli import cli

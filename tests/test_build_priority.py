@@ -31,7 +31,7 @@ def test_the_build_pool_runs_its_jobs_niced_and_leaves_the_caller_as_it_was():
 def test_a_cluster_prebuild_builds_niced_and_its_dask_thread_stays_as_it_was(monkeypatch):
     from cudalab import build
     from cudalab.plan import precheck, RunRequest
-    from cudalab.session import cluster_worker as CW
+    from cudalab.execute.dask import cluster_worker as CW
 
     base = _mine()
     seen = []

@@ -16,7 +16,7 @@ from cudalab.cli import cli
 from cudalab.errors import UsageError
 from cudalab.records import noise
 from cudalab.records.results import PASSED, Result
-from cudalab.session import calibrate as C
+from cudalab.studies import calibrate as C
 
 GPU = "Fake H100"
 RUNS = Path(__file__).parent / "data" / "runs"

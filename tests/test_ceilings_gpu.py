@@ -24,3 +24,19 @@ def test_fma_and_tensor_ceilings_are_plausible(device, tmp_path, monkeypatch):
         assert c.tensor_gflops and c.tensor_gflops > 3 * c.fma_gflops
     cache.store(c)
     assert cache.cached(device.info.name, device.info.sm_clock_mhz) == c
+
+
+def test_the_read_and_write_streams_sit_beside_the_copy(device):
+    """The roofline's streams on a real GPU: both measured, neither far under the copy (all three walk the buffer
+    the same way), and a copy row rated against them at 100%."""
+    from cudalab.bench import Protocol
+    from cudalab.roofline import pct_of
+    from cudalab.records.results import PASSED, Result
+    from cudalab.worker.executor import measure_roofline
+
+    roof = measure_roofline(device, 512 * 2**20, Protocol())
+    print(f"copy {roof.gbs:,.0f} GB/s ({roof.source}), read {roof.read_gbs:,.0f}, write {roof.write_gbs:,.0f}")
+    assert roof.read_gbs and roof.write_gbs
+    assert roof.read_gbs > 0.8 * roof.gbs and roof.write_gbs > 0.8 * roof.gbs
+    copy = Result("c", "kernel", PASSED, gbs=roof.gbs, extra={"bytes_read": 2**29, "bytes_written": 2**29})
+    assert pct_of(copy, roof) == pytest.approx(100.0)

@@ -208,7 +208,7 @@ def test_a_sweep_on_the_cluster_says_which_gpu_and_host_ran_each_point(dask_fake
 
 
 def test_bad_clusters_are_refused_before_any_trial(dask_fake, invoke, one_line_exit_2, monkeypatch, tmp_path):
-    from cudalab.session import cluster as CL
+    from cudalab.execute.dask import cluster as CL
 
     monkeypatch.setattr(CL, "CONNECT_S", 1.0)
     one_line_exit_2(invoke("copy", "--n", "1k", "--cluster", "tcp://127.0.0.1:1"), "no Dask scheduler answers")
@@ -230,7 +230,7 @@ def test_bad_clusters_are_refused_before_any_trial(dask_fake, invoke, one_line_e
 
 
 def test_mixed_gpu_models_a_campaign_refuses_a_sweep_records(dask_fake, tmp_path):
-    from cudalab.session import cluster as CL
+    from cudalab.execute.dask import cluster as CL
 
     dask_fake()
     c = CL.Cluster.open("local", [0, 1], env={1: {"FAKE_GPU_NAME": "Fake GPU B"}})
@@ -243,7 +243,7 @@ def test_mixed_gpu_models_a_campaign_refuses_a_sweep_records(dask_fake, tmp_path
 
 
 def test_a_worker_that_cannot_open_its_gpu_gives_its_work_back(dask_fake, tmp_path):
-    from cudalab.session import cluster as CL
+    from cudalab.execute.dask import cluster as CL
     from cudalab.plan import RunRequest, precheck
 
     dask_fake()
@@ -263,7 +263,7 @@ def test_local_workers_have_build_threads_beside_their_gpu(dask_fake, monkeypatc
     on the others); a prebuild really compiles into the host's build cache, and a failing one is a line, not
     an error."""
     from cudalab.plan import RunRequest, precheck
-    from cudalab.session import cluster as CL
+    from cudalab.execute.dask import cluster as CL
 
     assert [CL.CW.build_threads(g, c) for g, c in ((2, 32), (8, 128), (1, 2), (4, 2))] == [15, 15, 1, 1]
     import tempfile
@@ -447,7 +447,7 @@ def test_completions_hand_back_results_errors_and_a_lost_scheduler():
     import distributed
 
     from cudalab.errors import ClusterLost
-    from cudalab.session import cluster as CL
+    from cudalab.execute.dask import cluster as CL
 
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as lc, \
             distributed.Client(lc, set_as_default=False) as client:

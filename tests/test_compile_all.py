@@ -15,6 +15,8 @@ from cudalab.families import load
 from cudalab.plan import variant_arch
 
 pytestmark = pytest.mark.nvcc
+#: The ladders whose rows' occupancy ncu's launch statistics were held against on an H200 (issue 59).
+LADDERS = ("copy", "transpose", "reduce", "matmul")
 
 
 def _cases():
@@ -42,3 +44,9 @@ def test_variant_compiles_for_sm90(family, variant):
     assert r.registers > 0
     assert r.params and all(size in (1, 2, 4, 8) or size % 4 == 0 for size in r.params)
     assert r.spill_stores == 0 and r.spill_loads == 0, f"{family}/{variant} spills registers"
+    if family in LADDERS:  # issue 59: every ladder row's theoretical occupancy names the limit that binds
+        from cudalab.inspect.occupancy import BLOCKS, REGISTERS, SHARED, WARPS, occupancy
+
+        occ = occupancy(arch, L.threads(lau.block), r.registers, r.static_shared + lau.shared)
+        assert occ is not None and 0 < occ.pct <= 100 and occ.limiter, f"{family}/{variant}: {occ}"
+        assert set(occ.limiter.split(", ")) <= {WARPS, REGISTERS, SHARED, BLOCKS}, occ.limiter

@@ -202,7 +202,7 @@ class _Refuse(importlib.abc.MetaPathFinder):
         return None
 
 
-@pytest.mark.parametrize("launch", ["auto", "batch", "graph", "events"])
+@pytest.mark.parametrize("launch", ["batch", "graph", "events"])
 def test_other_methods_never_import_cupti(monkeypatch, launch):
     finder = _Refuse()
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
@@ -260,15 +260,16 @@ def test_the_table_names_cupti_and_a_row_it_could_not_time():
     head = "\n".join(report.header_lines(None, "t", "p", PROTO, None, rows))
     assert "timed by cupti ×N" in head and "flush before each launch, not counted" in head
     assert "b (timed by batch: cupti-python is not installed)" in head
-    marked = next(ln for ln in head.splitlines() if ln.startswith("rows marked ×N"))
+    marked = next(ln for ln in head.splitlines() if ln.startswith("rows marked batch ×N"))
+    assert "the throughput a stream of launches reaches" in marked
     assert "64" in marked and "29" not in marked   # the batch's line is the batch rows' only
     hot = "\n".join(report.header_lines(None, "t", "p", HOT, None, rows[:1]))
     assert "timed by cupti ×N" in hot and "hot L2" in hot
 
 
-def test_truths_tables_show_cupti_and_its_distance_from_ncu():
+def test_truths_tables_show_each_method_beside_cupti_and_ncus_offset():
     from cudalab.report.truth import tables
-    from cudalab.session.truth import Figure, Row, Truth
+    from cudalab.studies.truth import Figure, Row, Truth
 
     figs = []
     for temp in ("cold", "hot"):
@@ -276,18 +277,23 @@ def test_truths_tables_show_cupti_and_its_distance_from_ncu():
                  (temp, "batch", Figure(0.0030, 0.00001, 20, "batch", 64)),
                  (temp, "graph", Figure(0.0020, 0.00001, 20, "graph", 64)),
                  (temp, "cupti", Figure(0.0031, 0.00001, 20, "cupti", 64) if temp == "cold" else
-                  Figure(0.0030, 0.00001, 20, "batch", 64, "timed by batch: cupti-python is not installed")),
-                 (temp, "ncu", Figure(0.0033, 0.00001, 9, "ncu"))]
+                  Figure(0.0030, 0.00001, 20, "graph", 64, "timed by graph: cupti-python is not installed")),
+                 (temp, "ncu", Figure(0.0041, 0.00001, 9, "ncu"))]
     t = Truth("smem-square", (Row("1 block", "row-row", "kernel", tuple(figs)),), {"name": "GPU"}, 10)
     cold, hot = tables(t)
-    assert "cupti µs" in cold.headers and "cupti vs ncu" in cold.headers
+    assert "cupti µs (reference)" in cold.headers and "batch µs vs cupti" in cold.headers
     row = dict(zip(cold.headers, (c[0] if isinstance(c, tuple) else c for c in cold.rows[0])))
-    assert row["cupti µs"].startswith("3.100") and row["cupti vs ncu"] == "-6.1%" and row["vs ncu"] == "-9.1%"
+    assert row["cupti µs (reference)"].startswith("3.100") and row["batch µs vs cupti"].endswith("-3.2%")
+    assert row["ncu µs, −cupti"].endswith("+1.000") and row["tables vs cupti"] == "+0.0%"
     hrow = dict(zip(hot.headers, (c[0] if isinstance(c, tuple) else c for c in hot.rows[0])))
-    assert hrow["cupti µs"].endswith("(batch)")
-    assert any("row-row (hot, cupti): timed by batch: cupti-python is not installed" in n for n in hot.notes)
+    assert hrow["cupti µs (reference)"].endswith("(graph)") and hrow["tables vs cupti"] == "–"   # no reference hot
+    assert hrow["tables use"] == "graph ×64"
+    assert any("row-row (hot, cupti): timed by graph: cupti-python is not installed" in n for n in hot.notes)
+    assert any(n.startswith("ncu offset (cold) on this GPU: +1.000 µs") for n in hot.notes)
+    assert not any(n.startswith("ncu offset (hot)") for n in hot.notes)
     doc = t.to_dict()
-    assert doc["methods"] == ["events", "batch", "graph", "cupti", "ncu"] and doc["compared"] == ["cupti"]
-    assert doc["rows"][0]["cold"]["cupti"]["vs_ncu"] == pytest.approx(0.0031 / 0.0033 - 1)
-    assert doc["rows"][0]["cold"]["cupti"]["agrees"] is True        # 0.2 µs off: within 0.3 µs
-    assert doc["rows"][0]["cold"]["events"]["agrees"] is False
+    assert doc["methods"] == ["events", "batch", "graph", "cupti", "ncu"] and doc["reference"] == "cupti"
+    assert doc["rows"][0]["cold"]["batch"]["vs_cupti"] == pytest.approx(0.0030 / 0.0031 - 1)
+    assert doc["rows"][0]["cold"]["batch"]["agrees"] is True        # 0.1 µs off: within 0.1 µs
+    assert doc["rows"][0]["cold"]["graph"]["agrees"] is False
+    assert doc["ncu"]["offset_ms"]["cold"] == pytest.approx(0.001) and doc["ncu"]["offset_ms"]["hot"] is None

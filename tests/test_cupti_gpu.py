@@ -52,7 +52,7 @@ def test_truth_gives_cuptis_figure_cold_and_hot(invoke, tmp_path):
     for temp in ("cold", "hot"):
         f = r[temp]["cupti"]
         assert f["median_ms"] and f["median_ms"] > 0 and f["timed_by"] == "cupti" and not f["note"], (temp, f)
-    assert "cupti µs" in res.output and "cupti vs ncu" in res.output
+    assert "cupti µs (reference)" in res.output and "graph µs vs cupti" in res.output
 
 
 @pytest.mark.gpu

@@ -151,7 +151,7 @@ def test_tune_and_truth_may_run_in_several_lanes_each_with_its_own_log_record_an
         f"1{out}/tune-docs-gpu1 --kernel-tuner /kt --parts kt --kt-repeats 2"]
     truths = {re.search(r"CVD=(\d)", ln).group(1): ln.split("--out ")[1] for ln in _calls(lines, "bench_truth.py")}
     assert truths["2"] == f"{out}/truth-docs-gpu2 --parts calibrate --calibrate-n 8k"
-    assert truths["0"].startswith(f"{out}/truth-docs-gpu0 --jobs smem-square")   # no lane's own: the default
+    assert truths["0"].startswith(f"{out}/truth-docs-gpu0 --parts truth --truth-deadline 200")   # the default
     assert [s.split()[0] for s in _summary(proc.stdout)] == ["tune", "truth", "tune", "truth"]
 
 
@@ -240,11 +240,11 @@ def test_bench_lanes_default_runs_every_section_once(monkeypatch):
 
 
 #: A child given one GPU: the bus id CUDA reports for its device 0, and the bus id of the NVML handle the parent
-#: side's telemetry opens for it (the benchmark's path: sweep.open_telemetry; a worker opens it by the same bus id).
+#: side's telemetry opens for it (the benchmark's path: the local engine's open_telemetry; a worker opens it by the same bus id).
 _WHICH_GPU = """
 import pynvml
 from cudalab.plan import RunRequest
-from cudalab.session.sweep import open_telemetry
+from cudalab.execute.local.engine import open_telemetry
 from cudalab.worker.gpu import pci_bus_id
 tele = open_telemetry(RunRequest(family="copy")).telemetry
 bus = pynvml.nvmlDeviceGetPciInfo(tele.handle).busId

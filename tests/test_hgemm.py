@@ -260,7 +260,8 @@ def test_the_tensor_set_names_its_columns_and_a_run_keeps_them():
     from cudalab.ncu.metrics import TENSOR_GMMA_INST, TENSOR_HMMA_INST, TENSOR_HMMA_PCT
 
     mset = ncu.resolve_metrics("tensor")
-    assert [f.header for f in mset.table()] == ["tensor pipe %", "HMMA inst", "GMMA inst", "DRAM % peak", "ncu ns"]
+    assert [f.header for f in mset.table()] == ["tensor pipe %", "HMMA inst", "GMMA inst", "DRAM % peak", "DRAM bytes",
+                                                "ncu ns"]
     figures = {TENSOR_HMMA_PCT: 85.2, TENSOR_HMMA_INST: 0.0, TENSOR_GMMA_INST: 1.6e6}
 
     class Row:

@@ -383,7 +383,7 @@ def ws(_ws_template, tmp_path, monkeypatch) -> Path:
         monkeypatch.delenv(var, raising=False)
     # Every case here is refused before any GPU work, so no worker needs to come up: the session a
     # family command starts early (to overlap the worker's start with planning) is left empty.
-    from cudalab.session import drive
+    from cudalab.execute.local import drive
 
     monkeypatch.setattr(drive.Session, "start", lambda self: self)
     return root

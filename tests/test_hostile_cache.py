@@ -67,7 +67,7 @@ def test_a_good_floor_still_reads_and_a_bad_one_warns_once(tmp_path, monkeypatch
 @pytest.mark.parametrize("what", ["noise", "ceilings", "calibrate"])
 def test_nothing_cudalab_writes_in_the_cache_goes_through_a_planted_link(tmp_path, monkeypatch, what):
     from cudalab.inspect import ceilings
-    from cudalab.session import calibrate
+    from cudalab.studies import calibrate
 
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
     victim = tmp_path / "users-file.txt"

@@ -74,7 +74,7 @@ def test_a_wrong_type_to_the_api_is_one_usage_error(call):
 
 def test_ctrl_c_while_cudalab_starts_is_one_line(monkeypatch, capsys):
     from cudalab import main as entry
-    from cudalab.session import process
+    from cudalab.execute.local import process
 
     def interrupted(argv):
         raise KeyboardInterrupt
@@ -91,7 +91,7 @@ def test_a_local_cluster_interrupted_while_it_starts_is_not_left_to_dasks_exit_h
     distributed = pytest.importorskip("distributed")
     import weakref
 
-    from cudalab.session import cluster as C
+    from cudalab.execute.dask import cluster as C
 
     class Half:
         _instances: weakref.WeakSet = weakref.WeakSet()

@@ -248,7 +248,7 @@ def test_a_cluster_address_that_is_no_dask_scheduler_is_one_line_in_bounded_time
 import http.server, json, socket, threading, time
 from click.testing import CliRunner
 from cudalab.cli import cli
-from cudalab.session import cluster
+from cudalab.execute.dask import cluster
 cluster.CONNECT_S = 1.0
 silent = socket.socket(); silent.bind(("127.0.0.1", 0)); silent.listen(5)
 held = []
@@ -322,7 +322,7 @@ def test_a_space_too_large_to_list_runs_with_every_strategy_in_bounded_memory(tm
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
 sys.path.insert(0, %r)
-from cudalab.session import process as W
+from cudalab.execute.local import process as W
 import fake_workers as F
 W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, "--fd", str(fd)])
 import cudalab

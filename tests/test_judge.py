@@ -90,8 +90,11 @@ class JudgeGpu(WatchGpu):
 @pytest.fixture
 def fake_gpu(monkeypatch, inline_worker, tmp_path):
     fake_watch.install(monkeypatch.setattr)
+    from cudalab.judging import kept
     from cudalab.worker import gpu
     monkeypatch.setattr(gpu, "Device", JudgeGpu)
+    (tmp_path / "kept").mkdir(mode=0o700)
+    monkeypatch.setattr(kept, "folder", lambda: tmp_path / "kept")  # rivals kept by one test never serve another
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -150,7 +153,10 @@ def test_each_door_is_named_with_its_flag_and_exit_code(fake_gpu, invoke, marker
     assert flag in obj["flags"], obj["flags"]
     assert res.exit_code == code == obj["exit_code"]
     assert flag in obj["flag_details"]
-    assert obj["reference"]["verdict"] in ("suspect", "–", "slower", "unsure")  # never faster nor same beside a door
+    assert obj["reference"]["verdict"] != "faster"  # never faster beside a door
+    if marker == "REPEAT_FAST":  # its time alternates two input sets: what it takes on new input, never its repeats'
+        assert obj["time"]["median_ms"] == 1.0 and obj["reference"]["verdict"] == "same"
+        assert obj["flag_details"]["memo"]["ratio"] == pytest.approx(10.0)
 
 
 def test_an_impossible_speed_is_never_faster(fake_gpu, invoke):
@@ -195,7 +201,7 @@ def test_refused_input_is_one_line_exit_2_and_no_json(fake_gpu, invoke, one_line
 
 def test_the_python_api_returns_the_same_object_and_keeps_its_worker(fake_gpu, monkeypatch):
     import cudalab
-    from cudalab.session import process as W
+    from cudalab.execute.local import process as W
 
     spawned = []
     real = W.spawn
@@ -277,7 +283,7 @@ def test_the_help_names_the_exit_codes(invoke):
 
 def test_a_judge_reuses_its_recent_reference_and_best_rows(fake_gpu, monkeypatch):
     import cudalab
-    from cudalab.session import drive
+    from cudalab.execute.local import drive
 
     sent = []
     real = drive.Session.run
@@ -311,3 +317,62 @@ def test_pct_roofline_is_the_run_tables_column():
     bw = V.verdict(row, None, None, metric="bandwidth", roofline=roof, ceiling=None, floor=0.02, scan={})
     fl = V.verdict(row, lib, None, metric="flops", roofline=None, ceiling=None, floor=0.02, scan={})
     assert bw["pct_roofline"] == pytest.approx(50.0) and fl["pct_roofline"] == pytest.approx(80.0)
+
+
+def test_the_command_reuses_the_rivals_and_roofline_an_earlier_command_measured(fake_gpu, invoke, monkeypatch):
+    """Each command is a new process (here a new Judge): what the first measured, kept on disk, serves the second
+    within KEEP_S; the candidate is still measured every time."""
+    from cudalab.execute.local import drive
+
+    sent = []
+    real = drive.Session.run
+    monkeypatch.setattr(drive.Session, "run", lambda self, plans, total=0: sent.append(
+        ([v.name for v in plans[0].variants], plans[0].request.roofline)) or real(self, plans, total))
+    _, out1 = judged(invoke, fake_gpu, "HONEST")
+    _, out2 = judged(invoke, fake_gpu, "HONEST")
+    a, b = json.loads(out1), json.loads(out2)
+    assert sent == [(["memcpy_dtod", "block", "+cand"], True), (["+cand"], False)]
+    assert b["roofline"] == a["roofline"] and b["roofline"] is not None and "before this candidate" in b["roofline_note"]
+    assert b["reference"]["time"] == a["reference"]["time"] and b["reference"]["age_s"] > 0
+    assert b["pct_roofline"] == a["pct_roofline"] and b["verdict"] == "correct"
+
+
+def test_kept_rivals_expire_and_a_change_to_the_family_code_or_gpu_misses(tmp_path, monkeypatch):
+    from cudalab.judging import kept as K
+    from cudalab.records.results import Roofline
+
+    monkeypatch.setattr(K, "folder", lambda: tmp_path)
+    (tmp_path / "fam").mkdir()
+    (tmp_path / "fam" / "k.cu").write_text("a")
+    gpu = {"name": "G", "index": 0}
+    code = K.code_digest(tmp_path / "fam", None)
+    k = K.key(gpu, "req", ("ref",), code)
+    row = _row(PASSED)
+    K.save(k, K.Kept({"ref": row}, Roofline(gbs=1.0, source="memcpy_dtod", dtod_gbs=1.0), "", __import__("time").time()))
+    got = K.load(k)
+    assert got is not None and got.rows["ref"].stats.median == row.stats.median and got.roofline.gbs == 1.0
+    assert K.load(k, keep_s=0) is None
+    monkeypatch.setattr(K.time, "time", lambda: got.measured + K.KEEP_S + 1)
+    assert K.load(k) is None  # too old
+    (tmp_path / "fam" / "k.cu").write_text("b")
+    assert K.key(gpu, "req", ("ref",), K.code_digest(tmp_path / "fam", None)) != k
+    assert K.key(dict(gpu, index=1), "req", ("ref",), code) != k
+    assert K.key(gpu, "req2", ("ref",), code) != k
+    (tmp_path / f"{K.PREFIX}{k}.json").write_text("{not json")
+    assert K.load(k) is None
+
+
+def test_the_kept_rivals_key_hashes_the_familys_kernels_and_python_module(fake_gpu, invoke, monkeypatch):
+    from cudalab.judging import kept as K
+
+    seen = []
+    real = K.code_digest
+    monkeypatch.setattr(K, "code_digest", lambda d, f: seen.append((d, f)) or real(d, f))
+    judged(invoke, fake_gpu, "HONEST")
+    (directory, module), = seen
+    assert Path(directory).name == "copy" and Path(module).as_posix().endswith("cudalab/families/copy.py")
+    (fake_gpu / "fam").mkdir()
+    (fake_gpu / "fam.py").write_text("a")
+    a = real(fake_gpu / "fam", fake_gpu / "fam.py")
+    (fake_gpu / "fam.py").write_text("b")
+    assert real(fake_gpu / "fam", fake_gpu / "fam.py") != a

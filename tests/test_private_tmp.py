@@ -114,7 +114,7 @@ def test_a_plain_file_at_the_folders_name_is_one_line_exit_2_on_the_command_line
     (tmpdir_ / f"cudalab-add-{os.getuid()}").write_text("not a folder")
     src = tmp_path / "k.cu"
     src.write_text('extern "C" __global__ void k(float *out, const float *in, int rows, int cols, int pin, int pout) {}\n')
-    from cudalab.session import drive
+    from cudalab.execute.local import drive
 
     monkeypatch.setattr(drive.Session, "start", lambda self: self)  # refused before any GPU work
     one_line_exit_2(invoke("transpose", "--n", "64", "--variant", "none", "--add", f"{src}:k"),

@@ -16,7 +16,7 @@ from cudalab import catalog
 from cudalab import sanitize as S
 from cudalab.cli import cli
 from cudalab import plan as planning
-from cudalab.session.toolchild import ChildRun
+from cudalab.execute.toolchild import ChildRun
 from cudalab.worker.protocol import ChildResult
 from cudalab.errors import ToolFailedError, ToolMissingError, UsageError
 from cudalab.records.results import INCORRECT, Result
@@ -405,7 +405,7 @@ def test_cli_missing_sanitizer_exit_2(invoke, monkeypatch, tmp_path):
 
 def test_real_child_without_pycuda_is_a_one_line_refusal(tree):
     """The real child, bare (no tool): on a machine without pycuda it writes its refusal to the result file."""
-    from cudalab.session import toolchild as child
+    from cudalab.execute import toolchild as child
 
     try:
         import pycuda  # noqa: F401
@@ -420,7 +420,7 @@ def test_real_child_without_pycuda_is_a_one_line_refusal(tree):
 
 def test_sanitize_package_imports_neither_click_nor_rich():
     code = "import sys, cudalab.sanitize; print(sorted(m for m in ('click', 'rich', 'pycuda') if m in sys.modules))"
-    from cudalab.session.toolchild import child_env
+    from cudalab.execute.toolchild import child_env
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=child_env()).stdout

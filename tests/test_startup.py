@@ -108,8 +108,9 @@ def test_a_run_reads_the_host_facts_once_not_once_a_row(fake_workers, tmp_path, 
 def test_the_api_and_the_command_line_build_the_same_requests(monkeypatch):
     got = []
 
-    def execute(plans, total=0, session=None, **kw):
-        got.append(([p.request for p in plans], total, [s.device for s in session.slots], session.timeout))
+    def execute(plans, total, executor):
+        got.append(([p.request for p in plans], total, [s.device for s in executor.session.slots],
+                    executor.session.timeout))
         return sweep.Executed([], True, {}, 130)
 
     monkeypatch.setattr(sweep, "execute", execute)
@@ -143,7 +144,7 @@ def test_the_api_refuses_an_option_the_family_lacks_as_the_command_line_does():
 # --- fast commands -------------------------------------------------------------------------------------
 
 #: Modules `cudalab --help` and `cudalab list` must not import: each costs 40-200 ms a command.
-HEAVY = ("numpy", "pycuda", "rich", "cudalab.families", "cudalab.worker.executor", "cudalab.report", "cudalab.session.drive",
+HEAVY = ("numpy", "pycuda", "rich", "cudalab.families", "cudalab.worker.executor", "cudalab.report", "cudalab.execute.local.drive",
          "cudalab.session.run", "cudalab.session.sweep",
          "importlib.metadata")
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import cudalab
-from cudalab import progress
+from cudalab.report import progress
 from cudalab.worker import executor as runner
 from cudalab.session import sweep
 from cudalab.catalog import family

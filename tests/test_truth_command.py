@@ -1,6 +1,7 @@
-"""``cudalab truth FAMILY`` (issue 46 item 2) end to end on fake GPU workers and a fake ncu: every method's figure,
-cold and hot, lands in its own column; ncu's median leaves the first launch out; ncu missing says so; bad input is
-one line and exit 2; the JSON keeps its schema."""
+"""``cudalab truth FAMILY`` (issues 46, 59) end to end on fake GPU workers and a fake ncu: every method's figure,
+cold and hot, lands in its own column beside CUPTI's (the reference); ncu's median leaves the first launch out and
+its offset from CUPTI is the median over the rows; ncu missing says so; bad input is one line and exit 2; the JSON
+keeps its schema."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from cudalab import ncu as ncu_pkg
-from cudalab.bench import AUTO_LAUNCH
 from cudalab.ncu.metrics import DURATION
 from cudalab.plan import Plan
 from cudalab.records.results import PASSED
-from cudalab.session import truth as T
+from cudalab.studies import truth as T
 
 from fake_tools import FakeRun, ncu_csv, planned_rows
 
@@ -75,7 +75,7 @@ def test_every_method_lands_in_its_own_column_cold_and_hot(fake_workers, fake_nc
     res = invoke(*ARGS, "--json", out, "--ncu-launches", "5")
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
-    assert doc["schema"] == T.SCHEMA and doc["auto_launch"] == AUTO_LAUNCH
+    assert doc["schema"] == T.SCHEMA and doc["reference"] == "cupti"
     assert doc["methods"] == ["events", "batch", "graph", "cupti", "ncu"] and doc["temps"] == ["cold", "hot"]
     assert doc["ncu"]["ran"] is True and doc["ncu"]["launches"] == 5
     assert sorted(fake_ncu.caches) == ["all", "none"]  # one ncu run cold (ncu's flush), one hot
@@ -85,29 +85,60 @@ def test_every_method_lands_in_its_own_column_cold_and_hot(fake_workers, fake_nc
         extra = 0.0001 if name == "bankopt" else 0.0
         for temp, hot in (("cold", 0), ("hot", 1)):
             per = r[temp]
+            cupti = per["cupti"]["median_ms"]
             for method, ms in (("events", 0.0050), ("batch", 0.0030), ("graph", 0.0032), ("cupti", 0.0034)):
                 assert per[method]["median_ms"] == pytest.approx(row_median(ms + 0.0004 * hot + extra)), (name, temp, method)
                 assert per[method]["timed_by"] == method
-                assert per[method]["vs_ncu"] == pytest.approx(per[method]["median_ms"] / per["ncu"]["median_ms"] - 1)
+                assert per[method]["vs_cupti"] == pytest.approx(per[method]["median_ms"] / cupti - 1)
+                assert per[method]["agrees"] is T.agrees(per[method]["median_ms"], cupti)
+            assert per["graph"]["agrees"] is False and per["cupti"]["agrees"] is True   # 0.2 µs off; itself
             # ncu: launches 2..5 of the variant (the first, 99 µs, left out), its own durations
             want = sorted(ncu_ns(i, no, bool(hot)) for i in range(1, 5))
             assert per["ncu"]["median_ms"] == pytest.approx((want[1] + want[2]) / 2 / 1e6)
             assert per["ncu"]["n"] == 4
-            auto = per["auto"]
-            assert auto["launch"] == AUTO_LAUNCH and auto["method"] == AUTO_LAUNCH
-            assert auto["median_ms"] == per[AUTO_LAUNCH]["median_ms"]
-            assert auto["vs_ncu"] == pytest.approx(auto["median_ms"] / per["ncu"]["median_ms"] - 1)
-            assert auto["agrees"] is T.agrees(auto["median_ms"], per["ncu"]["median_ms"])
-    # the table: both temperatures, every method's column, the tables' method and its distance
+            assert per["ncu"]["minus_cupti_ms"] == pytest.approx(per["ncu"]["median_ms"] - cupti)
+            auto = per["auto"]   # no auto run: what auto picks, the cupti run's figure for a short kernel
+            assert auto["launch"] == "auto" and auto["method"] == "cupti" and auto["ran"] is False
+            assert auto["median_ms"] == per["cupti"]["median_ms"] and auto["agrees"] is True
+    for temp in T.TEMPS:   # ncu's offset: the median over the three rows of ncu - cupti
+        diffs = sorted(r[temp]["ncu"]["minus_cupti_ms"] for r in rows.values())
+        assert doc["ncu"]["offset_ms"][temp] == pytest.approx(diffs[1]) and doc["ncu"]["offset_rows"][temp] == 3
+    # the table: both temperatures, every method's column beside cupti's, the tables' method and its distance
     assert "cold" in res.output and "hot" in res.output
-    for header in ("events µs", "batch µs", "graph µs", "cupti µs", "ncu µs", "tables use", "vs ncu", "cupti vs ncu"):
+    for header in ("cupti µs (reference)", "events µs vs cupti", "batch µs vs cupti", "graph µs vs cupti",
+                   "ncu µs, −cupti", "tables use", "tables vs cupti"):
         assert header in res.output
-    assert f"{AUTO_LAUNCH} ×64" in res.output
+    assert "cupti ×64" in res.output
+    offset = doc["ncu"]["offset_ms"]["cold"] * 1e3
+    assert f"ncu offset (cold) on this GPU: {offset:+.3f} µs" in res.output
     block = next(ln for ln in res.output.splitlines() if ln.strip().startswith("block "))
-    # batch, events, graph, cupti (cold) in µs
+    # cupti, batch, events, graph (cold) in µs
     assert "3.003" in block and "5.005" in block and "3.203" in block and "3.403" in block
-    cupti_vs = (row_median(0.0034) - rows["block"]["cold"]["ncu"]["median_ms"]) / rows["block"]["cold"]["ncu"]["median_ms"]
-    assert f"{cupti_vs:+.1%}" in block
+    batch_vs = row_median(0.0030) / row_median(0.0034) - 1
+    assert f"{batch_vs:+.1%}" in block
+
+
+def test_auto_alone_without_cupti_is_the_graph_and_has_no_reference(fake_workers, invoke, tmp_path, monkeypatch):
+    """The benchmark's second pass: ``--methods auto`` with CUDALAB_NO_CUPTI set: the tables' figure is the graph's."""
+    monkeypatch.setenv("FAKE_CUPTI_LOADS", "1")
+    monkeypatch.setenv("CUDALAB_NO_CUPTI", "1")
+    fake_workers({"_ms": MS.replace("[launch]", "[launch if launch != 'auto' else 'graph']")})
+    out = tmp_path / "t.json"
+    res = invoke(*ARGS, "--json", out, "--no-ncu", "--methods", "auto")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["methods"] == ["auto", "ncu"]
+    r = doc["rows"][0]["cold"]
+    assert r["auto"]["ran"] is True and r["auto"]["method"] == "graph" and r["auto"]["vs_cupti"] is None
+    assert set(r) == {"auto", "ncu"}
+    monkeypatch.delenv("CUDALAB_NO_CUPTI")
+    res = invoke(*ARGS, "--json", out, "--no-ncu", "--methods", "auto")
+    assert json.loads(out.read_text())["rows"][0]["cold"]["auto"]["method"] == "cupti"
+
+
+def test_an_unknown_method_is_one_line(invoke, one_line_exit_2, fake_workers):
+    fake_workers({"_open": "error"})
+    one_line_exit_2(invoke(*ARGS, "--methods", "events,ncu"), "--methods")
 
 
 def test_the_tables_method_is_events_for_a_long_kernel(fake_workers, invoke, tmp_path):
@@ -135,9 +166,10 @@ def test_ncu_missing_the_ncu_column_says_so(fake_workers, invoke, tmp_path, monk
     assert doc["ncu"]["ran"] is False and "not found" in doc["ncu"]["note"]
     for r in doc["rows"]:
         for temp in T.TEMPS:
-            assert r[temp]["ncu"]["median_ms"] is None and r[temp]["auto"]["vs_ncu"] is None
+            assert r[temp]["ncu"]["median_ms"] is None and r[temp]["ncu"]["minus_cupti_ms"] is None
             assert r[temp]["events"]["median_ms"] is not None
-    assert "no ncu" in res.output and "ncu: not found" in res.output
+    assert "no ncu" in res.output and "ncu: not found" in res.output and "ncu offset" not in res.output
+    assert doc["ncu"]["offset_ms"] == {"cold": None, "hot": None}
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -175,10 +207,36 @@ def test_ncu_figure_sums_a_runs_kernels_and_refuses_what_it_cannot_group():
     assert bad.median_ms is None and "cannot tell" in bad.note
 
 
-def test_agrees_is_five_percent_or_a_third_of_a_microsecond():
+def test_agrees_is_five_percent_or_a_tenth_of_a_microsecond():
     assert T.agrees(0.00104, 0.001) is True            # +4%
-    assert T.agrees(0.00106, 0.001) is True            # +6%, but 60 ns: within 0.3 µs
-    assert T.agrees(0.0016, 0.001) is False            # +60% and 0.6 µs
+    assert T.agrees(0.00109, 0.001) is True            # +9%, but 90 ns: within 0.1 µs
+    assert T.agrees(0.00112, 0.001) is False           # +12% and 0.12 µs
     assert T.agrees(0.0100, 0.0098) is True            # +2%
-    assert T.agrees(0.0110, 0.0100) is False           # +10% and 1 µs
-    assert T.agrees(None, 0.001) is None
+    assert T.agrees(0.0106, 0.0100) is False           # +6% and 0.6 µs
+    assert T.agrees(0.0094, 0.0100) is False           # -6%: either side
+    assert T.agrees(None, 0.001) is None and T.agrees(0.001, None) is None
+
+
+def test_ncu_offset_is_the_median_of_ncu_less_cupti():
+    assert T.ncu_offset([0.0010, 0.0009, None, 0.0030]) == pytest.approx(0.0010)   # one row strays: the median
+    assert T.ncu_offset([0.0008, 0.0012]) == pytest.approx(0.0010)
+    assert T.ncu_offset([None]) is None and T.ncu_offset([]) is None
+
+
+def test_the_reference_is_cuptis_own_figure_and_the_tables_pick_as_auto():
+    F = T.Figure
+    short = T.Row("p", "v", "kernel", (("cold", "events", F(0.005, 0, 9, "events")),
+                                       ("cold", "graph", F(0.0031, 0, 9, "graph", 40)),
+                                       ("cold", "cupti", F(0.0030, 0, 9, "cupti", 40)),
+                                       ("cold", "ncu", F(0.0040, 0, 9, "ncu"))))
+    assert short.table("cold").timed_by == "cupti" and short.vs_ref("cold", "graph") == pytest.approx(1 / 30)
+    assert short.ncu_minus_ref("cold") == pytest.approx(0.001)
+    stood_in = T.Row("p", "v", "kernel", (("cold", "events", F(0.005, 0, 9, "events")),
+                                          ("cold", "cupti", F(0.0031, 0, 9, "graph", 40, "timed by graph: no cupti"))))
+    assert stood_in.table("cold").timed_by == "graph"          # what auto shows without cupti-python
+    assert stood_in.reference("cold") is None and stood_in.vs_ref("cold") is None   # but it is no reference
+    long = T.Row("p", "v", "kernel", (("cold", "events", F(0.05, 0, 9, "events")),
+                                      ("cold", "cupti", F(0.048, 0, 9, "cupti", 1))))
+    assert long.table("cold").timed_by == "events"             # 20 µs or more: one launch per event pair
+    ran = T.Row("p", "v", "kernel", long.figures + (("cold", "auto", F(0.049, 0, 9, "events")),))
+    assert ran.table("cold").median_ms == 0.049                # an auto run's own figure wins

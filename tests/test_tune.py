@@ -186,7 +186,7 @@ def test_a_killed_campaign_loses_only_its_trial_in_flight(tmp_path):
     script = (
         "import sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from cudalab.session import process as W\n"
+        "from cudalab.execute.local import process as W\n"
         "import fake_workers as F\n"
         "W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, '--fd', str(fd)])\n"
         "from cudalab.cli import main\n"
@@ -213,7 +213,7 @@ def test_a_killed_campaign_loses_only_its_trial_in_flight(tmp_path):
     assert 3 <= killed_at < 12
     os.environ["FAKE_WORKER"] = json.dumps({"_ms": MS})
     try:
-        from cudalab.session import process as W
+        from cudalab.execute.local import process as W
         import fake_workers as F
 
         old = W.spawn

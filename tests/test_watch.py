@@ -56,7 +56,7 @@ class Edits:
 def gpu(monkeypatch, inline_worker, tmp_path):
     """The fake GPU, its workers threads of this process; the test's folder is the working folder."""
     fake_watch.install(monkeypatch.setattr)
-    from cudalab.session import process as W
+    from cudalab.execute.local import process as W
 
     monkeypatch.setattr(W, "spawn", lambda device, energy=False: _track(inline_worker, device, energy))
     monkeypatch.chdir(tmp_path)

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from cudalab.cli import cli
 from cudalab.records.results import load_record
-from cudalab.session.drive import Session
+from cudalab.execute.local.drive import Session
 from cudalab.worker.protocol import decode, encode, pack_array, unpack_array
 
 VARIANTS = "naive,shared,block,bankopt"
@@ -108,7 +108,7 @@ def test_bad_input_kills_the_early_worker(fake_workers, tmp_path):
 def test_an_interrupt_keeps_a_row_the_parent_had_not_read_yet(fake_workers, tmp_path, monkeypatch):
     """The worker sent naive's row, then the interrupt came before the parent read it (a busy machine: it
     was still in the pipe). Here the parent reads nothing more from the worker until the session kills it."""
-    from cudalab.session import process as P
+    from cudalab.execute.local import process as P
 
     fake_workers({"shared": "sigterm"})
     real = P.spawn
@@ -213,7 +213,7 @@ def test_a_signal_during_a_hung_kernel_ends_the_run_in_2_s_keeping_the_json(tmp_
     script = (
         "import sys, json, os\n"
         "sys.path.insert(0, %r)\n"
-        "from cudalab.session import process as W\n"
+        "from cudalab.execute.local import process as W\n"
         "import fake_workers as F\n"
         "W.spawn = lambda d, e=False: W.WorkerProcess(d, argv=lambda fd: [sys.executable, F.FAKE_MAIN, '--fd', str(fd)])\n"
         "from cudalab.cli import main\n"
@@ -260,13 +260,13 @@ def test_info_without_a_gpu_is_one_line(fake_workers):
     (["transpose", "--device", "\u00b2"], None), (["transpose", "--device=\u0663"], None), ([], None), (["--version"], None),
 ])
 def test_which_command_lines_start_a_worker_before_parsing(argv, plan):
-    from cudalab.session import process as P
+    from cudalab.execute.local import process as P
 
     assert P.early_plan(argv) == plan
 
 
 def test_a_prestarted_worker_is_the_one_the_run_uses_and_an_unused_one_is_killed(monkeypatch):
-    from cudalab.session import process as P
+    from cudalab.execute.local import process as P
 
     made = []
 
@@ -293,7 +293,7 @@ def test_a_prestarted_worker_is_the_one_the_run_uses_and_an_unused_one_is_killed
 def test_a_gpu_whose_worker_cannot_open_leaves_its_points_to_the_others(fake_workers, tmp_path, monkeypatch):
     """GPU 1's worker says it cannot open its GPU only after GPU 0 has run the other points (held back until
     their rows are saved): the order a loaded machine gave, where GPU 0 had quit and the point was lost."""
-    from cudalab.session import process as P
+    from cudalab.execute.local import process as P
 
     fake_workers({})
     real = P.spawn
@@ -338,14 +338,14 @@ def test_a_gpu_whose_worker_cannot_open_leaves_its_points_to_the_others(fake_wor
 
 @pytest.mark.parametrize("env,count", [("0,1", 2), ("1", 1), ("0,1,-1,2", 2), ("", None), ("GPU-abc,GPU-def", 2)])
 def test_visible_gpus_reads_cuda_visible_devices(monkeypatch, env, count):
-    from cudalab.session import process as P
+    from cudalab.execute.local import process as P
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
     assert P.visible_gpus() == count
 
 
 def test_devices_all_starts_every_worker_at_once_and_drops_a_wrong_guess(fake_workers, tmp_path, monkeypatch):
-    from cudalab.session import process as P
+    from cudalab.execute.local import process as P
 
     use = fake_workers({"_count": 2})
     monkeypatch.setattr(P, "visible_gpus", lambda: 3)  # NVML sees 3, CUDA (the worker) 2
@@ -381,7 +381,7 @@ def test_close_returns_at_the_bye_and_the_next_worker_of_that_gpu_waits_for_the_
     """The table does not wait for a context's tear-down; a new worker on the same GPU does (its memory)."""
     import time
 
-    from cudalab.session import process as P
+    from cudalab.execute.local import process as P
 
     monkeypatch.setenv("FAKE_WORKER", '{"_exit": "linger"}')
     monkeypatch.setattr(P, "_ENDING", [])

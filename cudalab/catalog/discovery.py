@@ -10,7 +10,7 @@ names a module (``softmax = "mypkg.softmax"``) whose folder holds family.toml an
 under ncu and compute-sanitizer, which inherit the environment, find the same families.
 
 Light on purpose (the catalog imports it): nothing here imports NumPy or a family's module; the
-module is imported by :func:`cudalab.families.outside.load_outside` when a command needs the family.
+module is imported by :func:`cudalab.catalog.outside.load_outside` when a command needs the family.
 """
 
 from __future__ import annotations

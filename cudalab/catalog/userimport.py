@@ -139,7 +139,7 @@ def check(keys: Sequence[str], where: dict[str, str] | None = None) -> dict[str,
             _VERDICTS[key, fp] = ""
             continue
         env = {**os.environ, CHILD_ENV: json.dumps(sys.path)}  # the probe imports from where this process would
-        todo[key] = (fp, subprocess.Popen([sys.executable, "-m", "cudalab.families.probe", key], env=env,
+        todo[key] = (fp, subprocess.Popen([sys.executable, "-m", "cudalab.catalog.probe", key], env=env,
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           text=True, start_new_session=True))
     limit = timeout_s()

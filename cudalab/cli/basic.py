@@ -108,7 +108,7 @@ def info(device_index: int | None, no_bandwidth: bool, mib: int) -> None:
     from cudalab.families import load
     from cudalab.records.device import DeviceInfo
     from cudalab.records.results import Roofline
-    from cudalab.session.drive import Session
+    from cudalab.execute.local.drive import Session
 
     # Each GPU is asked by a worker process, as a run would: this process never holds a CUDA context.
     session = Session([device_index if device_index is not None else 0])

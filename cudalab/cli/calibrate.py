@@ -45,7 +45,7 @@ def calibrate_cmd(pairs: int, n: str, budget: float, min_samples: int, hot: bool
     from cudalab.families import load  # noqa: PLC0415
     from cudalab.files import atomic_write  # noqa: PLC0415
     from cudalab.records import noise  # noqa: PLC0415
-    from cudalab.session import calibrate as C  # noqa: PLC0415
+    from cudalab.studies import calibrate as C  # noqa: PLC0415
     from cudalab.session.options import RunOptions  # noqa: PLC0415
 
     spec = catalog.family("copy")

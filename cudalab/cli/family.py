@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -20,7 +21,7 @@ from cudalab.textcells import clean
 
 if TYPE_CHECKING:
     from cudalab.plan import Plan, RunRequest
-    from cudalab.session.point import Point
+    from cudalab.execute.point import Point
     from cudalab.families import Family
     from cudalab.records.results import RunRecord
 
@@ -59,13 +60,50 @@ def worker_options() -> list[click.Option]:
     ]
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """What the family command does with a run besides running it (render and save only; the run itself is
+    :class:`~cudalab.session.options.RunOptions`): made once from click's keyword arguments by :meth:`of`."""
+
+    json: str | None = None
+    csv: str | None = None
+    plot: str | None = None
+    layout: str = "points"
+    quiet: bool = False
+    ncu: bool = False
+    emit: Callable[[RunRecord], None] | None = None  # ``--json -``: gets the final record (record_to_stdout)
+
+    @classmethod
+    def of(cls, kw: dict[str, Any]) -> "Outputs":
+        """The outputs of a family command's keyword arguments."""
+        return cls(json=kw.get("json_path"), csv=kw.get("csv_path"), plot=kw.get("plot_path"),
+                   layout=kw.get("layout") or "points", quiet=bool(kw.get("quiet")), ncu=bool(kw.get("ncu_")),
+                   emit=kw.get("json_emit"))
+
+    def check(self) -> None:
+        """Refuse an output path now, not after minutes of measuring; no two are one file.
+
+        Raises:
+            UsageError: a path that cannot be written, or matplotlib missing for ``--plot``.
+        """
+        from cudalab import files  # noqa: PLC0415
+
+        paths = {opt: p for opt, p in (("json", self.json), ("csv", self.csv), ("plot", self.plot)) if p is not None}
+        for opt, path in paths.items():
+            files.check_output_path(path, f"--{opt}", [p for o, p in paths.items() if o != opt])
+        if self.plot:
+            from cudalab.report import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
+
+            plot.check(self.plot)
+
+
 class Saver:
     """Writes ``--json`` and ``--csv`` as rows arrive (atomic replace each time): a run killed later
     keeps what it measured. The host's facts (:func:`cudalab.records.machine.facts`: git, package versions) are
     read once a run, not once a row (~20-40 ms a read), while the GPU works (:meth:`read_host_soon`)."""
 
-    def __init__(self, spec: catalog.FamilySpec, kw: dict[str, Any], started: float, info: dict[str, Any]):
-        self.spec, self.kw, self.started, self.info = spec, kw, started, info
+    def __init__(self, spec: catalog.FamilySpec, outs: Outputs, started: float, info: dict[str, Any]):
+        self.spec, self.outs, self.started, self.info = spec, outs, started, info
         self._host: dict[str, Any] | None = None
         self._host_lock = threading.Lock()
         self._reader: threading.Thread | None = None
@@ -87,7 +125,7 @@ class Saver:
 
     def save(self, runs: list[Point], incomplete: bool = True, info: dict[str, Any] | None = None) -> None:
         """Write both files for ``runs`` as they stand."""
-        if not (self.kw["json_path"] or self.kw["csv_path"]):
+        if not (self.outs.json or self.outs.csv):
             return
         from cudalab.session import sweep  # noqa: PLC0415
 
@@ -99,10 +137,10 @@ class Saver:
         from cudalab import report  # noqa: PLC0415
         from cudalab.records.results import save_record  # noqa: PLC0415
 
-        if self.kw["json_path"]:
-            save_record(self.kw["json_path"], record)
-        if self.kw["csv_path"]:
-            report.write_csv(self.kw["csv_path"], [r for p in record.points for r in p.results])
+        if self.outs.json:
+            save_record(self.outs.json, record)
+        if self.outs.csv:
+            report.write_csv(self.outs.csv, [r for p in record.points for r in p.results])
 
 
 def record_to_stdout(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
@@ -125,21 +163,15 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
     """Start the workers, precheck on the CPU meanwhile, run every point, render, save; exit 1 on a bad row."""
     if kw.get("json_path") == "-":
         return record_to_stdout(spec, fam, kw)
-    from cudalab import files, progress, report  # noqa: PLC0415
+    # the command line, typed once: the run (all the session sees of it) and what is done with the run
+    opts, outs = run_options(fam, kw), Outputs.of(kw)
+    from cudalab import report  # noqa: PLC0415
+    from cudalab.report import progress  # noqa: PLC0415
     from cudalab.session import sweep  # noqa: PLC0415
     from cudalab.records.results import Status  # noqa: PLC0415
     from cudalab.session.run import run_points  # noqa: PLC0415
 
-    def check() -> None:
-        outs = {opt: kw[f"{opt}_path"] for opt in ("json", "csv", "plot") if kw[f"{opt}_path"] is not None}
-        for opt, path in outs.items():  # refused now, not after minutes of measuring; no two are one file
-            files.check_output_path(path, f"--{opt}", [p for o, p in outs.items() if o != opt])
-        if kw["plot_path"]:
-            from cudalab.report import plot  # noqa: PLC0415  (matplotlib is optional: checked before any work)
-
-            plot.check(kw["plot_path"])
-
-    if kw.get("ncu_"):  # ncu missing or not executable: said before the GPU run, not after it
+    if outs.ncu:  # ncu missing or not executable: said before the GPU run, not after it
         from cudalab import ncu  # noqa: PLC0415
 
         ncu.find_ncu()
@@ -152,25 +184,25 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
             saver.read_host_soon()
         print_header(device, plans[0].request)
 
-    saver = Saver(spec, kw, started, opened)
-    ran = run_points(spec, fam, run_options(fam, kw), progress.for_stderr(kw.get("quiet", False)), check=check,
-                     on_open=on_open, on_change=saver.save)
+    saver = Saver(spec, outs, started, opened)
+    ran = run_points(spec, fam, opts, progress.for_stderr(outs.quiet), check=outs.check, on_open=on_open,
+                     on_change=saver.save)
     requests, ex = ran.requests, ran.executed
     runs, incomplete, info = ex.runs, ex.incomplete, ex.info
     refused = ex.refusal()
     if refused is not None and not incomplete:  # nothing ran: a bad size for this GPU is bad input
         raise refused
     points = [sweep.point_of(run, spec) for run in runs]
-    if kw["ncu_"] and not incomplete:
+    if outs.ncu and not incomplete:
         from cudalab import ncu  # noqa: PLC0415
 
         points = [ncu.add_ncu(p, req) for p, req in zip(points, requests)]
     record = sweep.record(spec, runs, incomplete, info, sys.argv, started, points, host=saver.host())
     saver.write(record)  # the final record first: a broken terminal cannot cost it
-    if kw.get("json_emit") is not None:
-        kw["json_emit"](record)
+    if outs.emit is not None:
+        outs.emit(record)
     con = report.console()
-    if kw.get("layout") == "long" and len(record.points) > 1:
+    if outs.layout == "long" and len(record.points) > 1:
         report.print_long(con, record, fam.EXTRA_COLUMNS)
     else:
         for p in record.points:
@@ -178,10 +210,10 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
             if p.results and fam.SHOW:
                 show(con, fam, runs[record.points.index(p)])
     print_logs(record)
-    if kw["plot_path"]:
+    if outs.plot:
         from cudalab.report import plot  # noqa: PLC0415
 
-        plot.plot_record(record, kw["plot_path"])
+        plot.plot_record(record, outs.plot)
     rows = [r for p in record.points for r in p.results]
     if incomplete:
         sys.exit(ex.exit_code or 130)

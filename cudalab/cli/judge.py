@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import click
 
@@ -64,12 +65,24 @@ def judge_cmd(family: str, add: str, n: str | None, shape: str | None, dtype: st
     """
     from cudalab.judging import Judge  # noqa: PLC0415
 
+    t0 = time.perf_counter()
     with Judge(device, timeout, progress) as j:
         obj = j.judge(family, add, n=n, shape=shape, dtype=dtype, seed=seed, budget=budget, min_samples=min_samples,
                       against=against, reference=reference, hot=hot, launch=launch, **options)
+        t_close = time.perf_counter()
     sys.stdout.write(json.dumps(obj, indent=indent, allow_nan=False, default=str) + "\n")
     sys.stdout.flush()
     print(f"cudalab judge: {obj['candidate']} {obj['verdict']}"
-          + (f" (flags: {', '.join(obj['flags'])})" if obj["flags"] else "") + f", exit {obj['exit_code']}",
-          file=sys.stderr)
+          + (f" (flags: {', '.join(obj['flags'])})" if obj["flags"] else "") + f", exit {obj['exit_code']} "
+          + _phases(j.phases, time.perf_counter() - t0, time.perf_counter() - t_close), file=sys.stderr)
     return int(obj["exit_code"])
+
+
+def _phases(p: dict, total: float, close: float) -> str:
+    """Where the command's time went, after the imports (scripts/judge_check.py reads it)."""
+    if not p:
+        return ""
+    kept = f"; rivals and roofline kept from {p['kept_s']:.0f} s before" if p.get("kept_s") is not None else ""
+    return (f"[{total:.2f} s in the command: plan {p['plan_s']:.2f}, GPU open {p['gpu_open_s']:.2f}, "
+            f"{p['rows']} row(s){' + roofline' if p['roofline'] else ''} {p['rows_s']:.2f}, verdict "
+            f"{p['verdict_s']:.2f}, close {close:.2f}{kept}]")

@@ -50,7 +50,7 @@ def ncu_options() -> list[click.Parameter]:
 def run_ncu(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Parse -> profile (or import) -> render; exit 1 on a bad row, a cut file or (--strict) a missed expectation."""
     from cudalab import files, ncu, report  # noqa: PLC0415
-    from cudalab.session.devices import parse_devices  # noqa: PLC0415
+    from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415
 
     requests = requests_from(spec, fam, kw)
     if len(requests) > 1:

@@ -157,12 +157,13 @@ def timing_options() -> list[click.Parameter]:
         # the choices are cudalab.bench.LAUNCH_METHODS, written out: this module stays light (no NumPy)
         click.Option(["--launch"], type=click.Choice(["auto", "batch", "graph", "cupti", "events"]), default="auto",
                      show_default=True,
-                     help="How a kernel under 20 µs is timed: batch = N launches between two events; graph = the N "
-                          "launches captured once in a CUDA graph and replayed (cold: an L2 flush node before each, "
-                          "the flush timed alone and taken out); cupti = N launches, each timed by its own GPU start "
-                          "and end from CUPTI's activity records (cold: an L2 flush before each, not counted; needs "
-                          "cupti-python, else batch and the row says why); events = one launch per event pair; "
-                          "auto = batch (cudalab truth: which is closer to ncu)."),
+                     help="How a kernel under 20 µs is timed: cupti = N launches, each timed by its own GPU start "
+                          "and end from CUPTI's activity records (the reference; cold: an L2 flush before each, not "
+                          "counted; needs cupti-python, else graph and the row says why); graph = CUDA graph replay, "
+                          "designed to agree with CUPTI (cold: each launch between two event nodes, an empty "
+                          "kernel's windows taken out); batch = N launches between two events (the throughput a "
+                          "stream of launches reaches); events = one launch per event pair; auto = cupti where "
+                          "cupti-python loads, else graph (docs/timing.md)."),
         click.Option(["--drop-throttled"], is_flag=True,
                      help="Leave samples taken while the GPU was throttled (NVML: SM clock under 75% of nominal, "
                           "or a power/thermal reason) out of the statistics; the row counts them either way."),

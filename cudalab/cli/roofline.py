@@ -5,35 +5,65 @@ from __future__ import annotations
 import click
 
 from cudalab.cli.app import cli
+from cudalab.cli.options import DEVICE_INDEX
 
 
 @cli.command("roofline")
-@click.argument("runs", nargs=-1, required=True, metavar="RUN.json [RUN.json...]")
-@click.option("--out", "-o", "out", required=True, metavar="FILE", help="The chart: .png, .svg or .html (hover labels).")
+@click.argument("runs", nargs=-1, metavar="RUN.json [RUN.json...]")
+@click.option("--out", "-o", "out", default=None, metavar="FILE", help="The chart: .png, .svg or .html (hover labels).")
 @click.option("--ceilings/--no-ceilings", default=True, show_default=True,
-              help="Draw the FMA and tensor peaks measured on each GPU where they are cached.")
-def roofline_cmd(runs: tuple[str, ...], out: str, ceilings: bool) -> None:
-    """Draw saved runs of one family on a measured roofline (no GPU needed).
+              help="Draw the FMA, tensor and memory ceilings measured on each GPU where they are cached.")
+@click.option("--measure", is_flag=True,
+              help="First measure this machine's GPU ceilings (FFMA probe, best of the mma.sync probe and cuBLAS / "
+                   "the wgmma kernel at 8192³ fp16, copy, read and write streams) and cache them per GPU and SM "
+                   "clock (about a minute); RUN.json files are optional then.")
+@click.option("--device", type=DEVICE_INDEX, default=0, show_default=True, help="The GPU --measure measures.")
+def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure: bool, device: int) -> None:
+    """Draw saved runs of one family on a measured roofline (no GPU needed, except for --measure).
 
-    FLOP families: GFLOP/s against FLOP per byte (from the problem's declared work, or ncu's counts),
-    under the memory roofline measured on that GPU, the FMA and tensor peaks measured by cudalab's own
-    kernels (when cached) and the datasheet figures (faint). Data-movement families: GB/s per rung
-    against the roofline measured in the same run. Arrows follow the ladder; a sweep draws one trajectory
-    per variant; several files (two GPUs) share one chart.
+    FLOP families: GFLOP/s against FLOP per byte: each rung's FLOPs over the DRAM bytes ncu counted for it
+    (a run with --ncu, or an ncu record of the same problem given beside the run: cudalab ncu FAMILY
+    --metrics memory --json), else the problem's declared work (one x for every rung, and the legend says
+    so); under the memory roofline and the FFMA and tensor ceilings measured on that GPU (cudalab roofline
+    --measure caches them; a line only a datasheet gave is faint and named so). Data-movement families: GB/s
+    per rung against the copy and the read and write streams measured in the same run. Arrows follow the
+    ladder; a sweep draws one trajectory per variant; several files (two GPUs) share one chart.
 
     \b
     Examples:
       cudalab roofline h100-transpose.json -o docs/plots/transpose-roofline.png
       cudalab roofline h100-matmul.json h100-transpose.json -o matmul.html
+      cudalab roofline h200-matmul.json h200-matmul-ncu.json -o matmul.svg
       cudalab roofline h100.json h200.json -o two-gpus.svg
+      cudalab roofline --measure
     """
     from cudalab.inspect import ceilings as measured_ceilings  # noqa: PLC0415
     from cudalab.report import plot_roofline  # noqa: PLC0415
-    from cudalab.inspect.rooflinechart import build_chart  # noqa: PLC0415
+    from cudalab.inspect.rooflinechart import build_chart, is_counts, lend_counts  # noqa: PLC0415
     from cudalab.records.results import load_record  # noqa: PLC0415
 
-    plot_roofline.check(out, runs)  # before any work; never over a run it reads
+    from cudalab.errors import UsageError  # noqa: PLC0415
+
+    if runs and not out:
+        raise UsageError("roofline: --out FILE is required to draw RUN.json files (.png, .svg or .html)")
+    if not runs and not measure:
+        raise UsageError("roofline: give RUN.json files to draw (with --out FILE), or --measure")
+    if out:
+        plot_roofline.check(out, runs)  # before any work; never over a run it reads
+    if measure:
+        c = _measure(device)
+        measured_ceilings.store(c)
+        click.echo(f"{measured_ceilings.describe(c)}; kept in {measured_ceilings.cache_file(c.gpu, c.sm_clock_mhz)}")
+    if not runs:
+        return
     records = [(path, load_record(path)) for path in runs]
+    # an ncu record of DRAM counts (cudalab ncu FAMILY --metrics memory --json) places the same rows of the runs
+    counts = [r for _, r in records if is_counts(r)]
+    records = [(p, lend_counts(r, counts)) for p, r in records if not is_counts(r)]
+    if not records:
+        from cudalab.errors import UsageError  # noqa: PLC0415
+
+        raise UsageError("roofline: only ncu records given: add the timed run (RUN.json) whose rows they count")
     # A run of another family on the same GPU lends its measured memory roofline (a matmul run has none).
     families = [{p.family for p in rec.points} for _, rec in records]
     main = families[0]
@@ -58,6 +88,23 @@ def roofline_cmd(runs: tuple[str, ...], out: str, ceilings: bool) -> None:
                 found[rec.gpu] = c
     plot_roofline.draw(build_chart(drawn, found), out)
     click.echo(f"wrote {out}")
+
+
+def _measure(device: int):
+    """The ceilings a GPU worker measures on GPU ``device`` (one short-lived worker, as ``cudalab info`` asks)."""
+    from cudalab.errors import GpuError  # noqa: PLC0415
+    from cudalab.inspect.ceilings import Ceilings  # noqa: PLC0415
+    from cudalab.execute.local.drive import Session  # noqa: PLC0415
+
+    session = Session([device])
+    try:
+        ans = session.ask(device, op="ceilings")
+    finally:
+        session.close()
+    got = ans.get("ceilings")
+    if not isinstance(got, dict):
+        raise GpuError(f"roofline --measure: the ceilings could not be measured ({ans.get('reason') or 'no answer'})")
+    return Ceilings(**got)
 
 
 def _lend_roofline(rec, lenders):

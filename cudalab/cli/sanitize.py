@@ -55,7 +55,7 @@ def run_sanitize(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     interrupted = False
     rows: list = []
     from cudalab.plan import make_problem  # noqa: PLC0415
-    from cudalab.session.devices import device_list  # noqa: PLC0415
+    from cudalab.execute.local.devices import device_list  # noqa: PLC0415
 
     requests = requests_from(spec, fam, kw)
     for req in requests:  # every size is a valid problem (bad ones refused before any run)

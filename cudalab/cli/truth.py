@@ -1,5 +1,5 @@
-"""``cudalab truth FAMILY``: each variant timed by events, a batch, a CUDA graph, CUPTI's activity records and ncu,
-cold and hot, side by side (see :mod:`cudalab.session.truth`)."""
+"""``cudalab truth FAMILY``: each variant timed by events, a batch, a CUDA graph and ncu beside CUPTI's activity
+records (the reference), cold and hot (see :mod:`cudalab.studies.truth`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ def truth_options() -> list[click.Parameter]:
                      help="Seconds of sampling per variant and method."),
         click.Option(["--min-samples"], type=click.IntRange(1, 100_000), default=10, show_default=True,
                      help="Fewest timed samples per variant and method."),
+        click.Option(["--methods"], default="events,batch,graph,cupti", show_default=True, metavar="LIST",
+                     help="Comma list of the methods to run, from events, batch, graph, cupti, auto (auto = the "
+                          "tables' own run; with CUDALAB_NO_CUPTI=1 it is the fallback without cupti-python)."),
         click.Option(["--ncu-launches"], type=click.IntRange(1, 1000), default=10, show_default=True,
                      help="Launches of each variant under ncu (the first is left out of the median)."),
         click.Option(["--no-ncu"], is_flag=True, help="Leave ncu out (its column says so)."),
@@ -39,13 +42,15 @@ def truth_options() -> list[click.Parameter]:
 
 def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
     """Parse -> time by every method (and ncu) -> print the tables; exit 1 when a row failed or was incorrect."""
-    from cudalab import files, progress, report  # noqa: PLC0415
+    from cudalab import files, report  # noqa: PLC0415
+    from cudalab.report import progress  # noqa: PLC0415
     from cudalab.errors import ToolMissingError  # noqa: PLC0415
     from cudalab.report.truth import tables  # noqa: PLC0415
-    from cudalab.session import truth as T  # noqa: PLC0415
+    from cudalab.studies import truth as T  # noqa: PLC0415
 
     opts = run_options(fam, kw)
-    T.plan_methods(spec, fam, opts)  # bad input refused here, before ncu is looked for or a worker starts
+    methods = tuple(m.strip() for m in kw["methods"].split(",") if m.strip())
+    T.plan_methods(spec, fam, opts, methods)  # bad input refused here, before ncu is looked for or a worker starts
     if kw["json_path"]:
         files.check_output_path(kw["json_path"], "--json")
     profile, note = None, "left out (--no-ncu)"
@@ -54,7 +59,8 @@ def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
             profile, note = T.ncu_profiler(kw["ncu_timeout"]), ""
         except ToolMissingError as exc:
             note = f"not found ({str(exc).split(';')[0]})"
-    got = T.truth(spec, fam, opts, profile, note, kw["ncu_launches"], progress.for_stderr(kw["quiet"]))
+    got = T.truth(spec, fam, opts, profile, note, kw["ncu_launches"], progress.for_stderr(kw["quiet"]),
+                  methods=methods)
     for t in tables(got):
         report.print_table(t)
     if kw["json_path"]:
@@ -67,11 +73,12 @@ def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
 truth_group = FamilyToolGroup(
     "truth", tool_params=truth_options, handler=run_truth, summary="Time by every method against ncu:",
     context_settings=CONTEXT,
-    help="""Time each selected variant by every method side by side, cold and hot: events around one launch,
-    events over a batch of N launches, a CUDA graph of N launches, each launch's own GPU start and end from
-    CUPTI's activity records (needs cupti-python), and Nsight Compute's gpu__time_duration (when ncu is
-    found). Each method's median and IQR; the method cudalab's tables use for the row (--launch auto) and its
-    distance from ncu, and cupti's.
+    help="""Time each selected variant by every method side by side, cold and hot, against CUPTI: each launch's
+    own GPU start and end from CUPTI's activity records (the reference; needs cupti-python), events around one
+    launch, events over a batch of N launches (a stream's throughput), CUDA graph replay (the fallback without
+    CUPTI), and Nsight Compute's gpu__time_duration (when ncu is found) with its offset from CUPTI on this GPU.
+    Each method's median and distance from CUPTI; the method cudalab's tables use for the row (--launch auto)
+    and its distance.
 
     Takes the family command's problem options (--variant, --n, --shape, -D, --block ...).
 
@@ -80,5 +87,6 @@ truth_group = FamilyToolGroup(
       cudalab truth smem-square
       cudalab truth reduce --variant modern --n 2^20
       cudalab truth transpose --n 1024 --json truth.json
+      CUDALAB_NO_CUPTI=1 cudalab truth copy --n 512 --methods auto --no-ncu
     """)
 cli.add_command(truth_group)

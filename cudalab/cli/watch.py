@@ -50,7 +50,8 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
       cudalab watch transpose --n 4096 --variant naive --add my.cu:my_transpose@block=32x8,tile=32x32
       cudalab watch --all reduce --n 16m --json session.json
     """
-    from cudalab import catalog, files, progress, report  # noqa: PLC0415
+    from cudalab import catalog, files, report  # noqa: PLC0415
+    from cudalab.report import progress  # noqa: PLC0415
     from cudalab.session import sweep  # noqa: PLC0415
     from cudalab.cli.app import family_subcommand  # noqa: PLC0415
     from cudalab.cli.family import family_command  # noqa: PLC0415
@@ -103,7 +104,6 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     live = sys.stdout.isatty()
     wide = WIDE.get()
     watcher = core.Watcher(plan, start_session=new_session, rerun_all=rerun_all, session=session,
-                           observer=lambda: progress.for_stderr(kw.get("quiet", False)),
                            command=("cudalab", "watch", *sys.argv[2:]) if sys.argv[1:2] == ["watch"] else
                            ("cudalab", "watch", family, *args))
 

@@ -24,14 +24,14 @@ NOT_FAMILIES = frozenset({"base", "model"})
 
 def load(module_name: str) -> Family:
     """Import ``cudalab.families.<module_name>`` and return its ``FAMILY`` (an outside family's
-    ``path:FILE`` / ``entry:MODULE``: its module's ``PROBLEM`` or ``FAMILY``, see :mod:`cudalab.families.outside`).
+    ``path:FILE`` / ``entry:MODULE``: its module's ``PROBLEM`` or ``FAMILY``, see :mod:`cudalab.catalog.outside`).
 
     Raises:
         CatalogError: the module defines no ``FAMILY`` that is a :class:`Family` (a family.toml whose
             ``module`` names ``base``, say).
     """
     if module_name.startswith(("path:", "entry:")):  # a family from outside the package (cudalab.catalog.discovery)
-        from cudalab.families.outside import load_outside  # noqa: PLC0415  (the user's Size contract: only when asked)
+        from cudalab.catalog.outside import load_outside  # noqa: PLC0415  (the user's Size contract: only when asked)
 
         return load_outside(module_name)
     if module_name in NOT_FAMILIES:

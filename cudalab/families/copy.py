@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from cudalab import launch as L
-from cudalab.families import roofline
+from cudalab import roofline
 from cudalab.catalog.specs import VariantSpec
 from cudalab.families import Case, Check, Size, SetupContext, Work, matrix
 from cudalab.families.base import Family
@@ -83,7 +83,7 @@ void KERNEL(float *out,        // rows x cols output, row-major, rows `pitch` el
 
     def own_roofline(self, problem: Size, results) -> Roofline | None:
         """A copy run that measured memcpy_dtod and the roofline kernel on its own matrix has its
-        roofline (:func:`cudalab.families.roofline.from_rows`)."""
+        roofline (:func:`cudalab.roofline.from_rows`)."""
         return roofline.from_rows(results)
 
 

@@ -101,7 +101,7 @@ void KERNEL(const float *A,    // M x N, row-major
         """A and x read, z written (y read too when β ≠ 0); 2·M·N FLOPs."""
         m, n = problem.dims
         _, beta = scalars(problem)
-        return Work(bytes=(m * n + n + m + (m if beta else 0)) * 4, flops=2 * m * n)
+        return Work(bytes=(m * n + n + m + (m if beta else 0)) * 4, flops=2 * m * n, written=m * 4)
 
     def device_bytes(self, problem: Size) -> int:
         """A and Aᵀ (coalesced reads the transposed copy), the vectors, and slack."""

@@ -32,7 +32,7 @@ def problem(n: str | None, shape: str | None, dtype: str, options: dict) -> Size
 def work(problem: Size) -> Work:
     """Each element read once and written once."""
     rows, cols = problem.dims
-    return Work(bytes=2 * rows * cols * problem.np_dtype.itemsize)
+    return Work(bytes=2 * rows * cols * problem.np_dtype.itemsize, written=rows * cols * problem.np_dtype.itemsize)
 
 
 def device_bytes(problem: Size) -> int:

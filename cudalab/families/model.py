@@ -90,10 +90,30 @@ class Size:
 
 @dataclass(frozen=True)
 class Work:
-    """What one launch must move and compute: bytes (each necessary byte once) and FLOPs."""
+    """What one launch must move and compute: bytes (each necessary byte once) and FLOPs.
+
+    Attributes:
+        bytes: the necessary bytes, each counted once (read + written): what GB/s counts.
+        flops: the necessary FLOPs: what GFLOP/s counts.
+        written: how many of ``bytes`` are written (None: half, a copy's mix, which is what every problem
+            declared before this field). A row's roofline charges its reads and writes at the rates
+            measured for each (:mod:`cudalab.roofline`): a reduction that reads N and writes one
+            value says ``written=itemsize`` and is rated against the read stream, not a copy.
+    """
 
     bytes: int = 0
     flops: int = 0
+    written: int | None = None
+
+    @property
+    def write_bytes(self) -> int:
+        """The bytes written (half of :attr:`bytes` unless declared)."""
+        return self.bytes // 2 if self.written is None else min(int(self.written), self.bytes)
+
+    @property
+    def read_bytes(self) -> int:
+        """The bytes read: the rest."""
+        return self.bytes - self.write_bytes
 
 
 @dataclass(frozen=True)

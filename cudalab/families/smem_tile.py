@@ -123,8 +123,9 @@ def extent(problem: Size) -> L.Dim3:
 
 
 def work(problem: Size) -> Work:
-    """The bytes of out written (the tile traffic itself stays on chip)."""
-    return Work(bytes=int(np.prod(problem.dims)) * problem.np_dtype.itemsize)
+    """The bytes of out written (the tile traffic itself stays on chip): writes only."""
+    nbytes = int(np.prod(problem.dims)) * problem.np_dtype.itemsize
+    return Work(bytes=nbytes, written=nbytes)
 
 
 def device_bytes(problem: Size) -> int:

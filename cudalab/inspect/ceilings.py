@@ -1,7 +1,7 @@
-"""The compute ceilings of a roofline chart as data: an FP32 FMA peak and a tensor-core peak per GPU and SM
-clock, kept in a small cache beside the build cache (:func:`cached`, :func:`store`). A GPU worker measures
-them (:func:`cudalab.worker.ceilings.measure`); a missing cache only means the chart draws the datasheet
-lines alone.
+"""The ceilings of a roofline chart as data: an FP32 FMA peak, a tensor-core peak and the memory streams per GPU
+and SM clock, kept in a small cache beside the build cache (:func:`cached`, :func:`store`), as the noise floor
+is. A GPU worker measures them (:func:`cudalab.worker.ceilings.measure_all`, asked by ``cudalab roofline
+--measure``); a missing cache only means the chart draws datasheet lines, named as such.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cudalab import build
 from cudalab.errors import CudalabError
 
 
-__all__ = ["Ceilings", "cache_file", "cached", "store"]
+__all__ = ["Ceilings", "cache_file", "cached", "describe", "store"]
 
 
 @dataclass(frozen=True)
@@ -27,14 +27,29 @@ class Ceilings:
     Attributes:
         gpu: the GPU's name.
         sm_clock_mhz: the clock the figures belong to (the device's reported SM clock).
-        fma_gflops: FP32 FMA rate (GFLOP/s), or None where it could not be measured.
-        tensor_gflops: fp16 mma.sync rate with fp32 accumulation (GFLOP/s), or None (before sm_80).
+        fma_gflops: FP32 FMA rate (GFLOP/s) of the pure-FFMA probe, or None where it could not be measured.
+        tensor_gflops: the tensor ceiling (GFLOP/s, 16-bit inputs, fp32 accumulation): the best of the mma.sync
+            probe and the hgemm family's best row (cuBLAS GemmEx, the wgmma kernel); None before sm_80.
+        tensor_source: what reached ``tensor_gflops`` (``mma.sync probe``, ``hgemm cublas 8192³``...).
+        mma_gflops: the mma.sync probe's own rate (on Hopper well under wgmma's).
+        copy_gbs, read_gbs, write_gbs: the memory roofline's copy rate and its read and write streams (GB/s).
     """
 
     gpu: str
     sm_clock_mhz: int
     fma_gflops: float | None
     tensor_gflops: float | None
+    tensor_source: str = "mma.sync probe"
+    mma_gflops: float | None = None
+    copy_gbs: float | None = None
+    read_gbs: float | None = None
+    write_gbs: float | None = None
+
+    @property
+    def memory_gbs(self) -> float | None:
+        """The memory slope of a chart: the fastest stream measured (a roofline bounds from above)."""
+        rates = [x for x in (self.copy_gbs, self.read_gbs, self.write_gbs) if x]
+        return max(rates) if rates else None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
@@ -63,7 +78,10 @@ def cached(gpu: str, sm_clock_mhz: int) -> Ceilings | None:
         if not isinstance(d, dict) or d.get("gpu") != gpu or d.get("sm_clock_mhz") != int(sm_clock_mhz):
             return None
         return Ceilings(gpu=gpu, sm_clock_mhz=int(sm_clock_mhz), fma_gflops=rate(d.get("fma_gflops")),
-                        tensor_gflops=rate(d.get("tensor_gflops")))
+                        tensor_gflops=rate(d.get("tensor_gflops")),
+                        tensor_source=str(d.get("tensor_source") or "mma.sync probe"),
+                        mma_gflops=rate(d.get("mma_gflops")), copy_gbs=rate(d.get("copy_gbs")),
+                        read_gbs=rate(d.get("read_gbs")), write_gbs=rate(d.get("write_gbs")))
 
     return cachefiles.read(cache_file(gpu, sm_clock_mhz), "the measured ceilings", parse)
 
@@ -76,3 +94,17 @@ def store(c: Ceilings) -> None:
         cachefiles.write(cache_file(c.gpu, c.sm_clock_mhz), json.dumps(c.to_dict(), indent=1) + "\n")
     except (CudalabError, OSError):
         pass
+
+
+def describe(c: Ceilings) -> str:
+    """One line of what was measured: ``NVIDIA H200 at 1980 MHz: FP32 FMA 61.4 TFLOP/s (FFMA probe); ...``."""
+    def num(x: float | None, scale: float, unit: str, digits: int = 0) -> str:
+        return "not measured" if not x else f"{x / scale:,.{digits}f} {unit}"
+
+    text = f"{c.gpu} at {c.sm_clock_mhz} MHz: FP32 FMA {num(c.fma_gflops, 1e3, 'TFLOP/s', 1)} (FFMA probe)"
+    text += f"; fp16 tensor {num(c.tensor_gflops, 1e3, 'TFLOP/s')} ({c.tensor_source}"
+    text += f"; mma.sync probe {c.mma_gflops / 1e3:,.0f})" if c.mma_gflops and c.tensor_source != "mma.sync probe" else ")"
+    if c.copy_gbs:
+        text += (f"; memory: copy {c.copy_gbs:,.0f} GB/s, read stream {num(c.read_gbs, 1, 'GB/s')}, "
+                 f"write stream {num(c.write_gbs, 1, 'GB/s')}")
+    return text

@@ -14,6 +14,7 @@ import atexit
 import hashlib
 import json
 import math
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 from cudalab import __version__, catalog, private
 from cudalab.catalog import FamilySpec, user
 from cudalab.errors import UsageError
+from cudalab.judging import kept as K
 from cudalab.judging import scan as S
 from cudalab.judging import verdict as V
 from cudalab.records.results import PASSED
@@ -32,10 +34,11 @@ __all__ = ["Judge", "judge", "pick_reference", "pick_best", "DEFAULT_SEED", "DEF
 DEFAULT_SEED = 1
 #: Seconds of samples per row (the stopping rule usually ends sooner: IQR or the median's interval).
 DEFAULT_BUDGET = 0.1
-#: A judge re-measures its reference and best rows when those it has are older than this (seconds); younger
-#: ones are reused for the next candidate of the same point (the same GPU and worker, moments apart): a loop's
-#: call then times one row, not three. ``reuse_s=0`` measures them every call.
-REUSE_S = 60.0
+#: A judge re-measures its reference and best rows and the roofline when those it has are older than this
+#: (seconds); younger ones are reused for the next candidate of the same point on the same GPU, moments apart, kept
+#: in memory and on disk (:mod:`cudalab.judging.kept`): a loop's call then times one row, not three and a copy,
+#: whether it calls ``cudalab.judge`` or the command. ``reuse_s=0`` measures them every call.
+REUSE_S = K.KEEP_S
 
 
 def pick_reference(spec: FamilySpec) -> str | None:
@@ -80,10 +83,13 @@ class Judge:
         if timeout is not None and not 0 < timeout < float("inf"):
             raise UsageError(f"--timeout must be a positive number of seconds (got {timeout})")
         self.device, self.timeout, self.progress, self.reuse_s = int(device), timeout, progress, reuse_s
-        self._rows: dict[Any, tuple[float, dict[str, Any]]] = {}  # a point's reference and best rows, when measured
+        self._kept: dict[str, K.Kept] = {}  # a point's reference and best rows and roofline, when measured
         self._session: Any = None
         self._scans: dict[str, dict[str, Any]] = {}
-        self._host: dict[str, Any] | None = None
+        self._gpu: dict[str, Any] | None = None  # the GPU's facts, as its worker gave them when it opened
+        #: Where the last call's time went (seconds): planning, waiting for the GPU to open, the rows (and roofline)
+        #: on the GPU, the verdict; how many rows ran, whether a roofline was measured, the kept rivals' age.
+        self.phases: dict[str, Any] = {}
 
     def __enter__(self) -> "Judge":
         return self
@@ -98,13 +104,29 @@ class Judge:
             self._session = None
 
     def _ensure(self) -> Any:
-        from cudalab import progress as P  # noqa: PLC0415
-        from cudalab.session.drive import Session  # noqa: PLC0415
+        from cudalab.report import progress as P  # noqa: PLC0415
+        from cudalab.execute.local.drive import Session  # noqa: PLC0415
 
         if self._session is None:
             self._session = Session([self.device], observer=P.for_stderr(quiet=not self.progress),
                                     timeout=self.timeout, keep_workers=True).start()
         return self._session
+
+    def _facts(self, session: Any) -> dict[str, Any]:
+        """The GPU's facts (its worker asked once, when ready: it opens the GPU while the parent plans)."""
+        if self._gpu is None:
+            self._gpu = dict(session.ask(self.device, op="info", bandwidth=False).get("device") or {})
+        return self._gpu
+
+    def _rivals(self, spec: FamilySpec, fam: Any, req: Any, rows: list[str], session: Any) -> tuple[str, K.Kept | None]:
+        """The key of this point's rivals and roofline on this GPU, and what was kept under it (None: measure)."""
+        module = sys.modules.get(type(fam).__module__)  # the family's Python code: its class's module
+        code = K.code_digest(getattr(spec, "directory", None), getattr(module, "__file__", None))
+        k = K.key(self._facts(session), replace(req, add=(), variants=None), tuple(rows), code)
+        have = self._kept.get(k)
+        if have is None or have.age_s >= self.reuse_s:
+            have = K.load(k, self.reuse_s)
+        return k, have
 
     def judge(self, family: str, add: str, *, n: Any = None, shape: Any = None, dtype: str | None = None,
               seed: int | None = None, budget: float = DEFAULT_BUDGET, min_samples: int = 10,
@@ -133,6 +155,7 @@ class Judge:
 
         if not isinstance(add, str):
             raise UsageError("judge takes one --add: the candidate kernel")
+        t0 = time.perf_counter()
         with catalog.held():
             spec = catalog.family(family)
             fam = load(spec.module)
@@ -147,16 +170,20 @@ class Judge:
             reqs = [replace(r, judge=True) for r in requests_from(spec, fam, opts)]
             if len(reqs) != 1:
                 raise UsageError(f"judge runs one point; these options make {len(reqs)} (give one value each)")
-            key = (replace(reqs[0], add=(), variants=None), tuple(rows))
-            kept = self._rows.get(key)
-            if kept is not None and time.monotonic() - kept[0] < self.reuse_s and rows:
-                reqs = [replace(reqs[0], variants="none")]  # the candidate alone; its rivals' rows are recent
-            else:
-                kept = None
+            t_plan = time.perf_counter()
+            session = self._ensure()
+            wants_roof = reqs[0].roofline
+            key, kept = self._rivals(spec, fam, reqs[0], rows, session)
+            if kept is not None:  # the candidate alone: its rivals' rows (and the roofline, if any) are recent
+                reqs = [replace(reqs[0], variants="none", roofline=wants_roof and kept.roofline is None)]
             (plan,) = sweep.plan_points(reqs)
             (uk,) = plan.request.add
-            session = self._ensure()
+            t_open = time.perf_counter()
             points, _ = session.run([plan], len(plan.variants))
+            t_rows = time.perf_counter()
+            self.phases = {"plan_s": t_plan - t0, "gpu_open_s": t_open - t_plan, "rows_s": t_rows - t_open,
+                           "rows": len(plan.variants), "roofline": bool(plan.request.roofline),
+                           "kept_s": kept.age_s if kept is not None else None}
         if session.stopping.is_set():  # Ctrl-C: the session killed its worker; the next call starts a fresh one
             from cudalab.errors import CudalabError  # noqa: PLC0415
 
@@ -173,11 +200,15 @@ class Judge:
             raise err
         rp = sweep.point_of(point, spec)
         by = {r.variant: r for r in rp.results}
+        roof, roof_note = rp.roofline, rp.roofline_note
         if kept is not None:
-            by.update(kept[1])
-        elif rows and all(by.get(x) is not None and by[x].status == PASSED for x in rows):
-            self._rows[key] = (time.monotonic(), {x: by[x] for x in rows})
-        age = time.monotonic() - kept[0] if kept is not None else 0.0
+            by.update(kept.rows)
+            if roof is None and kept.roofline is not None:
+                roof, roof_note = kept.roofline, f"measured {kept.age_s:.0f} s before this candidate, on this GPU"
+        elif all(by.get(x) is not None and by[x].status == PASSED for x in rows) and (roof or not wants_roof):
+            self._kept[key] = K.Kept({x: by[x] for x in rows}, roof, roof_note, time.time())
+            K.save(key, self._kept[key])
+        age = kept.age_s if kept is not None else 0.0
         cand = by.get(uk.name)
         if cand is None:  # the worker died before the candidate's row: a failed row says so
             from cudalab.records.results import FAILED, Result  # noqa: PLC0415
@@ -187,14 +218,15 @@ class Judge:
         code = self._code(plan, fam, uk, cand, info)
         floor, ceiling = _floor_and_ceiling(info, cand)
         judged = V.verdict(cand, by.get(ref) if ref else None, by.get(best) if best else None, metric=spec.metric,
-                           roofline=rp.roofline, ceiling=ceiling, floor=floor, scan=code.pop("scan"))
+                           roofline=roof, ceiling=ceiling, floor=floor, scan=code.pop("scan"))
         for side in ("reference", "best"):
             if judged[side] is not None:
                 judged[side]["age_s"] = age  # how long before the candidate its row was measured
+        self.phases["verdict_s"] = time.perf_counter() - t_rows
         return _plain({"schema_version": V.SCHEMA_VERSION, "cudalab": __version__, "family": spec.name,
                        "candidate": uk.name, **judged, "problem": rp.problem, "seed": plan.request.seed,
-                       "roofline": rp.roofline.to_dict() if rp.roofline is not None else None,
-                       "roofline_note": rp.roofline_note, "protocol": rp.protocol, "gpu": _gpu(info), "code": code})
+                       "roofline": roof.to_dict() if roof is not None else None, "roofline_note": roof_note,
+                       "protocol": rp.protocol, "gpu": _gpu(info), "code": code})
 
     def _code(self, plan: Any, fam: Any, uk: user.UserKernel, cand: Any, info: dict[str, Any]) -> dict[str, Any]:
         """What ran: the file, its hash, the macros, the launch, and the scan of its code."""

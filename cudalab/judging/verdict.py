@@ -16,9 +16,11 @@ import numpy as np
 
 from cudalab.bench import median_ci
 from cudalab.records.compare import FASTER, judge
+from cudalab.roofline import pct_of
 from cudalab.records.results import INCORRECT, PASSED, TIMEOUT, Result, Roofline
 
-__all__ = ["EXIT", "FLAGS", "SCHEMA_VERSION", "verdict", "exit_code", "first_passed", "time_of", "beside"]
+__all__ = ["EXIT", "FLAGS", "SCHEMA_VERSION", "verdict", "memo_from_pairs", "exit_code", "first_passed", "time_of",
+           "beside"]
 
 SCHEMA_VERSION = 1
 #: The exit codes, by verdict (2: refused input, before any GPU work: the command line's).
@@ -26,7 +28,8 @@ EXIT = {"correct": 0, "incorrect": 1, "refused": 2, "failed": 3, "timeout": 4, "
 #: Every flag the judge can raise, and what it means (the schema's enum; docs/judge.md).
 FLAGS = {
     "wrong_answer": "the verified launches (two poisons, after a warm-up) did not give the reference's answer",
-    "memo": "wrong on a second input set refilled in place, or launches on input seen before much faster than fresh",
+    "memo": "wrong on a second input set refilled in place, or launches on the input the launch before saw faster "
+            "than on new input (paired)",
     "suspect": "faster than the measured roofline (bandwidth) or compute ceiling (FLOP/s) beyond the margin",
     "child_grids": "the code launches kernels from the device (dynamic parallelism)",
     "side_stream": "the code names a device-side stream (fire-and-forget, tail launch, a stream it creates)",
@@ -35,13 +38,17 @@ FLAGS = {
 #: A bandwidth row is suspect above the roofline by more than this (or the noise floor, if larger): a
 #: read-mostly kernel can beat a copy by a few percent (DESIGN: a float4 copy kernel beat memcpy by 4%).
 SUSPECT_MARGIN = 0.15
-#: ``memo``: fresh launches (after the input changed) this much slower than repeats on the same input. On an H200
-#: the first launch after an input's upload ran 1.5x its repeats for honest kernels (copy 4096², reduce 2^20, the
-#: histogram example: 1.51-1.54x, L2 flushed before each), so 1.5 flagged them; a skip on repeated input that reads
-#: 32 elements measured only 1.16x there (the upload's own cost hides it): this rule does not catch it.
-MEMO_RATIO = 2.0
-#: ... and by at least this many milliseconds (single launches of a few µs jitter by more than 50%).
-MEMO_MIN_MS = 0.005
+#: ``memo``: the paired comparison (:mod:`cudalab.worker.judgeprobe`): every launch after the same refill, reset
+#: and L2 flush, a ``fresh`` one on the other input set, a ``repeat`` one on the set the launch before it saw. An
+#: honest kernel cannot tell them apart: on an H200 its ratio of medians read 1.00 (each pair within 1%,
+#: scripts/probe_memo_pairs.py); a skip on repeated input 1.15 (where sampling its input cost nearly the work) to
+#: 8.4. Flagged above this ratio of medians ...
+MEMO_RATIO = 1.1
+#: ... by at least this many milliseconds (the events' own jitter on a kernel of a few µs) ...
+MEMO_MIN_MS = 0.002
+#: ... with fresh slower than repeat in at least this share of the pairs (a sign test: 13 of 16 pairs happen by
+#: chance about once in a hundred for a kernel that cannot tell them apart, and then the ratio must hold too).
+MEMO_AGREE = 0.8
 #: ``busy_after_stop``: the median wait for an idle device after a stop event above this (ms) and above
 #: half the kernel's median (an honest kernel's wait is the API's own few µs).
 BUSY_MIN_MS = 0.1
@@ -103,7 +110,7 @@ def _speed_check(cand: Result, metric: str, roofline: Roofline | None, ceiling: 
     scale = (cand.stats.median / single) if extra.get("batch", 1) > 1 and single and cand.stats else 1.0
     basis_time = "one launch" if scale != 1.0 else "the row's median"
     if metric == "bandwidth" and roofline is not None and cand.gbs:
-        pct = 100.0 * cand.gbs * scale / roofline.gbs
+        pct = (pct_of(cand, roofline) or 0.0) * scale  # the row's own read/write mix, as the table rates it
         limit = 100.0 * (1 + margin)
         return {"basis": "roofline", "pct": pct, "limit_pct": limit, "gbs": cand.gbs * scale, "roofline_gbs": roofline.gbs,
                 "time": basis_time}, pct > limit
@@ -117,6 +124,28 @@ def _speed_check(cand: Result, metric: str, roofline: Roofline | None, ceiling: 
     return {"basis": "none", "note": why}, False
 
 
+def memo_from_pairs(fresh: Sequence[float], repeat: Sequence[float]) -> dict[str, Any]:
+    """The paired fresh-against-repeat figures and whether they say ``memo``.
+
+    Args:
+        fresh, repeat: one-launch times (ms), the k-th of each from one pair
+            (:func:`cudalab.worker.judgeprobe.pairs`).
+
+    Returns:
+        ``fresh_ms``, ``repeat_ms`` (medians, None without samples), ``ratio`` (fresh / repeat), ``pairs``,
+        ``fresh_slower`` (pairs whose fresh launch was the slower) and ``memo`` (every threshold passed:
+        :data:`MEMO_RATIO`, :data:`MEMO_MIN_MS`, :data:`MEMO_AGREE`).
+    """
+    k = min(len(fresh), len(repeat))
+    if k == 0:
+        return {"fresh_ms": None, "repeat_ms": None, "ratio": None, "pairs": 0, "fresh_slower": 0, "memo": False}
+    f, r = float(np.median(fresh[:k])), float(np.median(repeat[:k]))
+    slower = sum(1 for a, b in zip(fresh[:k], repeat[:k]) if a > b)
+    ratio = f / r if r > 0 else None
+    memo = ratio is not None and ratio > MEMO_RATIO and f - r > MEMO_MIN_MS and slower >= MEMO_AGREE * k
+    return {"fresh_ms": f, "repeat_ms": r, "ratio": ratio, "pairs": k, "fresh_slower": slower, "memo": memo}
+
+
 def _probe_check(fig: dict[str, Any] | None, median: float | None) -> tuple[dict[str, Any], list[str], dict]:
     """The second look's figures, summarised, and the flags they raise (with their details)."""
     if not fig:
@@ -125,17 +154,18 @@ def _probe_check(fig: dict[str, Any] | None, median: float | None) -> tuple[dict
                            "wrong": fig.get("wrong")}
     flags, details = [], {}
     fresh, repeat, idle = (fig.get(k) or [] for k in ("fresh_ms", "repeat_ms", "idle_after_stop_ms"))
-    f = float(np.median(fresh)) if fresh else None
-    r = float(np.median(repeat)) if repeat else None
+    paired = memo_from_pairs(fresh, repeat)
     i = float(np.median(idle)) if idle else None
-    out.update(fresh_ms=f, repeat_ms=r, idle_after_stop_ms=i)
+    out.update(fresh_ms=paired["fresh_ms"], repeat_ms=paired["repeat_ms"], ratio=paired["ratio"],
+               pairs=paired["pairs"], idle_after_stop_ms=i, alternated=bool(fig.get("alternated")))
     if fig.get("wrong"):
         flags.append("memo")
         details["memo"] = dict(fig["wrong"], why="wrong after the input changed in place")
-    elif f is not None and r is not None and f > MEMO_RATIO * r and f - r > MEMO_MIN_MS:
+    elif paired["memo"]:
         flags.append("memo")
-        details["memo"] = {"fresh_ms": f, "repeat_ms": r, "ratio": f / r if r else None,
-                           "why": f"launches on input seen before {f / r:.1f}x faster than after it changed"}
+        details["memo"] = {k: paired[k] for k in ("fresh_ms", "repeat_ms", "ratio", "pairs", "fresh_slower")}
+        details["memo"]["why"] = (f"launches on the input the launch before saw {paired['ratio']:.2f}x faster than "
+                                  "on new input")
     if i is not None and i > BUSY_MIN_MS and i > 0.5 * (median or 0.0):
         flags.append("busy_after_stop")
         details["busy_after_stop"] = {"idle_after_stop_ms": i, "limit_ms": max(BUSY_MIN_MS, 0.5 * (median or 0.0))}
@@ -205,7 +235,7 @@ def _pct_of_ceiling(cand: Result, reference: Result | None, metric: str, rooflin
     """The run table's % column: GB/s over the roofline measured in the same run; for FLOP/s and item-rate rows,
     the rate over the library reference row's (cuBLAS, CuPy), as ``cudalab.report.pct_column`` has it."""
     if metric == "bandwidth":
-        return (100.0 * cand.gbs / roofline.gbs) if roofline is not None and cand.gbs else None
+        return pct_of(cand, roofline) if roofline is not None and cand.gbs else None
     key = "gflops" if metric == "flops" else None
     if key and reference is not None and reference.kind == "library" and reference.status == PASSED:
         mine, theirs = _num(getattr(cand, key)), _num(getattr(reference, key))

@@ -29,6 +29,10 @@ DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 GLD_EFF = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
 GST_EFF = "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct"
 L2_HIT = "lts__t_sector_hit_rate.pct"
+#: Bytes the DRAM read and wrote for the kernel: with its FLOPs, a rung's own arithmetic intensity on a
+#: roofline chart (``cudalab roofline``), where the declared work puts every rung of a problem at one x.
+DRAM_READ = "dram__bytes_read.sum"
+DRAM_WRITE = "dram__bytes_write.sum"
 # Tensor pipe: the share of active cycles the HMMA pipe (mma.sync, wmma) was busy, and the warp
 # instructions of HMMA and of Hopper's warp-group MMA (wgmma, GMMA), so a tensor-core ladder shows
 # why each rung is faster. Names as `ncu --query-metrics --chip gh100` lists them (H100, ncu 2025.3).
@@ -105,6 +109,12 @@ def _smem_check(op: str) -> Check:
     return lambda r: (r.verdict(op), r.expected(op))
 
 
+def dram_bytes(row: Any) -> float | None:
+    """The DRAM bytes read and written (None unless ncu counted both)."""
+    rd, wr = row.value(DRAM_READ), row.value(DRAM_WRITE)
+    return rd + wr if rd is not None and wr is not None else None
+
+
 #: ncu's duration: nanoseconds in ``cudalab ncu``'s table, milliseconds (full precision) where a run keeps it.
 TIME = Figure("ncu ns", lambda r: r.duration_ns, 0, key="ncu_ms", run_header="ncu ms", run_digits=6, divisor=1e6)
 SMEM_LD_WPR = Figure("ld wf/req", _per_request("ld"), 2, key="ncu_ld_wpr", run_header="smem ld wf/req",
@@ -113,6 +123,8 @@ SMEM_ST_WPR = Figure("st wf/req", _per_request("st"), 2, key="ncu_st_wpr", run_h
                      check=_smem_check("st"), check_key="ncu_st_ok")
 SMEM_LD_CONFLICTS = Figure("ld conflicts", SMEM_LD_CONF, key="ncu_ld_conflicts")
 SMEM_ST_CONFLICTS = Figure("st conflicts", SMEM_ST_CONF, key="ncu_st_conflicts")
+#: The key is what the roofline chart reads (:mod:`cudalab.inspect.rooflinechart`).
+DRAM_BYTES = Figure("DRAM bytes", dram_bytes, 0, key="ncu_dram_bytes", run_digits=0)
 
 #: Under every set's table: what the duration column is.
 TIME_LEGEND = "ncu ns = gpu__time_duration in nanoseconds, summed over a variant's launches; ncu ms in run tables."
@@ -185,12 +197,13 @@ SMEM_LEGEND = (
     "Ampere/Hopper it can also count arbitration between warps, so both figures are shown.",
 )
 MEMORY_LEGEND = ("global ld / st eff % = bytes a warp's global loads / stores use per 32-byte sector they touch "
-                 "(100 = fully coalesced); DRAM % peak = DRAM throughput against its sustained peak.",)
+                 "(100 = fully coalesced); DRAM % peak = DRAM throughput against its sustained peak; DRAM bytes = "
+                 "bytes the DRAM read and wrote for the kernel (a rung's own intensity on cudalab roofline's chart).",)
 
 TENSOR_LEGEND = ("tensor pipe % = the cycles the tensor pipe was busy against its peak, over the active cycles "
                  "(ncu's HMMA pipe figure; on an H100 wgmma's work shows in it too); HMMA inst / GMMA inst = warp "
                  "instructions of mma.sync and wmma / of Hopper's warp-group wgmma; DRAM % peak = DRAM "
-                 "throughput against its sustained peak.",)
+                 "throughput against its sustained peak; DRAM bytes = bytes the DRAM read and wrote.",)
 
 OCCUPANCY_LEGEND = ("theor. occ % = the most warps an SM can hold for this launch, of its maximum (ncu's figure; "
                     "cudalab compile and sass compute it without a GPU); achieved occ % = the warps active on "
@@ -206,21 +219,22 @@ METRIC_SETS: dict[str, MetricSet] = {
         kept=(SMEM_LD_WPR, SMEM_ST_WPR, SMEM_LD_CONFLICTS, SMEM_ST_CONFLICTS, TIME),
         legend=SMEM_LEGEND + (TIME_LEGEND,)),
     "memory": MetricSet(
-        "memory", (DRAM_PCT, GLD_EFF, GST_EFF, L2_HIT, DURATION),
-        "DRAM throughput, global load/store efficiency, L2 hit rate, duration",
-        columns=(Figure("DRAM % peak", DRAM_PCT, 1, key="ncu_dram"),
+        "memory", (DRAM_PCT, GLD_EFF, GST_EFF, L2_HIT, DRAM_READ, DRAM_WRITE, DURATION),
+        "DRAM throughput, global load/store efficiency, L2 hit rate, DRAM bytes, duration",
+        columns=(Figure("DRAM % peak", DRAM_PCT, 1, key="ncu_dram"), DRAM_BYTES,
                  Figure("global ld eff %", GLD_EFF, 1, key="ncu_gld", run_header="gld eff %"),
                  Figure("global st eff %", GST_EFF, 1, key="ncu_gst", run_header="gst eff %"),
                  Figure("L2 hit %", L2_HIT, 1, key="ncu_l2"), TIME),
         legend=MEMORY_LEGEND + (TIME_LEGEND,)),
     "time": MetricSet("time", (DURATION,), "kernel duration"),
     "tensor": MetricSet(
-        "tensor", (TENSOR_HMMA_PCT, TENSOR_HMMA_INST, TENSOR_GMMA_INST, DRAM_PCT, DURATION),
-        "tensor pipe utilisation (HMMA: mma.sync, wmma), HMMA and GMMA (wgmma) instructions, DRAM throughput, duration",
+        "tensor", (TENSOR_HMMA_PCT, TENSOR_HMMA_INST, TENSOR_GMMA_INST, DRAM_PCT, DRAM_READ, DRAM_WRITE, DURATION),
+        "tensor pipe utilisation (HMMA: mma.sync, wmma), HMMA and GMMA (wgmma) instructions, DRAM throughput, DRAM "
+        "bytes, duration",
         columns=(Figure("tensor pipe %", TENSOR_HMMA_PCT, 1, key="ncu_tensor", run_header="tensor %", run_digits=1),
                  Figure("HMMA inst", TENSOR_HMMA_INST, key="ncu_hmma", run_digits=0),
                  Figure("GMMA inst", TENSOR_GMMA_INST, key="ncu_gmma", run_digits=0),
-                 Figure("DRAM % peak", DRAM_PCT, 1, key="ncu_dram"), TIME),
+                 Figure("DRAM % peak", DRAM_PCT, 1, key="ncu_dram"), DRAM_BYTES, TIME),
         legend=TENSOR_LEGEND + (TIME_LEGEND,)),
     "occupancy": MetricSet(
         "occupancy", (OCC_THEORETICAL, OCC_ACHIEVED, OCC_LIMIT_BLOCKS, OCC_LIMIT_REGISTERS, OCC_LIMIT_SHARED,
@@ -268,11 +282,13 @@ def resolve_metrics(text: str | None, spec: FamilySpec | None = None, fam: Famil
 
 
 def infer_metric_set(names: set[str]) -> MetricSet:
-    """The metric set a file was collected with: the first of :data:`METRIC_SETS` it holds two metrics of
-    besides the duration, time when it holds only that, else custom."""
-    for mset in METRIC_SETS.values():
-        if len((set(mset.metrics) - {DURATION}) & names) >= 2:
-            return mset
+    """The metric set a file was collected with: the one of :data:`METRIC_SETS` it holds most metrics of (two at
+    least, besides the duration; sets share some, the DRAM figures: the first on a tie), time when it holds only
+    that, else custom."""
+    held = {k: len((set(m.metrics) - {DURATION}) & names) for k, m in METRIC_SETS.items()}
+    best = max(held, key=lambda k: held[k])  # max keeps the first of equals: the table's order
+    if held[best] >= 2:
+        return METRIC_SETS[best]
     if names <= {DURATION}:
         return METRIC_SETS["time"]
     return MetricSet("custom", tuple(sorted(names - {DURATION})) + (DURATION,), "metrics found in the file")

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cudalab.session import toolchild as child
+from cudalab.execute import toolchild as child
 from cudalab.plan import RunRequest, precheck
 from cudalab.errors import KernelNotProfiledError, ToolFailedError, ToolMissingError
 from cudalab.files import atomic_write

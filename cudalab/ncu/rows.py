@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cudalab.session import toolchild as child
+from cudalab.execute import toolchild as child
 from cudalab.catalog import VariantSpec
 from cudalab.families import Family, Size
 from cudalab.ncu.match import COMBINED_NOTE, combine, match_launches

@@ -184,11 +184,16 @@ class ProblemFamily(Family):
             w = Work(*w)
         if not isinstance(w, Work):
             raise CatalogError(f"{self.where}: work gave {type(w).__name__}: a Work(bytes=, flops=) or (bytes, flops)")
-        for key in ("bytes", "flops"):
+        for key in ("bytes", "flops", "written"):
             v = getattr(w, key)
+            if key == "written" and v is None:  # not declared: half (a copy's mix)
+                continue
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
                 raise CatalogError(f"{self.where}: work gave {key}={v!r}: an int >= 0")
-        return Work(bytes=int(w.bytes), flops=int(w.flops))
+        if w.written is not None and w.written > w.bytes:
+            raise CatalogError(f"{self.where}: work gave written={w.written} above bytes={w.bytes}: the written "
+                               "bytes are part of the necessary bytes")
+        return Work(bytes=int(w.bytes), flops=int(w.flops), written=None if w.written is None else int(w.written))
 
     def _out_shape(self, s: Size) -> tuple[tuple[int, ...], np.dtype]:
         out = self.spec.outputs[0]

@@ -162,7 +162,9 @@ class Problem:
             (dims are passed as ``int``). The C signature for ``--add`` is written from them.
         check: ``"exact"`` (bit for bit), a :class:`Tolerance`, a float (relative tolerance), or a
             callable ``check(size, result, reference)`` returning a Check, a bool, or ``(ok, detail)``.
-        work: ``work(size)`` -> :class:`Work` (bytes each counted once, FLOPs) or ``(bytes, flops)``.
+        work: ``work(size)`` -> :class:`Work` (bytes each counted once, FLOPs, and ``written=``: how many of
+            the bytes are written, default half) or ``(bytes, flops)``. The written share sets the row's
+            roofline: reads are charged at the measured read rate, writes at the write rate.
         extent: ``extent(size, variant)`` -> the elements the grid covers along x, y, z (1 to 3
             ints; default: every element along x). ``variant.param("key")`` reads family.toml params.
         scratch: device buffers besides the output (:class:`Scratch`).

@@ -24,6 +24,9 @@ from cudalab.instruments import Instrument
 from cudalab.files import atomic_write, load_json
 
 SCHEMA_VERSION = 2
+#: A row's ``extra`` key, set when its % of roofline passed 100 plus the noise floor: that limit (%). The
+#: table marks such a row rather than print a plain number (:mod:`cudalab.roofline` sets it).
+OVER_ROOFLINE = "over_roofline"
 
 
 class Status(str, Enum):
@@ -123,12 +126,23 @@ class Result:
 
 @dataclass(frozen=True)
 class Roofline:
-    """The bandwidth every variant is compared with: the faster of the driver copy and the best copy kernel."""
+    """The bandwidth every variant is compared with: the faster of the driver copy and the best copy kernel
+    (``gbs``, a copy's rate), and the read and write streams measured beside it (None: not measured, as in
+    records older than them and a copy run's own rows): a row's roofline is the time its own reads and
+    writes take at those rates (:func:`cudalab.roofline.pct_of`).
+
+    Attributes:
+        floor: the noise floor (a fraction) of the GPU it was measured on: a row above 100% by more is
+            flagged in the table, not shown as a plain number.
+    """
 
     gbs: float
     source: str
     dtod_gbs: float
     kernel_gbs: float | None = None
+    read_gbs: float | None = None
+    write_gbs: float | None = None
+    floor: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
@@ -145,7 +159,10 @@ class Roofline:
         if not gbs:  # every % of the roofline divides by it
             raise UsageError("not a cudalab run record ('roofline.gbs' must be above 0; got 0)")
         return cls(gbs=gbs, source=str(d["source"]), dtod_gbs=saved_rate(d["dtod_gbs"], "roofline.dtod_gbs") or 0.0,
-                   kernel_gbs=saved_rate(d.get("kernel_gbs"), "roofline.kernel_gbs"))
+                   kernel_gbs=saved_rate(d.get("kernel_gbs"), "roofline.kernel_gbs"),
+                   read_gbs=saved_rate(d.get("read_gbs"), "roofline.read_gbs") or None,
+                   write_gbs=saved_rate(d.get("write_gbs"), "roofline.write_gbs") or None,
+                   floor=saved_rate(d.get("floor"), "roofline.floor"))
 
 
 @dataclass(frozen=True)

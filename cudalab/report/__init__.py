@@ -1,4 +1,4 @@
-"""Rich tables, markdown, JSON and CSV: the only place (with :mod:`cudalab.progress`) that imports rich.
+"""Rich tables, markdown, JSON and CSV: the only place that imports rich (its :mod:`~cudalab.report.progress`: the bar on stderr).
 
 :mod:`~cudalab.report.core`: run tables and headers (printed on :mod:`~cudalab.report.console`); :mod:`~cudalab.report.compare`: saved-run
 comparisons; :mod:`~cudalab.report.tooltables`: instruments' own tables (``cudalab ncu``) and compute-sanitizer tables.

@@ -14,9 +14,10 @@ from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noq
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
 from cudalab.report.grid import Column, Grid
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
-    RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns,
+    RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns, over_note, pct_cell
 )
-from cudalab.records.results import PASSED, Result, Roofline
+from cudalab.records.results import Result, Roofline
+from cudalab.roofline import pct_column  # noqa: F401  (re-exported: the rule is the roofline's)
 
 
 
@@ -54,13 +55,17 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
             ns = "/".join(str(n) for n in batched)
             l2 = (f"L2 flushed before each batch of {ns}, not each launch (launches 2..N find a warm L2)"
                   if protocol.flush_l2 else "hot L2")
-            lines.append(f"rows marked ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N back-to-back "
-                         f"launches per event pair (time per launch = batch / N); {l2}")
+            lines.append(f"rows marked batch ×N: kernels under {protocol.batch_below_ms * 1e3:g} µs, timed as N "
+                         f"back-to-back launches per event pair (time per launch = batch / N): the throughput a "
+                         f"stream of launches reaches, each launch with the gap to the next, not the kernel's own "
+                         f"span (docs/timing.md); {l2}")
     graphs = [r for r in results if r.extra.get("timed_by") == "graph"]
     if graphs and protocol is not None:
-        how = ("an L2 flush node before each launch, the flush timed alone the same way and taken out"
-               if protocol.flush_l2 else "hot L2")
+        how = ("an L2 flush node before each launch; each launch between two event nodes, the same windows of an "
+               "empty kernel taken out and its hot time put back" if protocol.flush_l2 else
+               "hot L2, the replay / N (a row reset before each launch: event windows as cold)")
         lines.append(f"timed by graph ×N: the N launches of a sample captured once in a CUDA graph and replayed; {how}; "
+                     "designed to agree with CUPTI's spans (docs/timing.md); "
                      "−µs = the launch overhead removed (one launch between two events, less the time per launch)")
     if protocol is not None and any(r.extra.get("timed_by") == "cupti" for r in results):
         how = "an L2 flush before each launch, not counted" if protocol.flush_l2 else "hot L2"
@@ -88,7 +93,10 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
                      f"spin, may hold host latency: {', '.join(late)}")
     if roofline:
         kern = f", copy kernel {roofline.kernel_gbs:,.0f}" if roofline.kernel_gbs else ""
-        lines.append(f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern})")
+        streams = (f"; read stream {roofline.read_gbs:,.0f}, write stream {roofline.write_gbs:,.0f}"
+                   if roofline.read_gbs and roofline.write_gbs else "; no read/write streams: every row rated as a copy")
+        lines.append(f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern}"
+                     f"{streams})")
     return lines
 
 
@@ -148,6 +156,7 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         notes.append("--energy: W busy = board power with the row's launches back to back for a second or more "
                      "(NVML's energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.")
     notes.append(LEGEND.get(point.metric, LEGEND["none"]))
+    notes += [n for n in (over_note(rows),) if n]
     notes += instrument.notes_of(instruments, rows)  # the columns' legend, rows the instrument could not measure
     if any(r.legacy for r in rows):
         notes.append("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
@@ -229,31 +238,21 @@ def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str
     con.print(results_table(rows, first.metric, extra_columns, cols, points=labels,
                             wide=WIDE.get() if wide is None else wide))
     con.print(LEGEND.get(first.metric, LEGEND["none"]) + " Speedups restart at each point.", markup=False)
+    over = over_note(rows)
+    if over:
+        con.print(over, markup=False, highlight=False)
 
 
 LEGEND = {
     "bandwidth": "speedup = over the first GPU row that passed, step = over the previous one; GB/s counts each "
-                 "necessary byte once; % roofline = over the faster of memcpy_dtod and the best copy kernel, same run.",
+                 "necessary byte once; % roofline = the least time the row's own reads and writes take (at the read "
+                 "and write streams and the faster of memcpy_dtod and the best copy kernel, same run) over its time.",
     "flops": "speedup = over the first GPU row that passed, step = over the previous one; GFLOP/s = 2·M·N·K / "
              "time; % of ref = over the library (cuBLAS) row.",
     "rate": "speedup = over the first GPU row that passed, step = over the previous one; G items/s = keys sorted, "
             "queries answered or elements searched per second (1e9); % of ref = over the library (CuPy) row.",
     "none": "speedup = over the first GPU row that passed, step = over the previous one.",
 }
-
-
-def pct_column(results: Sequence[Result], metric: str) -> list[Result]:
-    """For FLOP-rate and item-rate families, fill pct_roofline as % of the library reference row
-    (cuBLAS, CuPy's sort)."""
-    from dataclasses import replace
-
-    if metric not in ("flops", "rate"):
-        return list(results)
-    ref = next((r for r in results if r.kind == "library" and r.status == PASSED and rate_of(r, metric)), None)
-    if ref is None:
-        return list(results)
-    top = rate_of(ref, metric)
-    return [replace(r, pct_roofline=100.0 * rate_of(r, metric) / top) if rate_of(r, metric) else r for r in results]
 
 
 def simple_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
@@ -291,8 +290,10 @@ def markdown_table(results: Sequence[Result], metric: str) -> str:
                _ms(s.iqr) if s else "–",
                str(s.n) if s else "–"]
         if rate:
-            row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), _fmt(r.pct_roofline, 1)]
+            cell = pct_cell(r)
+            row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), cell if isinstance(cell, str) else cell[0]]
         row += [telemetry_cell(k, r.extra) for k, _ in tele]
         row.append(r.status + (f": {r.reason}" if r.reason else ""))
         lines.append("| " + " | ".join(x.replace("|", "/") for x in row) + " |")
-    return "\n".join(lines)
+    over = over_note(results)
+    return "\n".join(lines + ([f"\n{over}"] if over else []))

@@ -54,12 +54,12 @@ def draw(chart: Chart, path: str | os.PathLike) -> None:
         dot.set_gid(f"cudalab-pt-{i}")
     _labels(ax, chart, color)
     handles = [plt.Line2D([], [], marker="o", linestyle="", color=color[s], label=s) for s in series]
+    if chart.xlabel:  # what x is, in the legend too: a declared x puts every rung of a problem at one point
+        handles.append(plt.Line2D([], [], linestyle="", label=f"x = {chart.xlabel}"))
     ax.legend(handles=handles + [h for h in ax.get_legend_handles_labels()[0] if h not in handles],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(chart.title, fontsize=11)
     foot = "arrows: the ladder's order; solid lines: measured on this GPU; faint dashed: datasheet"
-    if chart.flops:
-        foot += "; x from the problem's declared work (squares: ncu's counted bytes and FLOPs)"
     fig.text(0.01, 0.01, "\n".join((foot, *chart.notes)), fontsize=7.5, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.04 + 0.022 * len(chart.notes), 1, 1))
     _save(fig, chart, path)
@@ -86,7 +86,7 @@ def _flop_axes(ax: Any, chart: Chart, color: dict[str, str]) -> None:
             ax.plot([lo, hi], [c.value, c.value], **style, label=c.label)
     ax.set_xlim(lo, hi)
     ax.set_ylim(bottom, top)
-    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_xlabel(f"arithmetic intensity ({chart.xlabel or 'FLOP per byte'})", fontsize=9)
     ax.set_ylabel("achieved GFLOP/s (log)")
     ax.grid(alpha=0.25, which="both")
 

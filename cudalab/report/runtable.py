@@ -13,7 +13,8 @@ from typing import Any, Iterable, Sequence
 from cudalab.instruments import Column as InstrumentColumn
 from cudalab.instruments import fmt as _fmt
 from cudalab.report.grid import Column, Grid
-from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, TIMEOUT, Result
+from cudalab.records.results import FAILED, INCORRECT, OVER_ROOFLINE, PASSED, SKIPPED, TIMEOUT, Result
+from cudalab.roofline import rate_of
 
 _STATUS_STYLE = {PASSED: "green", INCORRECT: "bold red", FAILED: "red", TIMEOUT: "red", SKIPPED: "yellow"}
 #: Hidden first when even the wrapped default view is wider than the terminal (1 first).
@@ -78,7 +79,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         row += [name, r.block, r.grid, _ms(med) + batch if med is not None else "–", _ms(r.stats.iqr) if r.stats else "–"]
         row += [str(r.stats.n) if r.stats else "–"] if wide else []
         if rate:
-            row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), _fmt(r.pct_roofline, 1)]
+            row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), pct_cell(r)]
         row += [_fmt(speed, 2) + "×" if speed else "–"] + ([_fmt(step, 2) + "×" if step else "–"] if wide else [])
         for key, _ in extra_columns:
             v = r.extra.get(key)
@@ -98,6 +99,28 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         if isinstance(r.extra.get("stdout"), str) and r.extra["stdout"]:
             t.add_note(printed_lines(r.extra["stdout"], r.extra.get("stdout_dropped")))
     return t
+
+
+#: The mark of a row above its roofline beyond the noise floor (:func:`pct_cell`, :func:`over_note`).
+OVER_MARK = "‡"
+
+
+def pct_cell(r: Result) -> Any:
+    """The % column's cell: the figure, or, for a row above its roofline beyond the noise floor, the figure
+    marked (a number no kernel can honestly reach: the legend line of :func:`over_note` says why)."""
+    if r.extra.get(OVER_ROOFLINE) is None or r.pct_roofline is None:
+        return _fmt(r.pct_roofline, 1)
+    return (f"{OVER_MARK} {r.pct_roofline:.1f}", "bold yellow")
+
+
+def over_note(results: Sequence[Result]) -> str | None:
+    """The legend line of the rows :func:`pct_cell` marks, or None when none is."""
+    limits = [r.extra[OVER_ROOFLINE] for r in results if r.extra.get(OVER_ROOFLINE) is not None and r.pct_roofline]
+    if not limits:
+        return None
+    return (f"{OVER_MARK} above its own roofline beyond the noise floor (over {min(limits):g}%): not a speed to "
+            "read as one; the row escaped the roofline's model (launches finding a warm L2, fewer bytes moved than "
+            "the problem declares, or a declared read/write mix that is not the kernel's).")
 
 
 def timed_by(extra: dict[str, Any]) -> str:
@@ -183,10 +206,3 @@ def telemetry_columns(results: Sequence[Result]) -> list[tuple[str, str]]:
 
 
 RATE_HEADER = {"bandwidth": "GB/s", "flops": "GFLOP/s", "rate": "G items/s"}
-
-
-def rate_of(r: Result, metric: str) -> float | None:
-    """The row's figure for the family's metric: GB/s, GFLOP/s or G items/s (``extra["rate"]``)."""
-    if metric == "rate":
-        return r.extra.get("rate")
-    return r.gbs if metric == "bandwidth" else r.gflops

@@ -1,7 +1,8 @@
-"""``cudalab truth``'s tables: one per temperature (cold, hot), each method's median and IQR side by side, the
-method cudalab's tables use and its distance from ncu, and the distance of each method the truth compares
-(cupti: a candidate for ``--launch auto``) (pure: formats a :class:`cudalab.session.truth.Truth` into
-:class:`cudalab.instruments.Table` objects that :func:`cudalab.report.print_table` prints)."""
+"""``cudalab truth``'s tables: one per temperature (cold, hot), CUPTI's span the reference column, each other
+method's median beside it with its distance from CUPTI, ncu with its difference (and ncu's offset on this GPU in
+the notes), the method cudalab's tables use and its distance (pure: formats a
+:class:`cudalab.studies.truth.Truth` into :class:`cudalab.instruments.Table` objects that
+:func:`cudalab.report.print_table` prints)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from cudalab.instruments import BAD, OK, WARN, Table
 
-#: The column of ncu's figure (:data:`cudalab.session.truth.NCU`).
+#: The column of ncu's figure (:data:`cudalab.studies.truth.NCU`).
 NCU = "ncu"
 
 if TYPE_CHECKING:
-    from cudalab.session.truth import Figure, Truth
+    from cudalab.studies.truth import Figure, Truth
 
 _HOW = {"cold": "L2 flushed before each sample (graph, cupti: before each launch); ncu --cache-control all",
         "hot": "--hot: no flush; ncu --cache-control none"}
@@ -39,10 +40,18 @@ def cell(fig: Figure | None, method: str, digits: int, missing: str = "–") -> 
     return text, ""
 
 
+def _vs(text: str, d: float | None, ok: bool | None) -> tuple[str, str]:
+    """A cell with its distance from CUPTI after it, green within the bar, red beyond."""
+    if d is None or text == "–":
+        return text, ""
+    return f"{text} {d:+.1%}", OK if ok else BAD
+
+
 def tables(truth: Truth) -> list[Table]:
-    """One table per temperature; the notes (every figure missing and why, ncu's note) and the legend under the last."""
-    methods, temps = truth.methods, truth.temps
-    compared = tuple(m for m in truth.compared if m in methods)
+    """One table per temperature; the notes (every figure missing and why, ncu's note and offset) and the legend
+    under the last."""
+    methods, temps, ref = truth.methods, truth.temps, truth.reference
+    others = tuple(m for m in methods if m != ref)
     digits = _digits(truth)
     points = len({r.point for r in truth.rows}) > 1
     out = []
@@ -52,23 +61,26 @@ def tables(truth: Truth) -> list[Table]:
         for r in truth.rows:
             cells: list[tuple[str, str]] = [(r.point, "")] if points else []
             cells.append((r.variant, BAD if r.status in ("incorrect", "failed", "timeout") else ""))
-            cells += [cell(r.get(temp, m), m, digits) for m in methods]
-            cells.append(cell(r.get(temp, NCU), NCU, digits, "no ncu" if truth.ncu_note else "–"))
+            if ref in methods:
+                cells.append(cell(r.get(temp, ref), ref, digits))
+            cells += [_vs(cell(r.get(temp, m), m, digits)[0], r.vs_ref(temp, m), r.agrees(temp, m)) for m in others]
+            ncu_text = cell(r.get(temp, NCU), NCU, digits, "no ncu" if truth.ncu_note else "–")
+            over = r.ncu_minus_ref(temp)
+            cells.append((ncu_text[0] + (f" {over * 1e3:+.{digits}f}" if over is not None else ""), ncu_text[1]))
             mine = r.table(temp)
             use = r.table_method(temp)
             if use and mine is not None and mine.batch > 1:
                 use += f" ×{mine.batch}"
             cells.append((use or "–", ""))
-            for m in (None, *compared):   # the tables' distance, then each compared method's own
-                d = r.vs_ncu(temp, m)
-                ok = r.agrees(temp, m)
-                cells.append(("–" if d is None else f"{d:+.1%}", "" if d is None else OK if ok else BAD))
+            d = r.vs_ref(temp)
+            cells.append(("–" if d is None else f"{d:+.1%}", "" if d is None else OK if r.agrees(temp) else BAD))
             rows.append(tuple(cells))
             for _, m, f in (x for x in r.figures if x[0] == temp):
                 if f.note and not (m == NCU and truth.ncu_note):
                     notes.append(f"{r.variant} ({temp}, {m}): {f.note}")
-        headers = (("point",) if points else ()) + ("variant", *(f"{m} µs" for m in methods), "ncu µs",
-                                                     "tables use", "vs ncu", *(f"{m} vs ncu" for m in compared))
+        headers = (("point",) if points else ()) + ("variant", *((f"{ref} µs (reference)",) if ref in methods else ()),
+                                                     *(f"{m} µs vs {ref}" for m in others), f"ncu µs, −{ref}",
+                                                     "tables use", f"tables vs {ref}")
         left = frozenset({0, 1} if points else {0}) | {headers.index("tables use")}
         gpu = truth.gpu.get("name") or "GPU"
         head = (f"cudalab truth {truth.family} · {temp}: {_HOW[temp]} · {gpu}",)
@@ -78,6 +90,7 @@ def tables(truth: Truth) -> list[Table]:
     notes = list(dict.fromkeys(notes))
     if truth.ncu_note:
         notes.append(f"ncu: {truth.ncu_note}")
+    notes += offset_lines(truth)
     notes += list(truth.notes)
     notes += legend(truth)
     last = out[-1]
@@ -85,20 +98,33 @@ def tables(truth: Truth) -> list[Table]:
     return out
 
 
+def offset_lines(truth: Truth) -> list[str]:
+    """ncu's fixed offset on this GPU per temperature: the median of (ncu - CUPTI) over the rows."""
+    out = []
+    for temp in truth.temps:
+        off, n = truth.ncu_offset(temp)
+        if off is not None:
+            out.append(f"ncu offset ({temp}) on this GPU: {off * 1e3:+.3f} µs = the median of (ncu − "
+                       f"{truth.reference}) over {n} rows; ncu − offset is the kernel's span")
+    return out
+
+
 def legend(truth: Truth) -> list[str]:
     """The lines that say what each column is."""
     within, within_ms = truth.within
     return [
-        "cells: median µs per launch [IQR]; (events), (batch): that method did not apply and another timed it (a "
-        "kernel over 20 µs is not batched; a graph capture refused; cupti-python missing or CUPTI refused: the "
+        "cells: median µs per launch [IQR]; (graph), (batch), (events): that method did not apply and another timed it "
+        "(a kernel over 20 µs is not batched; a graph capture refused; cupti-python missing or CUPTI refused: the "
         "notes say why)",
-        "events = one launch between two CUDA events; batch = N launches between two events (the L2 flushed once "
-        "a batch); graph = N launches replayed as a CUDA graph (cold: a flush node before each launch, the "
-        "flushes timed alone and taken out); cupti = N launches, each launch's own GPU start and end from CUPTI's "
-        "activity records (cold: a flush before each launch, not counted)",
+        f"{truth.reference} (the reference) = each launch's own GPU start and end from CUPTI's activity records (cold: "
+        "a flush before each launch, not counted); events = one launch between two CUDA events (launch overhead "
+        "and the events' resolution inside); batch = N launches between two events, the throughput a stream of "
+        "launches reaches (each launch with the gap to the next; the L2 flushed once a batch); graph = CUDA graph "
+        "replay, the fallback designed to agree with CUPTI (hot: (2N − N launches) / N; cold: each launch between "
+        "two event nodes, an empty kernel's windows taken out and its hot time put back); see docs/timing.md",
         f"ncu = Nsight Compute's gpu__time_duration, median of launches 2..{truth.ncu_launches} of each variant in "
-        "one process under ncu",
-        f"tables use = what cudalab's tables show (--launch auto = {truth.auto_launch} under 20 µs); vs ncu = its "
-        f"distance from ncu, green within {within:.0%} or {within_ms * 1e3:g} µs"
-        + "".join(f"; {m} vs ncu = {m}'s own distance" for m in truth.compared),
+        f"one process under ncu; after it, ncu − {truth.reference} in µs",
+        f"tables use = what cudalab's tables show (--launch auto: {truth.reference} where cupti-python loads, graph "
+        f"otherwise, events for a kernel of 20 µs or more); vs {truth.reference}: green within {within:.0%} or "
+        f"{within_ms * 1e3:g} µs of its span",
     ]

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from cudalab.session import toolchild as child
+from cudalab.execute import toolchild as child
 from cudalab.plan import Plan, RunRequest, make_problem, precheck
 from cudalab.catalog import user
 from cudalab.catalog import family as family_spec

@@ -1,7 +1,6 @@
-"""The parent's side of a run: the points planned and driven on GPU workers.
+"""What a run is: its options, its points planned once each, and its record.
 
-:mod:`.run` (one family run from typed options), :mod:`.sweep` (the points of a sweep and their record),
-:mod:`.drive` (points on workers, the watchdog), :mod:`.slot` and :mod:`.process` (one GPU's worker as the
-parent sees it), :mod:`.signals` (Ctrl-C and SIGTERM), :mod:`.devices` (``--devices``). Importing the
-package imports none of them: the command line starts a worker through :mod:`.process` before anything heavy.
+:mod:`.options` (the typed options), :mod:`.run` (one family run from typed options), :mod:`.sweep` (the points
+of a sweep, planned, run on an executor, and their record). Where the points run, and the rows each point gets
+back (:mod:`cudalab.execute.point`), are :mod:`cudalab.execute`'s.
 """

@@ -21,10 +21,10 @@ from cudalab.errors import UsageError
 from cudalab.families import Family
 from cudalab.progress import Observer
 from cudalab.plan import Plan, RunRequest
-from cudalab.session.point import Point
-from cudalab.session.devices import parse_devices
+from cudalab.execute.point import Point
+from cudalab.execute import open_executor
+from cudalab.execute.executor import Executor
 from cudalab.session.options import RunOptions, seconds
-from cudalab.session.drive import Session
 
 __all__ = ["requests_from", "start_session", "Ran", "run_points"]
 
@@ -66,22 +66,20 @@ def check_timeout(opts: RunOptions) -> None:
 
 def start_session(opts: RunOptions, observer: Observer | None = None,
                   on_ready: Callable[[dict[str, Any]], None] | None = None,
-                  on_change: Callable[[list[Point]], None] | None = None) -> Session:
-    """Start the GPU workers now, so they open their GPUs while this process plans the run.
+                  on_change: Callable[[list[Point]], None] | None = None) -> Executor:
+    """The run's executor (:func:`~cudalab.execute.executor.open_executor`: the one place the engine is chosen),
+    started now, so the GPU workers open their GPUs while this process plans the run.
 
     ``--exclusive`` and ``--lock-clocks`` first ask NVML about the GPU (the run starts the workers
     after that), so no worker starts here then.
 
     Raises:
-        UsageError: a bad ``--devices`` or ``--timeout``.
+        UsageError: a bad ``--cluster``, ``--devices`` or ``--timeout``.
     """
     check_timeout(opts)
-    devices = parse_devices(opts.devices, opts.device)
-    session = Session(devices, observer=observer, timeout=opts.timeout, energy=opts.energy, on_ready=on_ready,
-                      on_change=on_change)
-    if not (opts.exclusive or opts.lock_clocks is not None):
-        session.start()
-    return session
+    executor = open_executor(opts, observer, on_ready, on_change)
+    executor.start()
+    return executor
 
 
 @dataclass(frozen=True)
@@ -118,25 +116,13 @@ def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, observer: Observ
     """
     plans: list[Plan] = []  # filled once planned; the GPU opens (on_open) only after that
     opened = (lambda device: on_open(device, plans)) if on_open is not None else None
-    if opts.cluster is not None:  # the points run on a Dask cluster: no worker of this host's
-        from cudalab.session.cluster import parse_cluster  # noqa: PLC0415
-
-        check_timeout(opts)
-        address, devices = parse_cluster(opts.cluster), parse_devices(opts.devices, opts.device)
-        if check is not None:
-            check()
-        plans += sweep.plan_points(requests_from(spec, fam, opts))
-        ex = sweep.execute(plans, sum(len(p.variants) for p in plans), observer=observer, on_open=opened,
-                           on_change=on_change, devices="all" if devices is None else devices,
-                           timeout=opts.timeout, cluster=address)
-        return Ran(plans, ex)
-    session = start_session(opts, observer, on_ready=opened, on_change=on_change)
+    executor = start_session(opts, observer, on_ready=opened, on_change=on_change)
     try:
         if check is not None:
             check()
         plans += sweep.plan_points(requests_from(spec, fam, opts))  # planned once each, before using a GPU
     except BaseException:
-        session.kill()
+        executor.cancel()
         raise
-    ex = sweep.execute(plans, sum(len(p.variants) for p in plans), session=session)
+    ex = sweep.execute(plans, sum(len(p.variants) for p in plans), executor)
     return Ran(plans, ex)

@@ -13,7 +13,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from cudalab import __version__
 from cudalab.bench import Protocol
@@ -21,9 +21,10 @@ from cudalab.catalog import FamilySpec
 from cudalab.errors import CudalabError, UsageError
 from cudalab.families import Family
 from cudalab.plan import Plan, RunRequest, precheck
-from cudalab.progress import Observer
+from cudalab.execute.executor import Executor
 from cudalab.records.results import RunPoint, RunRecord
-from cudalab.session.point import Point
+from cudalab.roofline import pct_column
+from cudalab.execute.point import Point
 from cudalab.catalog.user import UserKernel
 
 __all__ = ["Axes", "axes", "split", "base_request", "requests", "plan_points", "Executed", "execute", "record",
@@ -174,7 +175,7 @@ class Executed:
     """What :func:`execute` returns.
 
     Attributes:
-        runs: one :class:`~cudalab.session.point.Point` per point started (its plan, rows, roofline, GPU).
+        runs: one :class:`~cudalab.execute.point.Point` per point started (its plan, rows, roofline, GPU).
         incomplete: interrupted (Ctrl-C, SIGTERM) or cut short: what finished is kept.
         info: the GPU's facts (every GPU's under ``devices``), with the telemetry summary.
         exit_code: 130 after Ctrl-C, 143 after SIGTERM, 0 otherwise.
@@ -196,105 +197,40 @@ class Executed:
         return err
 
 
-def execute(plans: Sequence[Plan], total: int = 0, session: Any | None = None, observer: Observer | None = None,
-            on_open: Callable[[dict[str, Any]], None] | None = None,
-            on_change: Callable[[list[Point]], None] | None = None, devices: Sequence[int] | str | None = None,
-            timeout: float | None = None, cluster: str | None = None) -> Executed:
-    """Run every planned point on GPU workers (:mod:`cudalab.session.drive`); Ctrl-C or SIGTERM keeps what finished.
+def execute(plans: Sequence[Plan], total: int, executor: Executor) -> Executed:
+    """Run every planned point on ``executor`` (:func:`cudalab.execute.executor.open_executor` chose it); Ctrl-C
+    or SIGTERM keeps what finished.
 
     Args:
         plans: the planned points (:func:`plan_points`).
         total: rows in all, for the bar's ETA.
-        session: a :class:`cudalab.session.drive.Session` made with its callbacks (the CLI starts it before
-            planning); None makes one here on ``devices`` (default: the plans' GPU) with the callbacks below.
-        observer: progress callbacks (a session made here).
-        on_open: gets a GPU's facts as its worker opens it (a session made here).
-        on_change: called with the points after every row and roofline (a session made here).
-        devices: GPU indices for a session made here, or ``"all"``.
-        timeout: the watchdog's limit in seconds for a session made here (None: derived from the rows).
-        cluster: ``local`` or a Dask scheduler's address: the points run there, one task each
-            (:mod:`cudalab.session.cluster`; ``devices``: a local cluster's GPUs).
+        executor: where they run; closed (cancelled after an interrupt) when they are done.
 
     Raises:
-        WorkerError: no worker could open its GPU.
+        WorkerError: no worker could open its GPU; ClusterError, ClusterLost: as the cluster's.
         TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
     """
-    from cudalab.session.drive import Session  # noqa: PLC0415  (the workers' driver: only when points run)
-    from cudalab.session.signals import interrupts  # noqa: PLC0415  (likewise)
+    from cudalab.execute.signals import interrupts  # noqa: PLC0415  (only when points run)
 
-    first = plans[0].request
-    if cluster is not None:
-        return _on_cluster(plans, cluster, devices, timeout, observer, on_open, on_change)
-    # --exclusive and --lock-clocks are the parent's (NVML, no CUDA context): a killed worker must not
-    # leave the clock locked. Asked before any worker computes, so none of ours counts as another.
-    tele = open_telemetry(first) if (first.exclusive or first.lock_clocks is not None) else None
-    if session is None:
-        gpus = None if devices == "all" else list(devices) if devices else [first.device]
-        session = Session(gpus, observer=observer, energy=first.protocol.energy_s > 0, timeout=timeout,
-                          on_ready=on_open, on_change=on_change)
-    # With --exclusive or --lock-clocks no worker was started before NVML was asked (start_session); a session
-    # started already (the command line's) starts nothing more here.
-    session.start()
-    code = 0
-    locked = tele.telemetry.locked_mhz if tele is not None and tele.telemetry is not None else None
+    runs: list[Point] = []
+    incomplete, code = True, 0
     try:
         with interrupts() as caught:
-            runs, incomplete = session.run(plans, total)
-        if session.fatal is not None:  # a GPU that could not be used; the others ran its points
-            print(f"warning: {session.fatal}", file=sys.stderr)
+            executor.submit(plans, total)
+            runs, incomplete = executor.wait()
         if caught.signum is not None:
             code = 128 + caught.signum
             print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
     finally:
         if code:
-            session.kill()
+            executor.cancel()
         else:
-            session.close()
-        if tele is not None and tele.telemetry is not None:
-            tele.telemetry.close()  # restores a locked clock
-    info = session.info()
-    if "telemetry" not in info:
-        info["telemetry"] = {"note": tele.note if tele is not None else "telemetry off: no worker reported it"}
-    if locked is not None:  # the lock is the parent's; the workers' summaries do not know of it
-        info["telemetry"] = dict(info["telemetry"], locked_sm_mhz=locked)
-    return Executed(runs, incomplete or bool(code), info, code)
-
-
-def _on_cluster(plans: Sequence[Plan], address: str, devices: Sequence[int] | str | None, timeout: float | None,
-                observer: Observer | None, on_open: Callable[[dict[str, Any]], None] | None,
-                on_change: Callable[[list[Point]], None] | None) -> Executed:
-    """:func:`execute` on a Dask cluster (Ctrl-C or SIGTERM keeps what finished)."""
-    from cudalab.session.cluster_points import run_plans  # noqa: PLC0415  (Dask: only with --cluster)
-    from cudalab.session.process import visible_gpus  # noqa: PLC0415
-    from cudalab.session.signals import interrupts  # noqa: PLC0415
-
-    gpus = list(range(visible_gpus() or 1)) if devices == "all" else list(devices or [plans[0].request.device])
-    with interrupts() as caught:
-        runs, incomplete, info = run_plans(plans, address, gpus, timeout, plans[0].request.protocol.energy_s > 0,
-                                           observer, on_open, on_change)
-    code = 128 + caught.signum if caught.signum is not None else 0
-    if code:
-        print("interrupted: keeping the rows measured so far (marked incomplete)", file=sys.stderr)
-    return Executed(runs, incomplete or bool(code), info, code)
-
-
-def open_telemetry(req: RunRequest) -> Any:
-    """NVML for the request's GPU (:func:`cudalab.instruments.telemetry.open_telemetry`), or a note why not.
-
-    Raises:
-        TelemetryError: ``--exclusive`` with another process on the GPU, or ``--lock-clocks`` refused.
-    """
-    from cudalab.instruments import telemetry  # noqa: PLC0415  (NVML only for --exclusive and --lock-clocks)
-    from cudalab.session.process import pci_bus_id  # noqa: PLC0415  (likewise)
-
-    return telemetry.open_telemetry(req.device, pci_bus_id(req.device), exclusive=req.exclusive,
-                                    lock_mhz=req.lock_clocks, energy=req.protocol.energy_s > 0)
+            executor.close()
+    return Executed(runs, incomplete or bool(code), executor.info(), code)
 
 
 def point_of(run: Point, spec: FamilySpec) -> RunPoint:
     """A finished run as a record point (rates as % of the roofline, or of the library row for FLOPs)."""
-    from cudalab.report import pct_column  # noqa: PLC0415  (pure, but lives with the tables)
-
     return RunPoint(family=spec.name, metric=spec.metric, problem=run.problem.to_dict(), block=run.req.block or "",
                     protocol=dict(run.req.protocol.__dict__), roofline=run.roofline,
                     results=tuple(pct_column(run.results, spec.metric)), defines=run.req.defines,

@@ -251,7 +251,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         UsageError: the storage cannot be opened or holds another campaign (before any GPU work).
         WorkerError: no worker could open the GPU.
     """
-    from cudalab.session.signals import interrupts  # noqa: PLC0415
+    from cudalab.execute.signals import interrupts  # noqa: PLC0415
 
     emit = on_event or (lambda what, data: None)
     opts = p.opts

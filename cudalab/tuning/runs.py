@@ -15,8 +15,8 @@ from cudalab import plan as planning
 from cudalab.plan import Plan, RunRequest
 from cudalab.progress import Observer
 from cudalab.records.results import Result
-from cudalab.session.drive import Session
-from cudalab.session.point import Point
+from cudalab.execute.local.drive import Session
+from cudalab.execute.point import Point
 from cudalab.tuning.options import TuneOptions
 
 __all__ = ["Runs", "ClusterRuns", "precheck", "runs_for"]
@@ -156,7 +156,7 @@ class ClusterRuns(Runs):
         Raises:
             ClusterError: no answer, no GPU worker, another cudalab or CUDA, mixed GPU models.
         """
-        from cudalab.session.cluster import Cluster, Completions  # noqa: PLC0415  (Dask: only with --cluster)
+        from cudalab.execute.dask.cluster import Cluster, Completions  # noqa: PLC0415  (Dask: only with --cluster)
 
         self.cluster = Cluster.open(self.address, self.devices, self.energy)
         self._done = Completions(self.cluster)
@@ -231,8 +231,6 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
-
         fut, res = self._done.next()
         plans = self._flying.pop(fut)
         self._builds.pop(fut, None)  # its trials ended: a build still queued is of no use (Dask forgets it)
@@ -242,7 +240,7 @@ class ClusterRuns(Runs):
         self.worker_seconds += float(res.get("seconds") or 0.0)
         if res["where"].get("worker"):
             self._freed.append(res["where"]["worker"])
-        return fut, [point_of_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
+        return fut, [Point.from_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
 
     def cancel(self, futures: Any) -> None:
         """Cancel the trials in flight (Ctrl-C: what finished is kept)."""
@@ -263,8 +261,6 @@ class ClusterRuns(Runs):
         Raises:
             ClusterLost: the scheduler went away.
         """
-        from cudalab.session.cluster_points import point_of_data  # noqa: PLC0415
-
         plans = [self.plan(p) for p in points]
         fut = self.cluster.submit(plans, self.energy, self.timeout)
         try:
@@ -276,7 +272,7 @@ class ClusterRuns(Runs):
             return [], False
         self._last = res["where"]
         self.worker_seconds += float(res.get("seconds") or 0.0)
-        pts = [point_of_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
+        pts = [Point.from_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
         for row in (row for pt in pts for row in pt.results):
             (on_row or (lambda r: None))(row)
         return pts, False
@@ -307,8 +303,8 @@ def runs_for(opts: TuneOptions) -> Runs:
     energy = "energy" in opts.objectives
     if opts.cluster is None:
         return Runs([opts.device], timeout=opts.timeout, energy=energy)
-    from cudalab.session.devices import parse_devices  # noqa: PLC0415
-    from cudalab.session.process import visible_gpus  # noqa: PLC0415
+    from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415
+    from cudalab.execute.local.process import visible_gpus  # noqa: PLC0415
 
     devices = parse_devices(opts.devices, opts.device)
     if devices is None:  # --devices all: every GPU NVML or CUDA_VISIBLE_DEVICES counts

@@ -23,12 +23,12 @@ from typing import Any, Callable, Iterable, Sequence
 
 from cudalab.records import compare
 from cudalab.plan import RunRequest
-from cudalab.families.roofline import with_roofline
+from cudalab.roofline import with_roofline
 from cudalab.session import sweep
 from cudalab.catalog import FamilySpec, VariantSpec
 from cudalab.errors import CudalabError, GpuUnavailableError
 from cudalab.families import Family
-from cudalab.progress import Observer
+from cudalab.execute.executor import Executor
 from cudalab.records.results import PASSED, Result, RunPoint, RunRecord
 from cudalab.watch.sources import digest, family_files, forget_module, row_sources, selected
 
@@ -110,21 +110,18 @@ class Watcher:
 
     Args:
         plan: reads the family and the command line's points as the files are now (called every version).
-        start_session: starts GPU workers (:func:`cudalab.cli.family.start_session`); the next version's are
-            started as soon as a version ends, so a save finds them ready. None: each run starts its own.
+        start_session: starts a run's executor, its GPU workers opening (:func:`cudalab.session.run.start_session`);
+            the next version's is started as soon as a version ends, so a save finds it ready.
         rerun_all: re-run every row on every change, not only the rows whose files changed.
-        observer: progress of each run (a new one per run).
         command: the command line, for the records.
-        session: workers already started for the first version.
+        session: the executor already started for the first version.
     """
 
-    def __init__(self, plan: Callable[[], Watched], start_session: Callable[[], Any] | None = None,
-                 rerun_all: bool = False, observer: Callable[[], Observer] | None = None,
-                 command: Sequence[str] = ("cudalab", "watch"), session: Any | None = None):
+    def __init__(self, plan: Callable[[], Watched], start_session: Callable[[], Executor], rerun_all: bool = False,
+                 command: Sequence[str] = ("cudalab", "watch"), session: Executor | None = None):
         self.plan = plan
         self.start_session = start_session
         self.rerun_all = rerun_all
-        self.observer = observer or Observer
         self.command = tuple(command)
         self.started = time.time()
         self.versions: list[Version] = []
@@ -135,7 +132,7 @@ class Watcher:
         self._points: dict[int, RunPoint] = {}          # point index -> the table's point
         self._measured: dict[tuple[int, str], int] = {}  # row -> the version that measured it
         self._passed: dict[tuple[int, str], tuple[int, Result]] = {}  # row -> its last passed (version, row)
-        self._session: Any | None = session
+        self._session: Executor | None = session
         self._warm_modules: set[Path] = set()  # Python files the warm workers may have imported
 
     # --- files -----------------------------------------------------------------------------------------
@@ -189,7 +186,7 @@ class Watcher:
         session = self._take_session(changed)
         try:
             plans = sweep.plan_points(reqs)
-            ex = sweep.execute(plans, sum(len(p.variants) for p in plans), session=session, observer=self.observer())
+            ex = sweep.execute(plans, sum(len(p.variants) for p in plans), session)
             session = None  # execute ended it
         except GpuUnavailableError:  # no save can fix a missing GPU: the watch ends, in one line
             raise
@@ -197,7 +194,7 @@ class Watcher:
             return self._keep(self._failed(number, shown, previous, exc))
         finally:
             if session is not None:
-                session.kill()
+                session.cancel()
         refused = ex.refusal()
         if refused is not None:
             return self._keep(Version(number, time.time(), shown, previous, error=str(refused),
@@ -258,19 +255,17 @@ class Watcher:
         variants = ",".join(builtin) if builtin else "none"
         return replace(req, variants=variants, add=adds, roofline=False)
 
-    def _take_session(self, changed: Sequence[Path]) -> Any | None:
+    def _take_session(self, changed: Sequence[Path]) -> Executor:
         """The warm session, unless a Python file it may have imported changed (then a fresh one)."""
         session, self._session = self._session, None
         if session is not None and any(p.suffix == ".py" for p in changed):
-            session.kill()
+            session.cancel()
             session = None
-        if session is None and self.start_session is not None:
-            session = self.start_session()
-        return session
+        return session if session is not None else self.start_session()
 
     def warm(self) -> None:
         """Start the next version's workers now (they open the GPU while the user edits)."""
-        if self._session is None and self.start_session is not None:
+        if self._session is None:
             try:
                 self._session = self.start_session()
             except CudalabError:
@@ -280,7 +275,7 @@ class Watcher:
         """End the warm workers."""
         session, self._session = self._session, None
         if session is not None:
-            session.kill()
+            session.cancel()
 
     def _merge(self, number: int, shown: tuple[str, ...], plan: Watched, rows: dict[int, list[VariantSpec]],
                prints: dict[tuple[int, str], str], new: dict[int, RunPoint], exit_code: int) -> Version:

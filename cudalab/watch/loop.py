@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from cudalab.session.signals import interrupts
+from cudalab.execute.signals import interrupts
 from cudalab.watch.core import Version, Watcher
 
 __all__ = ["RECHECK_S", "loop"]

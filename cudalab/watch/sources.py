@@ -72,7 +72,7 @@ def forget_module(spec: FamilySpec) -> None:
         CatalogError: the changed module does not import (one line naming it).
     """
     if spec.module.startswith(("path:", "entry:")):
-        from cudalab.families import outside  # noqa: PLC0415  (a user's family changed: only then)
+        from cudalab.catalog import outside  # noqa: PLC0415  (a user's family changed: only then)
 
         outside.forget(spec.module)  # the one cache of outside families' modules
         if spec.module.startswith("path:"):

@@ -3,7 +3,7 @@
 The parent asks NVML about a GPU before any worker computes on it (``--exclusive``, ``--lock-clocks``),
 and NVML numbers GPUs its own way: the bus id names the same GPU to both. Reading it needs the CUDA
 driver, which only a GPU process loads, so the parent asks this short-lived one
-(:func:`cudalab.session.process.pci_bus_id`). It initialises the driver and makes no context, so it is
+(:func:`cudalab.execute.local.process.pci_bus_id`). It initialises the driver and makes no context, so it is
 never one of the processes computing on the GPU.
 """
 

@@ -1,6 +1,6 @@
 """The child run under a tool (ncu, compute-sanitizer): one GPU worker's point, answered in a file.
 
-The parent (:mod:`cudalab.session.toolchild`) writes the point it planned (:class:`~cudalab.plan.Plan`) to
+The parent (:mod:`cudalab.execute.toolchild`) writes the point it planned (:class:`~cudalab.plan.Plan`) to
 a JSON file and starts::
 
     [TOOL ARGV...] python -m cudalab.worker.child PLAN.json RESULT.json

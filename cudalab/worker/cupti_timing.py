@@ -16,10 +16,11 @@ CUPTI timestamps (:func:`get_timestamp`, the records' own clock), so the calls t
 a bracket are that launch's.
 
 NVIDIA's ``cupti-python`` (import name ``cupti``; the ``cupti`` extra) is imported only here, and this module
-only when ``--launch cupti`` is asked (:func:`cudalab.worker.sampling.time_case`): a worker without it starts
-and times by the other methods. Whatever keeps CUPTI from timing a row (the package missing, CUPTI refusing,
-as under a tool that holds it, no record for the row's launches) raises :class:`CuptiUnavailable`; the
-caller times the row by events or a batch and the row says why. CUPTI is attached for one row's samples and
+only when ``--launch cupti`` or ``auto`` is asked (:func:`cudalab.worker.sampling.time_case`): a worker without it
+starts and times short kernels by graph replay (:mod:`cudalab.worker.graphs`), the fallback designed to agree
+with it. Whatever keeps CUPTI from timing a row (the package missing, CUPTI refusing, as under a tool that
+holds it, no record for the row's launches) raises :class:`CuptiUnavailable`; the caller times the row by
+graph replay (or events) and the row says why. CUPTI is attached for one row's samples and
 finalized after them, so the rows the other methods time in the same worker (``cudalab truth``) run without
 its record keeping.
 """
@@ -27,11 +28,12 @@ its record keeping.
 from __future__ import annotations
 
 import bisect
+import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from cudalab.bench import Protocol, Stats, measure_until
+from cudalab.bench import Protocol, Stats, measure_spanned
 from cudalab.errors import GpuError
 
 #: The API records that carry a call's correlation id and its host start/end (CUPTI's clock).
@@ -53,12 +55,25 @@ class CuptiUnavailable(GpuError):
     """CUPTI cannot time this row (not installed, refused, no records): the caller times it another way."""
 
 
+#: Set (to anything but ``0`` or empty) in a worker's environment, cupti-python counts as not installed: the one
+#: switch that lets a benchmark time the same rows without CUPTI in the same call (``--launch auto``'s fallback).
+NO_CUPTI_ENV = "CUDALAB_NO_CUPTI"
+
+
+def switched_off(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether :data:`NO_CUPTI_ENV` asks the worker to behave as if cupti-python did not import."""
+    return (os.environ if environ is None else environ).get(NO_CUPTI_ENV, "") not in ("", "0")
+
+
 def load() -> Any:
     """The ``cupti`` module of ``cupti-python``.
 
     Raises:
-        CuptiUnavailable: it is not installed, or cannot load (no libcupti, a Python it was not built for).
+        CuptiUnavailable: it is not installed, cannot load (no libcupti, a Python it was not built for), or
+            :data:`NO_CUPTI_ENV` is set.
     """
+    if switched_off():
+        raise CuptiUnavailable(f"cupti-python is switched off ({NO_CUPTI_ENV} is set)")
     try:
         from cupti import cupti  # noqa: PLC0415  (lazy on purpose: only --launch cupti needs it)
     except ImportError as exc:
@@ -66,6 +81,15 @@ def load() -> Any:
     except Exception as exc:  # a library the package needs is missing: not an ImportError everywhere
         raise CuptiUnavailable(f"cupti-python cannot load ({type(exc).__name__}: {exc})") from None
     return cupti
+
+
+def available() -> bool:
+    """Whether cupti-python loads in this worker (what ``--launch auto`` asks once per row; the import is cached)."""
+    try:
+        load()
+    except CuptiUnavailable:
+        return False
+    return True
 
 
 def _why(cupti: Any, exc: BaseException) -> str:
@@ -230,14 +254,12 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
     rec.start()
     spin = getattr(dev, "spin", None)
     state = {"enqueue_ms": SPIN_GUESS_MS * n, "spun": False, "launches": 0}
-    spans: list[tuple[float, float]] = []
 
     # A row that cannot repeat (an in-place reduction) is reset before each launch. The reset's copies are
     # made outside the launch's bracket, so their records are not the row's, as the flushes are not.
     fresh = not case.can_repeat
 
     def sample() -> float:
-        t0 = clock()
         case.reset()
         if spin is not None:   # the launches run back to back, as a batch's do, not at Python's pace
             state["spun"] = bool(spin(min(SPIN_MAX_MS, 1.5 * state["enqueue_ms"] + 0.05)))
@@ -260,14 +282,10 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
         except CuptiUnavailable:   # a record CUPTI had not handed over yet: one more flush, then it counts
             more_api, more_work = rec.drain()
             ns = per_launch_ns(marks, api + more_api, work + more_work)
-        spans.append((t0, clock()))
         return ns / 1e6
 
     try:
-        for _ in range(proto.warmup):
-            sample()
-        spans.clear()
-        got = measure_until(sample, proto, clock, warmup=False, on_sample=on_sample)
+        got, spans = measure_spanned(sample, proto, clock, on_sample)
     finally:
         rec.stop()
-    return CuptiTiming(got.stats, got.stop, tuple(spans), int(state["launches"]), bool(state["spun"]))
+    return CuptiTiming(got.stats, got.stop, spans, int(state["launches"]), bool(state["spun"]))

@@ -185,8 +185,10 @@ class DeviceArray:
         self._dev.drv.memset_d8(self._alloc, byte, self.nbytes)
 
     def copy_from(self, other: "DeviceArray") -> None:
-        """Device-to-device copy of a same-sized allocation (enqueued on the default stream)."""
-        self._dev.drv.memcpy_dtod_async(self._alloc, other._alloc, min(self.nbytes, other.nbytes))
+        """Device-to-device copy of a same-sized allocation (enqueued on the default stream, or on the stream
+        being captured: a graph replays an in-place row's reset before each launch)."""
+        self._dev.drv.memcpy_dtod_async(self._alloc, other._alloc, min(self.nbytes, other.nbytes),
+                                       getattr(self._dev, "stream", None))
 
     def cupy(self) -> Any | None:
         """A CuPy array over the same device memory (no copy; a library row's operand), or None when CuPy

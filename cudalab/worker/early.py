@@ -1,7 +1,7 @@
 """A worker's first point, planned while its GPU comes up.
 
 The parent sends a point as soon as it has one, without waiting for the worker's ``ready``
-(:meth:`cudalab.session.drive.Session._point`). A worker whose GPU is still starting in the background
+(:meth:`cudalab.execute.local.drive.Session._point`). A worker whose GPU is still starting in the background
 (:mod:`cudalab.worker.warm`: the driver, the context, a pinned buffer; about 0.3 s) reads that first operation
 meanwhile and, for a point, reads its plan and draws its inputs: at 16384² that is 0.12 s of host work
 the worker would otherwise do after ``ready``. The run's random generator is consumed in the same order

@@ -21,12 +21,14 @@ from cudalab.errors import CompileError, CudalabError, LaunchConfigError, SkipRo
 from cudalab.families import Case, Launch
 from cudalab.families.model import Check, SetupContext
 from cudalab.inspect.occupancy import with_occupancy
-from cudalab.families.roofline import DRIVER_ROW, FAMILY, faster, kernel_variant, with_roofline
+from cudalab.roofline import (DRIVER_ROW, FAMILY, READ_KEY, WRITTEN_KEY, faster, kernel_variant, with_roofline,
+                              with_streams)
 from cudalab.plan import Plan, RunRequest, plan_launch, precheck
 from cudalab.plan import variant_arch as plan_arch
 from cudalab.bench import Protocol
 from cudalab.records.results import FAILED, INCORRECT, PASSED, SKIPPED, Result, Roofline
-from cudalab.worker import heartbeat, judgeprobe
+from cudalab.records import noise
+from cudalab.worker import heartbeat, judgeprobe, streams
 from cudalab.worker.context import Context
 from cudalab.worker.kept import Drawn, draw
 from cudalab.worker.sampling import Timing, measure, sustained_energy, throttle_marks, time_case
@@ -179,6 +181,7 @@ class FamilyRun:
                 return replace(base, status=SKIPPED, reason=f"NumPy would take ~{est:.0f} s a sample at this size "
                                                             f"(--variant {v.name} runs it)")
         case: Case | None = None
+        sets: judgeprobe.Sets | None = None  # cudalab judge's two input sets, for the candidate's row
         compiled: list[Any] = []  # the kernels the family asked for: the row's occupancy is its kernel's
         try:
             if v.kind == "kernel":
@@ -205,10 +208,12 @@ class FamilyRun:
                 lau = Launch(block=(1, 1, 1), grid=(1, 1, 1), tile=(1, 1, 1))
                 kernels = None  # a host, driver or library row has none
             case = self.family.setup(SetupContext(v, lau, self.problem, inputs, ctx, kernels))
+            if self.req.judge and user.is_user(v) and case.timer != "host":  # the candidate: timed in alternation
+                sets = judgeprobe.prepare(self, ctx)
             self.on_stage(v.name, "running")
-            row = self._drive(base, v, case, ref)
-            if self.req.judge and user.is_user(v) and row.status == PASSED and case.timer != "host":  # the candidate
-                row = judgeprobe.attach(row, self, ctx, case)
+            row = self._drive(base, v, case, ref, sets)
+            if sets is not None and row.status == PASSED:
+                row = judgeprobe.attach(row, self, case, sets)
             return with_occupancy(row, compiled, v.kernel, _arch(self.device))
         except user.SignatureError as exc:  # the user's kernel does not fit: an error, not a rule to skip
             return replace(base, status=FAILED, reason=str(exc))
@@ -222,14 +227,16 @@ class FamilyRun:
         except Exception as exc:  # a family bug must not take the other variants down
             return replace(base, status=FAILED, reason=f"{type(exc).__name__}: {exc}")
         finally:
-            if case is not None:
+            for close in ((case.close,) if case is not None else ()) + ((sets.free,) if sets is not None else ()):
                 try:
-                    case.close()
+                    close()
                 except Exception:
                     pass
 
-    def _drive(self, base: Result, v: VariantSpec, case: Case, ref: np.ndarray) -> Result:
-        """Warm up, verify (two poisons, padding, extra checks), then time inside a telemetry window."""
+    def _drive(self, base: Result, v: VariantSpec, case: Case, ref: np.ndarray,
+               sets: judgeprobe.Sets | None = None) -> Result:
+        """Warm up, verify (two poisons, padding, extra checks), then time inside a telemetry window (the judge's
+        candidate with its two input sets alternated, ``sets``)."""
         dev = self.device
         host = case.timer == "host"
         proto = self.req.protocol
@@ -281,7 +288,8 @@ class FamilyRun:
         else:
             window = self.telemetry.window().start() if self.telemetry is not None and not host else None
             try:
-                timing = time_case(dev, case, proto)
+                timing = time_case(dev, case, proto) if sets is None else \
+                    judgeprobe.time_judged(dev, case, proto, sets, time_case)
             finally:
                 reading = window.stop() if window is not None else None
         stats = timing.stats
@@ -312,6 +320,8 @@ class FamilyRun:
             tstats = measure(total, replace(proto, warmup=1, min_samples=min(proto.min_samples, 5), max_samples=5,
                                             budget_s=proto.budget_s / 4))
             extra["to_result_ms"] = tstats.median
+        if self.spec.metric == "bandwidth" and work.bytes:  # what the row's own roofline charges (roofline.py)
+            extra[READ_KEY], extra[WRITTEN_KEY] = work.read_bytes, work.write_bytes
         sec = stats.median / 1e3
         gbs = work.bytes / sec / 1e9 if work.bytes and sec > 0 else None
         gflops = work.flops / sec / 1e9 if work.flops and sec > 0 else None
@@ -337,7 +347,7 @@ def source_matrix(nbytes: int, source: np.ndarray | None, rng: np.random.Generat
 
 def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.ndarray | None = None,
                      ctx: Context | None = None) -> Roofline:
-    """Measure the roofline for a buffer of ``nbytes`` (:mod:`cudalab.families.roofline` says which rows):
+    """Measure the roofline for a buffer of ``nbytes`` (:mod:`cudalab.roofline` says which rows):
     the driver copy and the copy family's best kernel on the same bytes, run as the copy family's rows.
 
     Args:
@@ -360,12 +370,27 @@ def measure_roofline(device: Any, nbytes: int, protocol: Protocol, source: np.nd
     # The copy is cudalab's own point, planned here: the user's point was planned in the parent.
     req = RunRequest(family=FAMILY, variants=f"{DRIVER_ROW},{best.name}", shape=f"{rows}x{cols}",
                      roofline=False, protocol=protocol, force=True)
-    got = {r.variant: r for r in FamilyRun(precheck(req), device, inputs={"a": a}).run(ctx)}
-    dtod = got[DRIVER_ROW]
-    kern = got[best.name]
-    if dtod.status != PASSED or not dtod.gbs:
-        raise CudalabError(f"the roofline copy failed: {dtod.reason}")
-    return faster(dtod.gbs, best.name, kern.gbs if kern.status == PASSED else None)
+    own = ctx is None
+    ctx = ctx or Context(device, np.random.default_rng())
+    try:
+        got = {r.variant: r for r in FamilyRun(precheck(req), device, inputs={"a": a}).run(ctx)}
+        dtod = got[DRIVER_ROW]
+        kern = got[best.name]
+        if dtod.status != PASSED or not dtod.gbs:
+            raise CudalabError(f"the roofline copy failed: {dtod.reason}")
+        roof = faster(dtod.gbs, best.name, kern.gbs if kern.status == PASSED else None)
+        # the read and write streams of the same bytes, from the copy's own source (still uploaded in ctx)
+        try:
+            read_gbs, write_gbs = streams.measure(device, ctx.upload(a, pitched=True), a.nbytes, protocol)
+        except KeyboardInterrupt:
+            raise
+        except Exception:  # no streams (a fake device, a build error): the rows are rated as copies, as before
+            read_gbs = write_gbs = None
+        floor, _ = noise.effect_for(str(getattr(getattr(device, "info", None), "name", "") or ""))
+        return with_streams(roof, read_gbs, write_gbs, floor)
+    finally:
+        if own:
+            ctx.release()
 
 
 def _arch(device: Any) -> str:

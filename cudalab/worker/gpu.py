@@ -23,7 +23,7 @@ from cudalab.errors import CompileError, GpuError, GpuUnavailableError
 from cudalab.worker.devarray import DeviceArray
 from cudalab.launch import DeviceLimits, Dim3, fmt_dims
 from cudalab.records.device import DeviceInfo
-from cudalab.worker.own_kernels import FLUSH_SRC, SPIN_SRC, source_file
+from cudalab.worker.own_kernels import EMPTY_SRC, FLUSH_SRC, SPIN_SRC, source_file
 
 INSTALL_HINT = "install it on a machine with an NVIDIA driver: pip install -e '.[gpu]'"
 
@@ -178,6 +178,7 @@ class Device:
         self._scratch = None
         self._flush_fn: Any = None
         self._spin_fn: Any = None
+        self._empty_fn: Any = None
         self.stream: Any = None           # the capture stream while Device.capture runs, else None (legacy stream)
         self._capture_stream: Any = None
         self._internal: list[Any] = []
@@ -193,6 +194,7 @@ class Device:
         self._modules.clear()
         self._staging = None
         self._spin_fn = None
+        self._empty_fn = None
         self._flush_fn = None
         self._internal.clear()
         if self._scratch is not None:
@@ -225,8 +227,9 @@ class Device:
         return arr
 
     def memcpy_dtod(self, dst: DeviceArray, src: DeviceArray, nbytes: int) -> None:
-        """The driver's device-to-device copy (the roofline row), enqueued on the default stream."""
-        self.drv.memcpy_dtod_async(dst.ptr, src.ptr, nbytes)
+        """The driver's device-to-device copy (the roofline row), enqueued on the default stream (or on the stream
+        being captured: graph timing replays it)."""
+        self.drv.memcpy_dtod_async(dst.ptr, src.ptr, nbytes, self.stream)
 
     def staging(self, nbytes: int) -> np.ndarray:
         """A pinned host buffer of at least ``nbytes`` (uint8), kept for the process: downloads into
@@ -322,6 +325,28 @@ class Device:
             return graphs.capture(int(self.stream.handle), enqueue)
         finally:
             self.stream = None
+
+    def marks(self, count: int) -> Any:
+        """``count`` CUDA events that a capture records as graph nodes (:class:`cudalab.worker.graphs.EventMarks`).
+
+        Raises:
+            GpuError: the driver could not create them.
+        """
+        from cudalab.worker import graphs  # noqa: PLC0415
+
+        return graphs.EventMarks(count, lambda: int(self.stream.handle) if self.stream is not None else 0)
+
+    def empty_kernel(self) -> None:
+        """Enqueue cudalab's empty kernel (one thread) on the current stream: graph timing's reference launch.
+
+        Raises:
+            GpuError: it cannot be built here (no nvcc): the caller times the row another way.
+        """
+        if self._empty_fn is None:
+            self._empty_fn = self._build_internal(EMPTY_SRC, "cudalab_empty")
+        if self._empty_fn is False:
+            raise GpuError("cudalab's empty kernel cannot be built here (nvcc): no reference launch for the graph")
+        self._empty_fn(block=(1, 1, 1), grid=(1, 1), stream=self.stream)
 
     def spin(self, ms: float) -> bool:
         """Enqueue a one-thread kernel that keeps the default stream busy for ``ms`` milliseconds.

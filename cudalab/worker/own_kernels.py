@@ -28,6 +28,13 @@ extern "C" __global__ void cudalab_spin(unsigned long long ns)
 """
 
 
+#: The reference launch of graph timing (:mod:`cudalab.worker.graphs`): one thread that returns. Its window
+#: between two event nodes is what an event and a launch cost the front end besides a kernel's own span.
+EMPTY_SRC = r"""
+extern "C" __global__ void cudalab_empty() {}
+"""
+
+
 #: The L2 flush reads a buffer twice the L2's size that was filled once: the next sample starts with
 #: an L2 full of clean lines. Overwriting the buffer before each sample (a memset) would leave up to
 #: an L2 of dirty lines that drain to DRAM during the timed kernel: events read 1-5% above ncu's

@@ -1,29 +1,29 @@
-"""Timed samples of one variant on a device: one launch per event pair, or batches for short kernels.
+"""Timed samples of one variant on a device: one launch per event pair, or N launches a sample for short kernels.
 
 A kernel under ~20 µs timed alone between two events measures launch overhead and the events'
-resolution (the one-block smem demos read 2.9-4.0 µs in 32 ns steps). Such a kernel is timed in
-batches of N back-to-back launches per event pair, N chosen so a batch lasts about 200 µs, and the
-time per launch is the batch time / N. Before each batch a spin kernel holds the stream while the
-host enqueues the N launches, so they run back to back rather than at Python's launch rate. With a
-cold-cache protocol the L2 is flushed before each batch, not each launch: launches 2..N of a batch
-find what launch 1 left in L2 (the table marks such rows ×N and the header says so).
+resolution (the one-block smem demos read 2.9-4.0 µs in 32 ns steps). What ``--launch auto`` times such
+a kernel with is :func:`cudalab.bench.auto_method`: CUPTI's own span of each launch where cupti-python loads
+(:mod:`cudalab.worker.cupti_timing`), graph replay designed to agree with it otherwise
+(:mod:`cudalab.worker.graphs`); both take over after one-launch probes have sized N (launches a sample, so a
+sample lasts about 200 µs). A row either cannot time falls to the next (cupti -> graph -> batch or events) and
+its note says why, except auto's graph where cupti-python is simply missing (the designed fallback).
 
-Every sample, batched or not, starts behind a spin kernel: the host enqueues the flush, the start
-event, the launch(es) and the end event while the spin holds the stream, so no host latency falls
-between the two events (the event median then matches ncu's gpu__time_duration within 1%). The spin
-is sized from the host's last enqueue time, so whether it lasted is checked, not assumed: a sample
-whose start event the GPU reached before the host had queued its launches is redone behind a spin
-twice as long (up to RETIME_MAX times), and one still overtaken is kept and counted (``host_gaps``).
+``--launch batch``: N back-to-back launches per event pair, time per launch = the batch time / N: the
+throughput a stream of launches reaches (each launch carries the gap to the next), not a kernel's span.
+Before each batch a spin kernel holds the stream while the host enqueues the N launches, so they run back
+to back rather than at Python's launch rate. With a cold-cache protocol the L2 is flushed before each
+batch, not each launch: launches 2..N find what launch 1 left in L2 (the table marks such rows ×N).
+
+Every event-timed sample starts behind a spin kernel: the host enqueues the flush, the start event, the
+launch(es) and the end event while the spin holds the stream, so no host latency falls between the two
+events. The spin is sized from the host's last enqueue time, so whether it lasted is checked, not
+assumed: a sample whose start event the GPU reached before the host had queued its launches is redone
+behind a spin twice as long (up to RETIME_MAX times), and one still overtaken is kept and counted
+(``host_gaps``).
 
 Only cases that are safe to repeat are batched (``Case.can_repeat``): the in-place reductions need
-their input restored before every launch, and timing reset + run in a batch minus a batch of resets
-would subtract two noisy numbers of similar size (the reset is a copy of the whole input, as long
-as the kernel). Those kernels run 25-70 µs, above the threshold anyway; they reach the stopping
-rule through the confidence interval of the median (:func:`cudalab.bench.stop_reason`).
-
-``--launch graph`` and ``--launch cupti`` take over after the probes have sized N
-(:mod:`cudalab.worker.graphs`, :mod:`cudalab.worker.cupti_timing`, the latter imported only when asked:
-cupti-python is optional); a row either cannot time is timed by a batch (or events) and its note says why.
+their input restored before every launch. CUPTI and graph windows reset them before each launch outside
+what they count; events time them otherwise.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cudalab.bench import AUTO_LAUNCH, Protocol, Stats, batch_size, measure_until, summarize
+from cudalab.bench import Protocol, Stats, auto_method, batch_size, measure_spanned, measure_until, summarize
 from cudalab.errors import GpuError
 from cudalab.bench import measure as _measure
 from cudalab.worker import heartbeat
-from cudalab.worker.graphs import graph_samples
+from cudalab.worker.graphs import graph_samples, needs_windows
 
 #: Probe samples (one launch each) that decide whether a kernel is short.
 PROBES = 5
@@ -74,9 +74,10 @@ class Timing:
         method: what timed the samples: ``events`` (one launch per event pair), ``batch`` (N launches
             enqueued between two events), ``graph`` (N launches replayed as a CUDA graph) or ``cupti`` (N
             launches, each timed by its own CUPTI activity records).
-        flush_ms: a cold graph's flush per launch, timed alone and taken out of each sample.
-        note: why the method asked for was not used (``timed by batch: ...``: a case a graph cannot capture,
-            CUPTI missing or refusing).
+        empty_ms: graph windows (cold, or a row reset before each launch): the empty kernel's hot time per launch
+            put back (:func:`cudalab.worker.graphs.window_samples`).
+        note: why the method asked for was not used (``timed by graph: ...``: CUPTI missing or refusing;
+            ``timed by batch: ...``: a case a graph cannot capture).
         spans: per timed sample (in ``stats.samples`` order), the host clock's (start, end) around it:
             the GPU ran it inside that span (telemetry's polls say whether it ran throttled).
     """
@@ -91,7 +92,7 @@ class Timing:
     host_gaps: int = 0
     spans: tuple[tuple[float, float], ...] = ()
     method: str = "events"
-    flush_ms: float = 0.0
+    empty_ms: float = 0.0
     note: str = ""
 
     def extra(self) -> dict:
@@ -103,8 +104,8 @@ class Timing:
             out.update(batch=self.batch, single_launch_ms=self.single_ms, batch_spin=self.spin)
         if self.single_ms is not None and self.method != "events":
             out["launch_overhead_us"] = (self.single_ms - self.stats.median) * 1e3
-        if self.method == "graph" and self.flush_ms:
-            out["graph_flush_ms"] = self.flush_ms
+        if self.method == "graph" and self.empty_ms:
+            out["graph_empty_ms"] = self.empty_ms
         if self.note:
             out["timed_by_note"] = self.note
         return out
@@ -170,26 +171,17 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
 
     def timed(sampler: Callable[[], float], warmup: bool, **kw: Any) -> Timing:
         """Warm up, then the samples that count (and only they count in ``retimed``/``host_gaps``)."""
-        for _ in range(proto.warmup if warmup else 0):
-            sampler()
-        state.update(retimed=0, gaps=0)
-        spans: list[tuple[float, float]] = []
-
-        def spanned() -> float:
-            t0 = clock()
-            ms = sampler()
-            spans.append((t0, clock()))
-            return ms
-
-        m = measure_until(spanned, proto, clock, warmup=False, on_sample=heartbeat.beat)
+        m, spans = measure_spanned(sampler, proto if warmup else replace(proto, warmup=0), clock, heartbeat.beat,
+                                   lambda: state.update(retimed=0, gaps=0))
         return Timing(m.stats, m.stop, launches=count[0], spin=bool(state["spun"]), retimed=state["retimed"],
-                      host_gaps=state["gaps"], spans=tuple(spans), **kw)
+                      host_gaps=state["gaps"], spans=spans, **kw)
 
     def single() -> float:
         return sample(1, SPIN_SINGLE_MAX_MS)
 
-    method = AUTO_LAUNCH if proto.launch == "auto" else proto.launch
-    why = _cannot(method, case, dev)  # why graph or cupti cannot time this row ('' when it can, or not asked)
+    asked = proto.launch
+    method = auto_method(_cupti_loads()) if asked == "auto" else asked
+    why = _cannot(method, case, dev, proto)  # why graph or cupti cannot time this row ('' when it can, or not asked)
     own = method in ("graph", "cupti") and not why
     if not own and (method == "events" or not case.can_repeat or proto.max_batch < 2 or proto.batch_below_ms <= 0):
         return replace(timed(single, warmup=True), note=_fell("events", why))
@@ -197,23 +189,30 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
         single()
     probes = [single() for _ in range(PROBES)]
     n = batch_size(float(np.median(probes)), proto)
-    if own and method == "graph":
-        try:
-            g = graph_samples(dev, case, proto, n, heartbeat.beat, clock)
-            return Timing(g.stats, g.stop, batch=n, single_ms=float(np.median(probes)), launches=count[0],
-                          spans=g.spans, method="graph", flush_ms=g.flush_ms)
-        except GpuError as exc:  # a library call or a copy the capture refused: events time it, the row says why
-            why = f"the graph capture failed ({exc})"
-    elif own:
-        from cudalab.worker import cupti_timing  # noqa: PLC0415  (only --launch cupti: cupti-python is optional)
+    single_ms = float(np.median(probes))
+    if asked == "auto" and n == 1:   # 20 µs or more: one launch per event pair is the kernel's time
+        return timed(single, warmup=False)
+    if own and method == "cupti":
+        from cudalab.worker import cupti_timing  # noqa: PLC0415  (cupti-python is optional)
 
         try:
             c = cupti_timing.cupti_samples(dev, case, proto, n, heartbeat.beat, clock)
-            return Timing(c.stats, c.stop, batch=n, single_ms=float(np.median(probes)),
-                          launches=count[0] + c.launches, spin=c.spin, spans=c.spans, method="cupti")
+            return Timing(c.stats, c.stop, batch=n, single_ms=single_ms, launches=count[0] + c.launches,
+                          spin=c.spin, spans=c.spans, method="cupti")
         except cupti_timing.CuptiUnavailable as exc:  # a GPU error of the row itself is not caught: it fails it
+            # the fallback designed to agree with CUPTI (docs/timing.md); under auto without cupti-python the
+            # worker asked graph from the start, so this note is for a row CUPTI refused or --launch cupti
             why = str(exc)
-    if n == 1:
+            own = not _cannot("graph", case, dev, proto)
+            method = "graph" if own else method
+    if own and method == "graph":
+        try:
+            g = graph_samples(dev, case, proto, n, heartbeat.beat, clock)
+            return Timing(g.stats, g.stop, batch=n, single_ms=single_ms, launches=count[0], spans=g.spans,
+                          method="graph", empty_ms=g.empty_ms, note=_fell("graph", why))
+        except GpuError as exc:  # a library call or a copy the capture refused: events time it, the row says why
+            why = f"{why}; " * bool(why) + f"the graph capture failed ({exc})"
+    if n == 1 or not case.can_repeat:   # a row reset before each launch cannot be batched
         return replace(timed(single, warmup=False), note=_fell("events", why))
     state["enqueue_ms"] = SPIN_GUESS_MS * n
 
@@ -222,14 +221,25 @@ def time_case(dev: Any, case: Any, proto: Protocol, clock: Callable[[], float] =
 
     # One batch refines N: back to back, a launch costs less than the probe's lone launch did.
     n = max(n, batch_size(batch(n), proto)) if proto.max_batch > n else n
-    return timed(lambda: batch(n), warmup=False, batch=n, single_ms=float(np.median(probes)), method="batch",
+    return timed(lambda: batch(n), warmup=False, batch=n, single_ms=single_ms, method="batch",
                  note=_fell("batch", why))
 
 
-def _cannot(method: str, case: Any, dev: Any) -> str:
+def _cupti_loads() -> bool:
+    """Whether cupti-python loads in this worker (``--launch auto``'s choice; honours ``CUDALAB_NO_CUPTI``)."""
+    from cudalab.worker import cupti_timing  # noqa: PLC0415  (light: cupti-python itself is imported in load())
+
+    return cupti_timing.available()
+
+
+def _cannot(method: str, case: Any, dev: Any, proto: Protocol) -> str:
     """Why ``method`` (graph, cupti) cannot time ``case`` before anything is tried ('' when it may)."""
-    if method == "graph" and not (case.can_repeat and hasattr(dev, "capture")):
-        return "this row cannot be replayed as a graph"
+    if method != "graph":
+        return ""
+    if not hasattr(dev, "capture"):
+        return "this device cannot capture a graph"
+    if needs_windows(case, proto) and not (hasattr(dev, "marks") and hasattr(dev, "empty_kernel")):
+        return "this device cannot put event nodes in a graph"
     return ""
 
 

@@ -135,6 +135,8 @@ class Worker:
                     self.roofline(int(msg["id"]), msg["plan"])
                 elif op == "info":
                     self.info(int(msg.get("mib") or 1024), bool(msg.get("bandwidth", True)))
+                elif op == "ceilings":
+                    self.ceilings()
             except ContextLost as exc:
                 self.chan.send(ev="lost", reason=str(exc))
                 return
@@ -240,6 +242,17 @@ class Worker:
                 why = str(exc)
         self.chan.send(ev="info", device=self.dev.info.to_dict(), free=free,
                        roofline=roof.to_dict() if roof else None, reason=why)
+
+    def ceilings(self) -> None:
+        """``cudalab roofline --measure``: the GPU's FMA, tensor and memory ceilings (the parent caches them)."""
+        from cudalab.worker import ceilings  # noqa: PLC0415  (imported while the GPU starts: see open_gpu)
+
+        try:
+            c = ceilings.measure_all(self.dev)
+        except CudalabError as exc:
+            self.chan.send(ev="ceilings", ceilings=None, reason=str(exc).splitlines()[0])
+            return
+        self.chan.send(ev="ceilings", ceilings=c.to_dict(), reason="")
 
     def release(self) -> None:
         """Free the buffers of the point kept for its roofline."""

@@ -19,7 +19,7 @@ PROBLEM = Problem(
     args=("bins", "data", "n"),
     reference=lambda size, inputs: np.bincount(inputs["data"], minlength=256).astype(np.uint32),
     check="exact",
-    work=lambda s: Work(bytes=s.n + 256 * 4),  # every byte read once, the bins written
+    work=lambda s: Work(bytes=s.n + 256 * 4, written=256 * 4),  # every byte read once, the bins written
     libraries=(Library("cupy", cupy_bincount, "cupy.bincount"),),
     dtypes=("uint8",),
     input_dtypes={"data": "uint8"},

@@ -46,7 +46,7 @@ PROBLEM = Problem(
     args=("y", "x", "rows", "cols"),
     reference=reference,
     check="exact",
-    work=lambda s: Work(bytes=4 * s.rows * s.cols + 4 * s.rows),  # x read once, y written once
+    work=lambda s: Work(bytes=4 * s.rows * s.cols + 4 * s.rows, written=4 * s.rows),  # x read once, y written once
     extent=extent,
     validate=validate,
     libraries=(Library("cupy", cupy_rowsum, "cupy.sum(axis=1)"),),

@@ -37,7 +37,7 @@ PROBLEM = Problem(
     args=("y", "x", "status", "counter", "n"),
     reference=lambda size, inputs: np.cumsum(inputs["x"], dtype=np.int32),
     check="exact",
-    work=lambda s: Work(bytes=2 * s.n * 4),  # x read once, y written once
+    work=lambda s: Work(bytes=2 * s.n * 4, written=s.n * 4),  # x read once, y written once
     launch=three_kernels,
     libraries=(Library("cupy", cupy_cumsum, "cupy.cumsum (CUB)"),),
     dtypes=("int32",),

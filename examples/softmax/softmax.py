@@ -32,6 +32,6 @@ PROBLEM = Problem(
     args=("y", "x", "rows", "cols"),
     reference=reference,
     check=Tolerance(rtol=1e-4, atol=1e-9),
-    work=lambda s: Work(bytes=2 * s.rows * s.cols * 4),  # x read once, y written once
+    work=lambda s: Work(bytes=2 * s.rows * s.cols * 4, written=s.rows * s.cols * 4),  # x read once, y written once
     extent=extent,
 )

@@ -6,7 +6,7 @@ import threading
 from typing import Any, Callable
 
 from cudalab.errors import GpuUnavailableError
-from cudalab.session import process as W
+from cudalab.execute.local import process as W
 
 
 class WorkerError(GpuUnavailableError):

@@ -40,7 +40,9 @@ def worker_env() -> dict[str, str]:
     """A worker's environment: this one, with this cudalab first on its path (also when not installed) and
     its output unbuffered. (Light on purpose: a worker is started before the parent imports much.)"""
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import cudalab  # noqa: PLC0415  (imported already: this module is part of it)
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cudalab.__file__)))  # the folder that holds the package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -1,4 +1,4 @@
-"""``python -m cudalab.families.probe KEY``: import one outside family's module as a command would, in a
+"""``python -m cudalab.catalog.probe KEY``: import one outside family's module as a command would, in a
 child with a time limit (:func:`cudalab.catalog.userimport.check` starts it), and say ok or the error line.
 
 A module that calls ``os._exit`` or never finishes at import ends or hangs this child, not the command.
@@ -13,7 +13,7 @@ from typing import Sequence
 
 from cudalab.catalog.userimport import _ERROR, _OK, CHILD_ENV, import_error
 from cudalab.errors import CatalogError
-from cudalab.families.outside import load_outside
+from cudalab.catalog.outside import load_outside
 
 
 def main(argv: Sequence[str]) -> None:

@@ -1,7 +1,7 @@
 """The Dask side of ``--cluster``: what runs inside each Dask worker (one Dask worker per GPU).
 
 A Dask worker never touches CUDA itself. On first use it makes one cudalab
-:class:`~cudalab.session.drive.Session` (a per-process singleton) whose GPU worker *process* opens the Dask
+:class:`~cudalab.execute.local.drive.Session` (a per-process singleton) whose GPU worker *process* opens the Dask
 worker's GPU (device 0 of its ``CUDA_VISIBLE_DEVICES``, one GPU per Dask worker as dask-cuda does) and stays
 warm for every later task. A task gets planned points as data (``Plan.to_dict()``, planned once by the
 driver), runs them through that session (so the watchdog and "a fault is one row" hold as on one host) and
@@ -30,8 +30,8 @@ from typing import Any, Sequence
 
 from cudalab import __version__, catalog
 from cudalab.plan import Plan
-from cudalab.session.drive import Session
-from cudalab.session.slot import WorkerError
+from cudalab.execute.local.drive import Session
+from cudalab.execute.local.slot import WorkerError
 
 __all__ = ["run_plans", "probe", "prebuild", "wire_version"]
 
@@ -57,7 +57,7 @@ _STATE: dict[str, Any] = {}  # "session", "energy", "error": this process's GPU 
 def wire_version() -> str:
     """cudalab's version and a digest of what crosses the network (the plan and the protocol): a driver and
     its workers must agree on both."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the cudalab package
     digest = hashlib.sha256()
     for rel in ("plan.py", "worker/protocol.py", "records/results.py"):
         digest.update((root / rel).read_bytes())
@@ -138,7 +138,7 @@ def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: fl
     Several plans in one task run back to back on the same GPU (racing's paired rounds).
 
     Returns:
-        ``points``: per plan its rows (``Result.to_dict()``), roofline, note, refusal, outputs; ``incomplete``;
+        ``points``: per plan its rows, roofline, note, refusal, outputs (:meth:`Point.to_data`); ``incomplete``;
         ``where``: host, GPU name, ``CUDA_VISIBLE_DEVICES``, the GPU's facts; ``seconds``: the points' time in
         this worker (the campaign's time account sums it).
     """
@@ -152,14 +152,7 @@ def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: fl
         t0 = time.monotonic()
         runs, incomplete = s.run(todo, sum(len(p.variants) for p in todo))
         seconds = time.monotonic() - t0
-        where = _where(s)
-        points = []
-        for r in runs:
-            points.append({"rows": [x.to_dict() for x in r.results],
-                           "roofline": r.roofline.to_dict() if r.roofline is not None else None,
-                           "roofline_note": r.roofline_note, "refused": r.refused, "outputs": r.outputs,
-                           "inputs": r.inputs})
-        return {"points": points, "incomplete": incomplete, "where": where, "seconds": seconds}
+        return {"points": [r.to_data() for r in runs], "incomplete": incomplete, "where": _where(s), "seconds": seconds}
 
 
 def prebuild(plan: dict[str, Any], arch: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The parent stays the driver: it plans every point once (:func:`cudalab.plan.precheck`), submits the plans as
 data (``client.submit``, resource ``GPU=1``, ``retries``), gathers results as they complete and writes each
 where it belongs the moment it arrives. On each Dask worker a cudalab GPU worker process runs the plan
-(:mod:`cudalab.session.cluster_worker`). Dask does the scheduling, the retries when a worker dies and the
+(:mod:`cudalab.execute.dask.cluster_worker`). Dask does the scheduling, the retries when a worker dies and the
 dashboard; nothing here schedules.
 
 Checked before any point runs (one line, exit 2): a scheduler that does not answer, a cluster without a
@@ -25,9 +25,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from cudalab.errors import ClusterError, ClusterLost, UsageError
 from cudalab.plan import Plan
-from cudalab.session import cluster_worker as CW
-from cudalab.session.completions import TICK_S, Completions
-from cudalab.session.dask_connect import connect, one_line
+from cudalab.execute.dask import cluster_worker as CW
+from cudalab.execute.dask.completions import TICK_S, Completions
+from cudalab.execute.dask.dask_connect import connect, one_line
 
 __all__ = ["LOCAL", "parse_cluster", "local_cluster", "GpuWorker", "Cluster", "one_line"]
 

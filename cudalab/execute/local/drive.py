@@ -3,7 +3,7 @@
 The parent process holds no CUDA context. Each point was planned once on the CPU (a
 :class:`~cudalab.plan.Plan`: the variants, the problem, the roofline rule); the session sends the plan to a
 worker (:mod:`cudalab.worker.protocol`) and gathers the rows as they arrive (a
-:class:`~cudalab.session.point.Point` each). When a worker dies (a
+:class:`~cudalab.execute.point.Point` each). When a worker dies (a
 sticky CUDA error, a crash), or the watchdog kills it (a kernel that does not finish within the
 run's limit), the variant it was running becomes one ``failed`` or ``timeout`` row, a fresh worker
 continues with the variants left, and the roofline follows as if nothing had happened. A roofline
@@ -20,13 +20,12 @@ import time
 from typing import Any, Callable, Sequence
 
 from cudalab.errors import CudalabError
-from cudalab.families.roofline import with_roofline
 from cudalab.plan import Plan
 from cudalab.progress import Observer
-from cudalab.records.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline
-from cudalab.session import process as W
-from cudalab.session.point import Point
-from cudalab.session.slot import Slot, WorkerError, every_gpu, facts
+from cudalab.records.results import FAILED, PASSED, SKIPPED, TIMEOUT, Result, Roofline, Status
+from cudalab.execute.local import process as W
+from cudalab.execute.point import Point
+from cudalab.execute.local.slot import Slot, WorkerError, every_gpu, facts
 from cudalab.worker.protocol import unpack_array
 
 #: The watchdog's least limit (seconds) for one kernel launch to finish.
@@ -78,6 +77,7 @@ class Session:
         self._queue: list[Point] = []
         self._failed: set[int] = set()  # GPUs whose worker could not open them
         self._roofs: dict[tuple[int, int], Roofline] = {}
+        self._ended: list[threading.Event] = []
         self.keep_workers = keep_workers  # a tuning campaign runs many batches on the same workers: close() ends them
 
     # --- life ----------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ class Session:
         return max(MIN_TIMEOUT_S, SLOWEST_FACTOR * self._slowest_ms / 1e3)
 
     def info(self) -> dict[str, Any]:
-        """The facts of the GPU(s) that ran (:func:`~cudalab.session.slot.facts`)."""
+        """The facts of the GPU(s) that ran (:func:`~cudalab.execute.local.slot.facts`)."""
         return facts(self.slots)
 
     def ask(self, device: int, **op: Any) -> dict[str, Any]:
@@ -140,21 +140,28 @@ class Session:
 
     # --- running -------------------------------------------------------------------------------
     def run(self, plans: Sequence[Plan], total: int = 0) -> tuple[list[Point], bool]:
-        """Run every planned point; returns (the points with their rows, incomplete). An interrupt
-        (KeyboardInterrupt in the calling thread) kills the workers and returns what finished, marked incomplete.
+        """Run every planned point: :meth:`submit`, then :meth:`wait` (raises as they do)."""
+        self.submit(plans, total)
+        return self.wait()
 
-        Raises:
-            WorkerError: no worker could open its GPU.
-        """
+    def submit(self, plans: Sequence[Plan], total: int = 0) -> None:
+        """Hand every planned point to the GPUs: each GPU's thread takes the next as it frees (``total``: rows
+        in all, for the progress). Raises WorkerError: ``--devices all`` and the first GPU cannot be opened."""
         self.runs = [Point(plan) for plan in plans]
         self._queue = list(self.runs)
         if self.all_devices:
             self._all_slots()
         self.observer.start(total, plans[0].request.family if plans else "")
-        ended = [threading.Event() for _ in self.slots]  # each drive thread's end (see the interrupt below)
+        self._ended = [threading.Event() for _ in self.slots]  # each drive thread's end (see the interrupt below)
+        for s, e in zip(self.slots, self._ended):
+            threading.Thread(target=self._drive, args=(s, e), daemon=True).start()
+
+    def wait(self) -> tuple[list[Point], bool]:
+        """Wait for the points :meth:`submit` handed over; returns (the points with their rows, incomplete). An
+        interrupt (KeyboardInterrupt in the calling thread) kills the workers and returns what finished, marked
+        incomplete. Raises WorkerError: no worker could open its GPU."""
+        ended = self._ended
         try:
-            for s, e in zip(self.slots, ended):
-                threading.Thread(target=self._drive, args=(s, e), daemon=True).start()
             while not all(e.wait(TICK_S) for e in ended):
                 pass
         except KeyboardInterrupt:
@@ -172,7 +179,7 @@ class Session:
         return self.started(), bool(self._queue)  # a point no GPU could take
 
     def _all_slots(self) -> None:
-        """``--devices all``: a worker on every GPU (:func:`~cudalab.session.slot.every_gpu`).
+        """``--devices all``: a worker on every GPU (:func:`~cudalab.execute.local.slot.every_gpu`).
 
         Raises:
             WorkerError: the first GPU cannot be opened.
@@ -280,16 +287,14 @@ class Session:
                 self._row(run, Result.from_dict(ev["row"]), ev.get("output"))
                 current = None
             elif kind == "done":
-                missing = [v.name for v in run.variants if v.name not in {r.variant for r in run.results}]
-                if missing:  # every variant ends as a row, whatever became of it
+                if missing := run.missing():  # every variant ends as a row, whatever became of it
                     self._give_up(run, missing, "the GPU worker returned no row for it")
                 if ev.get("inputs"):
                     run.inputs = {k: unpack_array(v) for k, v in ev["inputs"].items()}
                 return "done"
             elif kind == "refused":
                 run.refused = (str(ev.get("message", "")), int(ev.get("exit_code") or 2))
-                self._give_up(run, [v.name for v in run.variants if v.name not in {r.variant for r in run.results}],
-                              str(ev.get("message", "")), SKIPPED, quiet=True)
+                self._give_up(run, run.missing(), str(ev.get("message", "")), SKIPPED, quiet=True)
                 return "refused"
             elif kind == "lost":
                 slot.drop()
@@ -315,27 +320,21 @@ class Session:
     def _lost(self, slot: Slot, run: Point, current: dict[str, Any] | None, status: Any, why: str) -> None:
         """The worker is gone mid-point: the variant it was on becomes a row with ``status``."""
         slot.drop()
-        names = {v.name: v for v in run.variants}
-        done = {r.variant for r in run.results}
         name = str(current.get("variant", "")) if current else ""
-        if name in names and name not in done:
-            v = names[name]
-            self._row(run, Result(variant=name, kind=v.kind, status=status, reason=why, legacy=v.legacy))
+        if name in run.missing():
+            self._give_up(run, [name], why, status)
         elif name in ("", "inputs"):  # died before any variant: the rows left cannot run either
-            self._give_up(run, [n for n in names if n not in done], why)
+            self._give_up(run, run.missing(), why)
 
-    def _give_up(self, run: Point, names: Sequence[str], why: str, status: Any = FAILED,
+    def _give_up(self, run: Point, names: Sequence[str], why: str, status: Status = FAILED,
                  quiet: bool = False) -> None:
         """Rows for variants that will not run (``quiet``: kept from the progress, a refusal says it once)."""
-        by = {v.name: v for v in run.variants}
-        for v in (by[n] for n in names):
-            self._row(run, Result(variant=v.name, kind=v.kind, status=status, reason=why, legacy=v.legacy), quiet=quiet)
+        for row in run.not_run(names, why, status):
+            self._row(run, row, quiet=quiet)
 
     def _row(self, run: Point, row: Result, output: str | None = None, quiet: bool = False) -> None:
         with self.lock:
-            run.results.append(row)
-            if output:
-                run.outputs[row.variant] = unpack_array(output)
+            run.add(row, output)
             if row.status == PASSED and row.median_ms:
                 self._slowest_ms = max(self._slowest_ms, row.median_ms)
             if not quiet:
@@ -388,9 +387,6 @@ class Session:
 
     def _set_roofline(self, run: Point, roof: Roofline | None, why: str) -> None:
         with self.lock:
-            run.roofline = roof
-            run.roofline_note = "" if roof is not None else (why or "not measured")
-            if roof is not None:
-                run.results = [with_roofline(r, roof) for r in run.results]
+            run.rate(roof, why)
             self.on_change(self.started())
 

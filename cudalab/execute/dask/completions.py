@@ -1,5 +1,5 @@
 """A cluster's futures handed back as they complete, their results fetched on Dask's callback thread
-(:class:`Completions`, used by :class:`cudalab.session.cluster.Cluster` and tune's cluster runs)."""
+(:class:`Completions`, used by :class:`cudalab.execute.dask.cluster.Cluster` and tune's cluster runs)."""
 
 from __future__ import annotations
 

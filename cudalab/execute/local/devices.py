@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cudalab.errors import UsageError
-from cudalab.session.drive import Session
+from cudalab.execute.local.drive import Session
 
 __all__ = ["parse_devices", "device_list"]
 

@@ -1,20 +1,20 @@
-"""``cudalab truth FAMILY``: each variant timed by every method side by side, and against Nsight Compute.
+"""``cudalab truth FAMILY``: each variant timed by every method side by side, against CUPTI's spans and ncu.
 
 The methods are the family run's own (``--launch``): ``events`` (one launch per event pair), ``batch`` (N launches
-between two events, the L2 flushed once a batch), ``graph`` (the N launches replayed as a CUDA graph; cold: a
-flush node before each launch, the flush's own time taken out) and ``cupti`` (N launches, each timed by its own
-GPU start and end from CUPTI's activity records; cold: a flush before each launch, not counted). Each method is one
-:class:`~cudalab.session.options.RunOptions` (``launch=METHOD``, cold or ``hot``); every point of every method is
-planned once and all of them run in one GPU worker session, with the same inputs (one seed). Beside them,
-ncu's ``gpu__time_duration``: each variant launched :data:`NCU_LAUNCHES` times in one process under ncu
-(cold: ``--cache-control all``, ncu's default; hot: ``none``), the median of those launches but the first
-(it follows the poison fill).
+between two events, the L2 flushed once a batch: the throughput a stream of launches reaches), ``graph`` (CUDA
+graph replay; cold: each launch between two event nodes, an empty kernel's windows taken out) and ``cupti`` (N
+launches, each timed by its own GPU start and end from CUPTI's activity records; cold: a flush before each
+launch, not counted). Each method is one :class:`~cudalab.session.options.RunOptions` (``launch=METHOD``, cold or
+``hot``); every point of every method is planned once and all of them run in one GPU worker session, with the
+same inputs (one seed). ``--methods`` picks them; ``auto`` is the tables' own run.
 
-The method cudalab's tables use for a row is what ``--launch auto`` picks (:data:`cudalab.bench.AUTO_LAUNCH`
-for a kernel under 20 µs, one launch per event pair otherwise): the row of the ``AUTO_LAUNCH`` run says which
-timed it (``timed_by``). Its distance from ncu is the figure this command exists for; beside it, the distance of
-each method of :data:`COMPARED` (a candidate for ``auto`` that no record has measured yet). No pycuda here: the
-timing runs in the GPU worker, ncu in its own child (:mod:`cudalab.ncu`, imported when ncu is asked).
+**CUPTI is the reference** (issue 59): the truth for a kernel's duration is its own span on the GPU as CUPTI's
+activity records give it (what Nsight Systems shows). Each method's distance from it is shown, and the tables'
+(``--launch auto``: CUPTI where cupti-python loads, graph replay otherwise, events for a kernel of 20 µs or more).
+Beside them, ncu's ``gpu__time_duration`` (each variant launched :data:`NCU_LAUNCHES` times in one process under
+ncu; cold: ``--cache-control all``, hot: ``none``; the median of those launches but the first): it reads a fixed
+amount above CUPTI's span, measured here as the median of (ncu - CUPTI) over the rows (:func:`ncu_offset`). No
+pycuda here: the timing runs in the GPU worker, ncu in its own child (:mod:`cudalab.ncu`, imported when asked).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import subprocess
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
-from cudalab.bench import AUTO_LAUNCH, summarize
+import numpy as np
+
+from cudalab.bench import summarize
 from cudalab.catalog import FamilySpec
 from cudalab.errors import CudalabError, UsageError
 from cudalab.families import Family
@@ -34,13 +36,19 @@ from cudalab.records.results import PASSED, Result, Status
 from cudalab.session import sweep
 from cudalab.session.options import RunOptions
 
-__all__ = ["METHODS", "COMPARED", "TEMPS", "NCU", "NCU_LAUNCHES", "SCHEMA", "Figure", "Row", "Truth", "agrees",
-           "plan_methods", "truth"]
+__all__ = ["METHODS", "ALL_METHODS", "REFERENCE", "COMPARED", "TEMPS", "NCU", "NCU_LAUNCHES", "SCHEMA", "Figure",
+           "Row", "Truth", "agrees", "ncu_offset", "plan_methods", "truth"]
 
-#: The timing methods, in the order the table shows them (each a ``--launch`` value).
+#: The timing methods a truth runs by default, in the order the table shows them (each a ``--launch`` value).
 METHODS = ("events", "batch", "graph", "cupti")
-#: The methods whose own distance from ncu the tables show beside the tables' (the JSON has every method's).
-COMPARED = ("cupti",)
+#: What ``--methods`` may name: the default's and ``auto`` (the tables' own run: cupti where it loads, graph
+#: otherwise, events for a kernel of 20 µs or more), which a benchmark runs without cupti-python
+#: (``CUDALAB_NO_CUPTI=1``) to measure the fallback against CUPTI's spans of the same rows.
+ALL_METHODS = METHODS + ("auto",)
+#: The reference column: each launch's own span on the GPU from CUPTI's activity records (issue 59).
+REFERENCE = "cupti"
+#: The methods whose distance from the reference the tables show (the JSON has every method's).
+COMPARED = ("events", "batch", "graph")
 #: Cold (an L2 flush before each sample, or each launch of a graph) and hot (``--hot``).
 TEMPS = ("cold", "hot")
 #: The column of ncu's figure.
@@ -50,17 +58,27 @@ NCU_LAUNCHES = 10
 #: ncu's ``--cache-control`` per temperature.
 NCU_CACHE = {"cold": "all", "hot": "none"}
 #: The JSON's schema name (``--json``).
-SCHEMA = "cudalab-truth/1"
-#: What "agrees with ncu" means (issue 46): within this fraction of ncu's median, or within :data:`WITHIN_MS`.
+SCHEMA = "cudalab-truth/2"
+#: What "agrees with CUPTI" means (issue 59): within this fraction of CUPTI's span, or within :data:`WITHIN_MS`.
 WITHIN = 0.05
-WITHIN_MS = 0.3e-3
+WITHIN_MS = 0.1e-3
 
 
-def agrees(ms: float | None, ncu_ms: float | None) -> bool | None:
-    """Whether ``ms`` is within 5% (or 0.3 µs) of ncu's ``ncu_ms`` (None: one of them is missing)."""
-    if ms is None or ncu_ms is None or ncu_ms <= 0:
+def agrees(ms: float | None, ref_ms: float | None) -> bool | None:
+    """Whether ``ms`` is within 5% (or 0.1 µs) of the reference ``ref_ms`` (None: one of them is missing)."""
+    if ms is None or ref_ms is None or ref_ms <= 0:
         return None
-    return abs(ms - ncu_ms) <= max(WITHIN * ncu_ms, WITHIN_MS)
+    return abs(ms - ref_ms) <= max(WITHIN * ref_ms, WITHIN_MS)
+
+
+def ncu_offset(diffs_ms: Sequence[float | None]) -> float | None:
+    """ncu's fixed offset on a GPU: the median of (ncu - CUPTI) over rows that have both (ms; None: no row has).
+
+    ncu's ``gpu__time_duration`` reads a near-constant amount above a kernel's CUPTI span whatever its length
+    (its own start and end points); the median over the rows is that amount, robust to a row that strays.
+    """
+    got = [d for d in diffs_ms if d is not None]
+    return float(np.median(got)) if got else None
 
 
 @dataclass(frozen=True)
@@ -120,7 +138,7 @@ class Row:
     Attributes:
         point: the point's label (its size, block, defines).
         variant, kind: the variant and its kind (``kernel``, ``driver``, ``library``, ``host``).
-        figures: (temperature, method, figure) for each method of :data:`METHODS` and :data:`NCU`.
+        figures: (temperature, method, figure) for each method run and :data:`NCU`.
         status: the worst status among the method runs; reason: its reason.
     """
 
@@ -132,46 +150,70 @@ class Row:
     reason: str = ""
 
     def get(self, temp: str, method: str) -> Figure | None:
-        """The figure of ``method`` (one of :data:`METHODS`, or ``ncu``) at ``temp`` (None: not measured)."""
+        """The figure of ``method`` (one of :data:`ALL_METHODS`, or ``ncu``) at ``temp`` (None: not measured)."""
         return next((f for t, m, f in self.figures if t == temp and m == method), None)
 
+    def reference(self, temp: str) -> Figure | None:
+        """CUPTI's figure, when CUPTI itself timed the row (None: not run, or another method stood in for it)."""
+        f = self.get(temp, REFERENCE)
+        return f if f is not None and f.median_ms is not None and f.timed_by == REFERENCE else None
+
     def table(self, temp: str) -> Figure | None:
-        """What cudalab's own tables report for this row (``--launch auto``)."""
-        return self.get(temp, AUTO_LAUNCH)
+        """What cudalab's tables report for this row (``--launch auto``): the ``auto`` run's figure where one ran;
+        else what auto would pick: the cupti run's for a short kernel (cupti, or what stood in for it: graph
+        where cupti-python is missing), one launch per event pair for a kernel of 20 µs or more."""
+        auto = self.get(temp, "auto")
+        if auto is not None:
+            return auto
+        c = self.get(temp, REFERENCE)
+        if c is not None and c.median_ms is not None and c.batch > 1:
+            return c
+        return self.get(temp, "events")
 
     def table_method(self, temp: str) -> str:
         """The method cudalab's tables use for this row ('' when its run had no figure)."""
         f = self.table(temp)
         return f.timed_by if f is not None and f.median_ms is not None else ""
 
-    def vs_ncu(self, temp: str, method: str | None = None) -> float | None:
-        """(figure - ncu's) / ncu's of ``method``'s figure, the tables' by default (None: either is missing)."""
-        mine = self.table(temp) if method is None else self.get(temp, method)
-        theirs = self.get(temp, NCU)
-        if mine is None or theirs is None or mine.median_ms is None or not theirs.median_ms:
+    def _fig(self, temp: str, method: str | None) -> Figure | None:
+        return self.table(temp) if method is None else self.get(temp, method)
+
+    def vs_ref(self, temp: str, method: str | None = None) -> float | None:
+        """(figure - CUPTI's) / CUPTI's of ``method``'s figure, the tables' by default (None: either is missing)."""
+        mine, ref = self._fig(temp, method), self.reference(temp)
+        if mine is None or ref is None or mine.median_ms is None or not ref.median_ms:
             return None
-        return (mine.median_ms - theirs.median_ms) / theirs.median_ms
+        return (mine.median_ms - ref.median_ms) / ref.median_ms
 
     def agrees(self, temp: str, method: str | None = None) -> bool | None:
-        """Whether ``method``'s figure (the tables' by default) is within 5% (or 0.3 µs) of ncu's (None: either
-        is missing)."""
-        mine = self.table(temp) if method is None else self.get(temp, method)
-        theirs = self.get(temp, NCU)
-        return agrees(mine.median_ms if mine else None, theirs.median_ms if theirs else None)
+        """Whether ``method``'s figure (the tables' by default) is within 5% (or 0.1 µs) of CUPTI's span (None:
+        either is missing)."""
+        mine, ref = self._fig(temp, method), self.reference(temp)
+        return agrees(mine.median_ms if mine else None, ref.median_ms if ref else None)
+
+    def ncu_minus_ref(self, temp: str) -> float | None:
+        """ncu's figure less CUPTI's (ms; None: either is missing): one row's share of ncu's offset."""
+        theirs, ref = self.get(temp, NCU), self.reference(temp)
+        if theirs is None or ref is None or theirs.median_ms is None:
+            return None
+        return theirs.median_ms - ref.median_ms  # type: ignore[operator]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON: per temperature, each method's figure with its distance from ncu, and the tables'
-        (``auto``) with its distance."""
+        """Plain dict for JSON: per temperature, each method's figure with its distance from CUPTI, ncu's with its
+        difference, and the tables' (``auto``) with its distance."""
         out: dict[str, Any] = {"point": self.point, "variant": self.variant, "kind": self.kind, "status": self.status,
                                "reason": self.reason}
         for temp in TEMPS:
-            per = {m: f.to_dict() if m == NCU else dict(f.to_dict(), vs_ncu=self.vs_ncu(temp, m),
-                                                        agrees=self.agrees(temp, m))
-                   for t, m, f in self.figures if t == temp}
+            per = {m: dict(f.to_dict(), minus_cupti_ms=self.ncu_minus_ref(temp)) if m == NCU else
+                   dict(f.to_dict(), vs_cupti=self.vs_ref(temp, m), agrees=self.agrees(temp, m))
+                   for t, m, f in self.figures if t == temp and m != "auto"}
             mine = self.table(temp)
-            per["auto"] = {"launch": AUTO_LAUNCH, "method": self.table_method(temp),
-                           "median_ms": mine.median_ms if mine is not None else None, "vs_ncu": self.vs_ncu(temp),
-                           "agrees": self.agrees(temp)}
+            per["auto"] = {"launch": "auto", "method": self.table_method(temp), "ran": self.get(temp, "auto") is not None,
+                           "median_ms": mine.median_ms if mine is not None else None,
+                           "iqr_ms": mine.iqr_ms if mine is not None else None,
+                           "batch": mine.batch if mine is not None else 1,
+                           "note": mine.note if mine is not None else "",
+                           "vs_cupti": self.vs_ref(temp), "agrees": self.agrees(temp)}
             out[temp] = per
         return out
 
@@ -186,36 +228,46 @@ class Truth:
     ncu_launches: int
     ncu_note: str = ""
     notes: tuple[str, ...] = ()
-    auto_launch: str = AUTO_LAUNCH
     #: What the tables (:mod:`cudalab.report.truth`) show, so they need not import this module (it imports ncu).
     methods: tuple[str, ...] = METHODS
     compared: tuple[str, ...] = COMPARED
     temps: tuple[str, ...] = TEMPS
     within: tuple[float, float] = (WITHIN, WITHIN_MS)
+    reference: str = REFERENCE
 
     @property
     def bad(self) -> bool:
         """Whether a row failed or was incorrect in some method's run."""
         return any(Status(r.status).bad for r in self.rows)
 
+    def ncu_offset(self, temp: str) -> tuple[float | None, int]:
+        """ncu's offset at ``temp`` (:func:`ncu_offset` over the kernel rows) and how many rows it is over."""
+        diffs = [r.ncu_minus_ref(temp) for r in self.rows if r.kind == "kernel"]
+        return ncu_offset(diffs), sum(d is not None for d in diffs)
+
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (:data:`SCHEMA`)."""
-        return {"schema": SCHEMA, "family": self.family, "gpu": self.gpu, "auto_launch": self.auto_launch,
-                "methods": list(METHODS) + [NCU], "compared": list(COMPARED),
-                "temps": list(TEMPS),
+        return {"schema": SCHEMA, "family": self.family, "gpu": self.gpu, "reference": REFERENCE,
+                "methods": list(self.methods) + [NCU], "compared": list(COMPARED), "temps": list(TEMPS),
                 "within": {"fraction": WITHIN, "ms": WITHIN_MS},
                 "ncu": {"ran": not self.ncu_note, "note": self.ncu_note, "launches": self.ncu_launches,
-                        "cache_control": NCU_CACHE},
+                        "cache_control": NCU_CACHE,
+                        "offset_ms": {t: self.ncu_offset(t)[0] for t in TEMPS},
+                        "offset_rows": {t: self.ncu_offset(t)[1] for t in TEMPS}},
                 "notes": list(self.notes), "rows": [r.to_dict() for r in self.rows]}
 
 
-def plan_methods(spec: FamilySpec, fam: Family, opts: RunOptions) -> list[tuple[str, str, list[Plan]]]:
+def plan_methods(spec: FamilySpec, fam: Family, opts: RunOptions,
+                 methods: Sequence[str] = METHODS) -> list[tuple[str, str, list[Plan]]]:
     """(temperature, method, the planned points) for every method, cold and hot: one RunOptions each, the same
     seed (the same inputs) for all, no roofline.
 
     Raises:
-        UsageError, LaunchConfigError: bad options, or no point can run (before any GPU work).
+        UsageError, LaunchConfigError: bad options, an unknown method, or no point can run (before any GPU work).
     """
+    bad = [m for m in methods if m not in ALL_METHODS]
+    if bad or not methods:
+        raise UsageError(f"--methods: {', '.join(bad) or 'none given'}: pick from {', '.join(ALL_METHODS)}")
     from cudalab.session.run import requests_from  # noqa: PLC0415  (the run's modules: only when one is planned)
 
     if opts.cluster is not None or opts.devices is not None:
@@ -223,7 +275,7 @@ def plan_methods(spec: FamilySpec, fam: Family, opts: RunOptions) -> list[tuple[
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
     out = []
     for temp in TEMPS:
-        for method in METHODS:
+        for method in methods:
             o = replace(opts, launch=method, hot=temp == "hot", roofline=False, seed=seed)
             out.append((temp, method, sweep.plan_points(requests_from(spec, fam, o))))
     return out
@@ -261,7 +313,7 @@ def ncu_profiler(timeout: float, run: Callable[..., subprocess.CompletedProcess]
 
 def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | None = None, ncu_note: str = "",
           launches: int = NCU_LAUNCHES, observer: Observer | None = None,
-          execute: Callable[..., sweep.Executed] = sweep.execute) -> Truth:
+          execute: Callable[..., sweep.Executed] = sweep.execute, methods: Sequence[str] = METHODS) -> Truth:
     """Time every selected variant by each method, cold and hot, and by ncu when ``ncu`` is given.
 
     Args:
@@ -269,6 +321,7 @@ def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | Non
         ncu: profiles a request under ncu (:func:`ncu_profiler`); None: no ncu column (``ncu_note`` says why).
         launches: each variant's launches under ncu.
         observer: progress of the timing runs.
+        methods: the ``--launch`` values to run (:data:`ALL_METHODS`).
         execute: :func:`cudalab.session.sweep.execute` (tests pass a stand-in).
 
     Raises:
@@ -277,11 +330,12 @@ def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | Non
     """
     if launches < 1:
         raise UsageError(f"--ncu-launches must be at least 1 (got {launches})")
-    groups = plan_methods(spec, fam, opts)
+    groups = plan_methods(spec, fam, opts, methods)
     count = len(groups[0][2])
     ordered = [(temp, method, i, plans[i]) for i in range(count) for temp, method, plans in groups]  # point by point
-    ex = execute([p for *_, p in ordered], sum(len(p.variants) for *_, p in ordered), observer=observer,
-                 timeout=opts.timeout)
+    from cudalab.execute import open_executor  # noqa: PLC0415  (the engines: only when points run)
+
+    ex = execute([p for *_, p in ordered], sum(len(p.variants) for *_, p in ordered), open_executor(opts, observer))
     refused = ex.refusal()
     if refused is not None:
         raise refused
@@ -311,7 +365,7 @@ def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | Non
             status, reason = (str(worst.status), worst.reason) if worst is not None else ("missing", "no row")
             rows.append(Row(point_label(plan), v.name, v.kind, tuple(figs), status, reason))
     gpu = {k: v for k, v in (ex.info or {}).items() if k != "telemetry"}
-    return Truth(spec.name, tuple(rows), gpu, launches, ncu_note if ncu is None else "", tuple(notes))
+    return Truth(spec.name, tuple(rows), gpu, launches, ncu_note if ncu is None else "", tuple(notes), tuple(methods))
 
 
 def _ncu_rows(plan: Plan, profile: NcuProfile, launches: int, notes: list[str]) -> dict[tuple[str, str], Figure]:
