@@ -5,6 +5,7 @@
 #   bash scripts/gpu-check.sh [STAGE...]   stages: info tests ncu sanitizer bench hostile largest roofline
 #                                          examples newuser badgpu printf tune roofline truth
 #                                          cluster occ bench-lanes tunedemo ab tuneown judge ctrlc rowmix charts
+#                                          campaign
 #                                          (default: info tests ncu sanitizer bench)
 #
 # The records name the code that ran (cudalab.records.machine.code_revision): the GPU machine's git HEAD is the
@@ -230,6 +231,11 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
                   timeout -s KILL "$limit" env COLUMNS=120 python3 -m cudalab tune matmul --variant warptile \
                       --trials "${DEMO_TRIALS:-40}" --seed 1 --storage sqlite:////tmp/demo.tune.db \
                       --json "$OUT/tune-matmul.json" --plot "$OUT/tune-matmul.png" ;;
+        # issue 58: the 30-trial matmul warptile campaign cold, on this host's engine and with --cluster local, each from
+        # its own empty build cache, its own wall against max(builds / cores, GPU work) + 20% (PASS/FAIL lines); the record
+        # <gpu>-campaign.md/.json under $OUT/campaign-docs (copy it to docs/benchmarks/). About 2-3 minutes.
+        campaign) python3 -c 'import optuna, distributed' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
+                  timeout -s KILL "$limit" python3 scripts/bench_campaign_cold.py --out "$OUT/campaign-docs" ;;
         # issues 44 and 48: a tune campaign without a cluster, on one GPU and on every GPU through --cluster local
         # (a Dask worker SIGKILLed mid-campaign), the record <gpu>-xN-cluster.md/.json under $OUT/cluster-docs; then a
         # sweep with and without --cluster local, compared

@@ -33,7 +33,7 @@ would (``timed_by``: the method asked, ``auto`` being :func:`cudalab.bench.auto_
 With ``FAKE_WORKER_BUSY`` set (a folder), a file named after the worker's pid is there while a point sleeps
 its ``_delay``: a test that kills a worker picks one with a trial in flight. With ``FAKE_WORKER_LOG`` set, every operation's name is appended to that file; with ``FAKE_WORKER_ROWS``, every variant a point runs. With ``FAKE_WORKER_CUBINS`` set,
 each point appends to that file whether its kernels' cubins were in the build cache when it arrived (a
-cluster's prebuilds).
+cluster's prebuilds). With ``FAKE_WORKER_STAMPS``, each passed row appends the time it was sent (scripts/bench_scale.py).
 """
 
 from __future__ import annotations
@@ -177,6 +177,9 @@ def main() -> None:
             row = Result(v.name, v.kind, PASSED, block=block, grid="1x1", stats=summarize([ms] * 3 + [ms * 1.001] * 7 if "_ms" in how else [1.0, 1.0, 1.0]),
                          gbs=100.0, gflops=gflops, max_error=0.0, extra=extra)
             send(ev="row", row=row.to_dict(), output=None)
+            if os.environ.get("FAKE_WORKER_STAMPS"):  # when each passed row was sent (a scale benchmark's clock)
+                with open(os.environ["FAKE_WORKER_STAMPS"], "a") as log:
+                    log.write(f"{time.time():.6f}\n")
         send(ev="done", id=msg["id"], inputs=None)
     send(ev="bye", telemetry={"note": "fake worker: no telemetry"})
     if how.get("_exit") == "linger":  # a context's tear-down that takes a while after the bye

@@ -130,7 +130,7 @@ def test_the_account_adds_each_bucket_and_says_it_in_one_line():
         with acct.timed(bucket):
             now[0] += s
     d = acct.to_dict()
-    assert d == {"trials": 30.5, "builds": 2.0, "search": 1.0, "race": 0.0, "wall": 33.5}
+    assert d == {"trials": 30.5, "builds": 2.0, "search": 1.0, "race": 0.0, "wall": 33.5, "in_workers": 0.0}
     assert describe(d, 62.4) == ("where the time went (33.5 s): trials in the worker 30.5 s (GPU busy 62%), "
                                  "waiting for builds 2.0 s, search and storage 1.0 s")
 
@@ -148,7 +148,7 @@ def test_a_campaign_accounts_for_its_trials_its_build_waits_and_its_search(fake_
                  "--trials", "6", "--seed", "2", "--build-ahead", "1", "--race", "0", "--json", "t.json")
     assert res.exit_code == 0, res.output
     t = json.loads((tmp_path / "t.json").read_text())["tune"]["time"]
-    assert t["trials"] >= 6 * 0.1 and t["builds"] >= 0.3, t
+    assert t["trials"] >= 6 * 0.1 and t["builds"] >= 0.3 and t["in_workers"] >= 6 * 0.1, t
     assert t["trials"] + t["builds"] + t["search"] + t["race"] <= t["wall"] + 0.01
     assert "where the time went" in res.stdout and "waiting for builds" in res.stdout
 

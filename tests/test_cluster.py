@@ -134,6 +134,34 @@ def test_a_worker_killed_mid_campaign_and_every_trial_is_recorded_once(dask_fake
     assert dask_fake.points() > 36  # the killed worker's trial in flight ran again elsewhere
 
 
+def test_a_cluster_campaigns_time_account_says_where_its_wall_went(dask_fake, tmp_path):
+    """On a cluster the account is the driver's clock too: waiting for the cluster is the trials' time, the rest
+    the search's, and the trials' own seconds in the workers are summed beside them (it said 'trials in the
+    worker 0.6 s' of 96.8 on an H200: the cluster loop added nothing)."""
+    dask_fake({"_delay": 0.2})
+    res = tune(tmp_path / "a.db", strategy="grid", race=0, defines={"UNROLL": "1..5"}, block="256", devices="0")
+    t = res.time_account
+    assert t["in_workers"] >= 5 * 0.2 and t["trials"] >= 4 * 0.2, t  # one GPU: the driver waits on 4 of them at least
+    assert t["trials"] + t["builds"] + t["search"] + t["race"] <= t["wall"] + 0.01
+
+
+def test_a_walks_short_trials_go_several_a_task_and_a_models_one_a_task(dask_fake, tmp_path, monkeypatch):
+    """A Dask task costs milliseconds on three processes: a walk's trials of 50 ms go to the cluster several a
+    task once the first results say how long one takes (a walk learns nothing from them); a model-based
+    strategy's one a task, so it is told each result as it comes."""
+    from cudalab.tuning import runs as R
+
+    sizes: list[tuple[str, int]] = []
+    real = R.ClusterRuns.submit
+    monkeypatch.setattr(R.ClusterRuns, "submit", lambda self, pts: sizes.append((strategy, len(pts))) or real(self, pts))
+    dask_fake({"_delay": 0.05})
+    for strategy in ("grid", "tpe"):
+        res = tune(tmp_path / f"{strategy}.db", strategy=strategy, race=0, trials=16, devices="0")
+        assert len([m for m in once_each(res) if m.status == "passed"]) == 16
+    assert max(n for s, n in sizes if s == "grid") > 1 and sum(n for s, n in sizes if s == "grid") == 16
+    assert {n for s, n in sizes if s == "tpe"} == {1}
+
+
 def test_a_hanging_kernel_is_a_timeout_trial(dask_fake, tmp_path):
     dask_fake({"vec4#UNROLL=5": "hang"})
     res = tune(tmp_path / "h.db", strategy="grid", race=0, timeout=1.0, defines={"UNROLL": "3..7"}, block="256",
@@ -289,7 +317,8 @@ def test_a_cluster_campaign_finds_its_trials_built_ahead_on_the_workers_host(das
     monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
     dask_fake({"_delay": delay})
-    res = tune(tmp_path / "b.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
+    res = tune(tmp_path / "b.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0",
+               build_ahead=None)
     assert [m.status for m in once_each(res)] == ["passed"] * 4
     seen = _cubins(tmp_path / "cubins.log")
     assert sorted(x.split(":")[0] for x in seen) == [f"UNROLL={u}" for u in "1234"]
@@ -303,10 +332,21 @@ def test_a_failing_prebuild_does_not_fail_its_trial(dask_fake, monkeypatch, tmp_
     monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
     monkeypatch.setenv("FAKE_BUILD", "fail")  # every prebuild fails as nvcc would
     dask_fake({"_delay": 0.5})
-    res = tune(tmp_path / "f.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0")
+    res = tune(tmp_path / "f.db", strategy="grid", race=0, defines={"UNROLL": "1..4"}, block="256", devices="0",
+               build_ahead=None)
     assert [(m.status, m.reason) for m in once_each(res)] == [("passed", "")] * 4
     seen = _cubins(tmp_path / "cubins.log")
     assert len(seen) == 4 and all(x.endswith(":missing") for x in seen)  # no build made: the GPU task's to make
+
+
+def test_build_ahead_0_makes_no_prebuild_on_a_cluster_either(dask_fake, monkeypatch, tmp_path):
+    """``--build-ahead 0``: no build ahead on a cluster (it was ignored there: a prebuild a trial regardless)."""
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_WORKER_CUBINS", str(tmp_path / "cubins.log"))
+    dask_fake({"_delay": 0.2})
+    res = tune(tmp_path / "n.db", strategy="grid", race=0, defines={"UNROLL": "1..3"}, block="256", devices="0")
+    assert [m.status for m in once_each(res)] == ["passed"] * 3
+    assert not list((tmp_path / "cache").glob("build/*.cubin"))  # nothing built: the (fake) GPU tasks build nothing
 
 
 def _free_port() -> int:

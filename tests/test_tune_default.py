@@ -213,7 +213,9 @@ def test_a_replay_starts_each_seed_with_the_default(fake, tmp_path, strategy):
 def test_a_cluster_campaign_measures_the_default_first_and_once(dask_fake, tmp_path):  # noqa: F811
     dask_fake({"_ms": FASTEST, "_delay": 0.05})
     res = tune(tmp_path / "d.db", strategy="random", trials=5, race=2, cluster="local", devices="0,1")
-    assert first(res).point == DEFAULT and [m.point for m in res.trials].count(DEFAULT) == 1
+    # a walk's trial is written when it comes back: the default went out first, beside the second GPU's first
+    assert DEFAULT in [m.point for m in sorted(res.trials, key=lambda m: m.number)[:2]]
+    assert [m.point for m in res.trials].count(DEFAULT) == 1
     assert res.winner == KEY
 
 

@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,22 @@ def test_each_trial_is_one_json_attribute_and_reads_back(fake, tmp_path):
     assert best.attrs["gpu"] and best.attrs["samples"] == 10 and best.values == (best.attrs["median_ms"],)
     wrong = [m for m in res.trials if m.point["UNROLL"] == "4" and m.status != "refused"]
     assert wrong and all(m.status == "incorrect" and m.values is None for m in wrong)
+
+
+def test_a_campaign_writes_in_wal_mode_and_leaves_its_file_as_sqlite_does_by_default(fake, tmp_path):
+    """While the trials run the file is in WAL mode (a commit is an append, not fsyncs: most of a cluster trial's
+    parent cost was its ~10 commits); at the end the rollback journal is back and no -wal or -shm is left."""
+    import sqlite3
+
+    fake()
+    db = tmp_path / "w.db"
+    seen = []
+    tune(db, trials=3, on_event=lambda what, data: seen.append(Path(f"{db}-wal").exists()) if what == "trial" else None)
+    assert seen and all(seen)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["ops.log", "w.db"]
+    with sqlite3.connect(db) as con:
+        assert con.execute("pragma journal_mode").fetchone()[0] == "delete"
+    assert len(load(db).get_trials()) >= 3  # and it reads back
 
 
 def _dead_pid() -> int:

@@ -51,7 +51,10 @@ def tune(family: str, variant: str | None = None, *, defines: dict[str, Any] | N
             kw[key] = tuple(kw[key])
     if isinstance(kw.get("options"), dict):
         kw["options"] = tuple((str(k), str(v)) for k, v in kw["options"].items())
+    from cudalab import catalog  # noqa: PLC0415
+
     opts = TuneOptions(family=family, variant=variant,
                        defines=tuple((str(k), str(v)) for k, v in (defines or {}).items()), **kw)
-    return run_campaign(plan(opts), on_event)
+    with catalog.held():  # read once for the campaign, as the command does (each trial's plan read it again: ms)
+        return run_campaign(plan(opts), on_event)
 

@@ -28,6 +28,8 @@ class TimeAccount:
         self._clock = clock
         self.started = clock()
         self.seconds = {b: 0.0 for b in BUCKETS}
+        #: The trials' own seconds in their GPU workers, summed (several GPUs: more than the wall); not a bucket.
+        self.in_workers = 0.0
 
     @contextmanager
     def timed(self, bucket: str) -> Iterator[None]:
@@ -39,8 +41,9 @@ class TimeAccount:
             self.seconds[bucket] += self._clock() - t0
 
     def to_dict(self) -> dict[str, float]:
-        """The buckets and ``wall`` (seconds since the account started), rounded to ms."""
-        return {**{b: round(s, 3) for b, s in self.seconds.items()}, "wall": round(self._clock() - self.started, 3)}
+        """The buckets, ``wall`` (seconds since the account started) and ``in_workers``, rounded to ms."""
+        return {**{b: round(s, 3) for b, s in self.seconds.items()}, "wall": round(self._clock() - self.started, 3),
+                "in_workers": round(self.in_workers, 3)}
 
 
 def describe(account: dict[str, float], gpu_busy_pct: float | None = None) -> str:

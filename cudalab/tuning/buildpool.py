@@ -13,6 +13,7 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
+from cudalab.build.priority import lower_priority
 from cudalab.families import load
 from cudalab.plan import RunRequest, make_problem, plan_launch, variant_arch
 
@@ -51,7 +52,8 @@ class BuildPool:
 
     def __init__(self, workers: int):
         self.workers = workers
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="tune-build") if workers > 0 else None
+        self._pool = (ThreadPoolExecutor(workers, thread_name_prefix="tune-build", initializer=lower_priority)
+                      if workers > 0 else None)
         self._futures: list[Future] = []
 
     def submit(self, job: Callable[[], None]) -> Future | None:

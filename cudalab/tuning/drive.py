@@ -62,6 +62,7 @@ class _Campaign(TrialLoops):
         for m in C.measured(study):
             if m.status != "interrupted":
                 self.known[point_key(m.point)] = m
+        self.resumed = self.evaluated()  # measured by an earlier run of the campaign (not in this one's account)
         # On a cluster the builds happen on the workers' hosts: no build pool here.
         local = not getattr(runs, "concurrent", False)
         self.pool = BuildPool((p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()) if local else 0)
@@ -69,7 +70,7 @@ class _Campaign(TrialLoops):
         self.account = TimeAccount()  # its start is the campaign's (the deadline and the ETA count from it)
         self.builds: dict[int, Any] = {}  # id of a trial's request -> its build's future in the pool
         # grid and random walk the valid points themselves: their trials are written once, when measured
-        self.walking = self.prop.walk is not None and not getattr(runs, "concurrent", False)
+        self.walking = self.prop.walk is not None
         self.added = len(study.get_trials(deepcopy=False)) if self.walking else 0  # the next added trial's number
         self.flying: set[str] = set()  # the key of the trial on the GPU now (pipelined: asks happen meanwhile)
 
@@ -192,7 +193,11 @@ class _Campaign(TrialLoops):
         return True
 
     def _prebuild(self, trial: Any, req: Any) -> None:
-        """Start the trial's build on the pool (the worker finds it in the cache when its turn comes)."""
+        """Start the trial's build on the pool, or a cluster's (the worker finds it in the cache when its turn
+        comes)."""
+        if getattr(self.runs, "concurrent", False):
+            self.runs.prebuild(req)
+            return
         arch = self.runs.arch()
         if arch:
             fut = self.pool.submit(build_of(req, arch))
@@ -311,6 +316,9 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             code = camp.lost.exit_code
         elif interrupted or caught.signum is not None or (race_result is not None and race_result.interrupted):
             code = 128 + (caught.signum or 2)
+    except BaseException:
+        C.settle(study)
+        raise
     finally:
         if meter is not None:
             meter.stop()
@@ -318,9 +326,12 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             runs.kill()
         else:
             runs.close()
-    return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
-                            default_key=default_key, gpu_busy_pct=busy, time_account=camp.account.to_dict(),
-                            reference=ref or reference.unmeasured(p))
+    try:
+        return TuneResult.build(p, study, camp.fruns, race_result, runs.info(), incomplete=bool(code), exit_code=code,
+                                default_key=default_key, gpu_busy_pct=busy, time_account=camp.account.to_dict(),
+                                reference=ref or reference.unmeasured(p))
+    finally:
+        C.settle(study)  # the file as SQLite leaves it by default (the campaign wrote it in WAL mode)
 
 
 def _default_point(p: CampaignPlan) -> dict[str, str]:

@@ -12,7 +12,16 @@ from typing import Any
 from cudalab.errors import ClusterLost
 from cudalab.tuning.result import point_key
 
-__all__ = ["TrialLoops"]
+__all__ = ["TrialLoops", "MODEL_AHEAD"]
+
+#: The most trials a model-based strategy is asked ahead of its results (a walk asks as far as there are build
+#: threads): each one asked blind is a proposal the model made without the results still to come.
+MODEL_AHEAD = 8
+#: A walk's trials go to a cluster in tasks of about this many seconds in the worker (a Dask task costs the driver,
+#: the scheduler and the worker milliseconds: trials of 50 ms one a task spent a third of a GPU on it); at most
+#: :data:`BATCH_MAX` trials a task. A model-based strategy's go one a task, so it is told each result as it comes.
+BATCH_S = 0.25
+BATCH_MAX = 8
 
 
 class TrialLoops:
@@ -29,7 +38,7 @@ class TrialLoops:
         deadline = None if opts.time_s is None else self.account.started + opts.time_s
         workers = self.pool.workers
         # a walk asks nothing of a model, so its builds can run as far ahead as there are cores
-        ahead = max(1, workers if self.walking else min(workers, 8)) if workers else 1
+        ahead = max(1, workers if self.walking else min(workers, MODEL_AHEAD)) if workers else 1
         pending: deque = deque()
         runner = ThreadPoolExecutor(1, thread_name_prefix="tune-trial")
         flying: tuple | None = None  # (trial, point, request, future) on the GPU now
@@ -132,49 +141,79 @@ class TrialLoops:
             except CancelledError:  # cancelled at the pool's close: the worker builds it
                 pass
             waited = time.monotonic() - t0
+        t0 = time.monotonic()
         runs, interrupted = self.runs.run([req])
+        self.account.in_workers += time.monotonic() - t0
         return runs, interrupted, waited
 
     def loop_cluster(self) -> bool:
         """:meth:`loop` on a Dask cluster: up to two trials in flight per GPU worker (one running, one
-        waiting, so no GPU idles between trials), each recorded the moment it comes back; True when interrupted
-        or the scheduler went away (:attr:`lost`)."""
+        waiting, so no GPU idles between trials), each recorded the moment it comes back, and as many more asked
+        ahead as the workers have build threads, their kernels built on those threads meanwhile (a proposal's
+        cubin is there before its turn); True when interrupted or the scheduler went away (:attr:`lost`).
+
+        The time account is the parent's clock: waiting for the cluster is the trials' time, the rest (asks,
+        the study's storage) the search's; the trials' own seconds in the workers are summed beside it."""
         opts, p = self.p.opts, self.p
         deadline = None if opts.time_s is None else self.account.started + opts.time_s
         capacity = 2 * self.runs.slots()
-        flying: dict[Any, tuple[Any, dict[str, str], Any]] = {}  # future -> (trial, point, request)
-        pending: deque = deque()
+        ahead = self.runs.ahead() if self.walking else min(self.runs.ahead(), MODEL_AHEAD)
+        flying: dict[Any, list[tuple[Any, dict[str, str], Any]]] = {}  # future -> its (trial, point, request)s
+        pending: deque = deque()  # asked, its build under way, not yet sent to a GPU worker
+        seconds = self.account.seconds
+        mark = time.monotonic()
         try:
             while True:
-                left = p.budget - self.evaluated() - len(flying)
                 late = deadline is not None and time.monotonic() >= deadline
-                while not late and left > 0 and len(flying) < capacity:
-                    queue = deque(flying.values())
+                out = [t for batch in flying.values() for t in batch]
+                left = p.budget - self.evaluated() - len(out) - len(pending)
+                per_task = self._per_task(left + len(pending), capacity)
+                while not late and left > 0 and len(out) + len(pending) < (capacity + ahead) * per_task:
+                    queue = deque([*out, *pending])
                     if not self.ask(queue):
                         break
-                    trial, point, req = queue.pop()
-                    flying[self.runs.submit(req)] = (trial, point, req)
+                    pending.append(queue.pop())
                     left -= 1
+                while pending and len(flying) < capacity:
+                    batch = [pending.popleft() for _ in range(min(per_task, len(pending)))]
+                    flying[self.runs.submit([req for _, _, req in batch])] = batch
                 if not flying:
                     return False
+                now = time.monotonic()
+                seconds["search"] += now - mark
                 fut, got = self.runs.next_done()
-                trial, point, _ = flying.pop(fut)
-                if isinstance(got, BaseException):  # Dask gave up on it (its workers kept dying)
-                    why = f"the cluster could not run it: {type(got).__name__}: {str(got).splitlines()[0][:300] if str(got) else ''}"
-                    self._record(trial, point, "failed", why, None, {})
-                else:
-                    self.finish(trial, point, got)
-                self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
-                                    "builds": 0, "elapsed": time.monotonic() - self.account.started,
-                                    "last": self.known.get(point_key(point)), "in_flight": len(flying)})
+                mark = time.monotonic()
+                seconds["trials"] += mark - now
+                self.account.in_workers = self.runs.worker_seconds
+                batch = flying.pop(fut)
+                for i, (trial, point, _) in enumerate(batch):
+                    if isinstance(got, BaseException):  # Dask gave up on it (its workers kept dying)
+                        why = f"the cluster could not run it: {type(got).__name__}: {str(got).splitlines()[0][:300] if str(got) else ''}"
+                        self._record(trial, point, "failed", why, None, {})
+                    else:  # a trial the task did not reach (an interrupt) is recorded interrupted
+                        self.finish(trial, point, got[i] if i < len(got) else None)
+                    self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
+                                        "builds": len(pending), "elapsed": time.monotonic() - self.account.started,
+                                        "last": self.known.get(point_key(point)), "in_flight": len(flying)})
         except KeyboardInterrupt:
             return True
         except ClusterLost as exc:
             self.lost = exc
             return True
         finally:
-            if flying:
+            if flying or pending:
                 self.runs.cancel(list(flying))
-            for trial, point, _ in [*flying.values(), *pending]:  # asked again first when the campaign resumes
-                self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
+            for trial, point, _ in [*(t for b in flying.values() for t in b), *pending]:  # asked again first on resume
+                if trial is not None:  # a walk's are not written: the walk comes to them again
+                    self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
             self.pool.close()
+
+    def _per_task(self, left: int, capacity: int) -> int:
+        """Trials a cluster task takes: one for a model-based strategy and until the first results say how long
+        a trial takes in its worker; a walk's as many as fill :data:`BATCH_S`, at most :data:`BATCH_MAX`, and no
+        more than shares the ``left`` trials among the ``capacity`` tasks in flight (every GPU kept busy)."""
+        done = self.evaluated() - self.resumed
+        if not self.walking or done <= 0 or self.account.in_workers <= 0:
+            return 1
+        fits = int(BATCH_S / (self.account.in_workers / done))
+        return max(1, min(BATCH_MAX, fits, -(-left // max(1, capacity))))

@@ -136,14 +136,17 @@ class ClusterRuns(Runs):
     concurrent = True
 
     def __init__(self, address: str, devices: Sequence[int] = (0,), timeout: float | None = None,
-                 energy: bool = False):
+                 energy: bool = False, build_ahead: int | None = None):
         self.address, self.devices, self.timeout, self.energy = address, list(devices), timeout, energy
+        self.build_ahead = build_ahead  # --build-ahead: at most this many prebuilds at once (0: none; None: all)
         self.cluster: Any = None
         self._plans = {}
         self._last: dict[str, Any] = {}
         self._done: Any = None  # the trials in flight (a cluster.Completions)
-        self._flying: dict[Any, Plan] = {}  # future -> its plan
-        self._builds: dict[Any, Any] = {}  # a trial's future -> its prebuild's (dropped when the trial ends)
+        self._flying: dict[Any, list[Plan]] = {}  # future -> its plans
+        self._builds: dict[Any, list[Any]] = {}  # a task's future -> its prebuilds' (dropped when it ends)
+        self._early: dict[RunRequest, Any] = {}  # a trial asked, not yet submitted -> its prebuild's future
+        self.worker_seconds = 0.0  # the finished trials' own seconds in their GPU workers
         self._freed: deque = deque()  # Dask addresses of workers that just finished a trial
         self._turn = 0  # round robin over the workers while none has finished yet
 
@@ -175,15 +178,33 @@ class ClusterRuns(Runs):
         """The cluster in words (GPU models, hosts, dashboard)."""
         return self.cluster.describe()
 
-    def submit(self, point: RunRequest | Plan) -> Any:
-        """Send one trial to the cluster; its future (:meth:`next_done` hands it back)."""
+    def ahead(self) -> int:
+        """How many trials' builds run ahead of the GPUs: the GPU workers' build threads (``BUILD``), at most
+        ``--build-ahead``; 0: none."""
+        threads = sum(w.builds for w in self.cluster.workers if w.arch)
+        return threads if self.build_ahead is None else min(threads, self.build_ahead)
+
+    def prebuild(self, point: RunRequest | Plan) -> None:
+        """Start a trial's build on a GPU worker's host now, trials ahead of its turn (:meth:`submit` ties it to
+        the trial); nothing when no worker builds."""
         plan = self.plan(point)
-        fut = self.cluster.submit([plan], self.energy, self.timeout)
-        self._flying[fut] = plan
+        if self.ahead() and plan.request not in self._early:
+            worker = self._builder()
+            if worker is not None:
+                self._early[plan.request] = self.cluster.prebuild(plan, worker)
+
+    def submit(self, points: Sequence[RunRequest | Plan]) -> Any:
+        """Send trials to the cluster as one task (run back to back on one GPU worker); its future
+        (:meth:`next_done` hands it back)."""
+        plans = [self.plan(p) for p in points]
+        fut = self.cluster.submit(plans, self.energy, self.timeout)
+        self._flying[fut] = plans
         self._done.add(fut)
-        worker = self._builder()
-        if worker is not None:  # its kernels built on that host while the GPUs time the trials before it
-            self._builds[fut] = self.cluster.prebuild(plan, worker)
+        for plan in plans:
+            self.prebuild(plan)  # its kernels built on a worker's host, unless they were when it was asked
+        builds = [b for b in (self._early.pop(p.request, None) for p in plans) if b is not None]
+        if builds:
+            self._builds[fut] = builds
         return fut
 
     def _builder(self) -> Any:
@@ -203,27 +224,31 @@ class ClusterRuns(Runs):
             self._turn += 1
         return w if w.builds and w.arch else None
 
-    def next_done(self) -> tuple[Any, Point | BaseException]:
-        """The next submitted trial to finish: its future and point, or what it ended with.
+    def next_done(self) -> tuple[Any, list[Point] | BaseException]:
+        """The next submitted task to finish: its future and its trials' points (fewer than it was sent when an
+        interrupt cut it short), or what it ended with.
 
         Raises:
             ClusterLost: the scheduler went away.
         """
         fut, res = self._done.next()
-        plan = self._flying.pop(fut)
-        self._builds.pop(fut, None)  # its trial ended: a build still queued is of no use (Dask forgets it)
+        plans = self._flying.pop(fut)
+        self._builds.pop(fut, None)  # its trials ended: a build still queued is of no use (Dask forgets it)
         if isinstance(res, BaseException):
             return fut, res
         self._last = res["where"]
+        self.worker_seconds += float(res.get("seconds") or 0.0)
         if res["where"].get("worker"):
             self._freed.append(res["where"]["worker"])
-        return fut, Point.from_data(plan, res["points"][0], res["where"])
+        return fut, [Point.from_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
 
     def cancel(self, futures: Any) -> None:
         """Cancel the trials in flight (Ctrl-C: what finished is kept)."""
         futures = list(futures)
         self._done.drop(futures)
-        builds = [b for b in (self._builds.pop(f, None) for f in futures) if b is not None]
+        builds = [b for f in futures for b in self._builds.pop(f, [])]
+        builds += list(self._early.values())  # the trials asked but not sent: their builds are of no use now
+        self._early.clear()
         for f in futures:
             self._flying.pop(f, None)
         self.cluster.cancel(futures + builds)
@@ -246,6 +271,7 @@ class ClusterRuns(Runs):
         if isinstance(res, BaseException):
             return [], False
         self._last = res["where"]
+        self.worker_seconds += float(res.get("seconds") or 0.0)
         pts = [Point.from_data(p, d, res["where"]) for p, d in zip(plans, res["points"])]
         for row in (row for pt in pts for row in pt.results):
             (on_row or (lambda r: None))(row)
@@ -283,4 +309,4 @@ def runs_for(opts: TuneOptions) -> Runs:
     devices = parse_devices(opts.devices, opts.device)
     if devices is None:  # --devices all: every GPU NVML or CUDA_VISIBLE_DEVICES counts
         devices = list(range(visible_gpus() or 1))
-    return ClusterRuns(opts.cluster, devices, timeout=opts.timeout, energy=energy)
+    return ClusterRuns(opts.cluster, devices, timeout=opts.timeout, energy=energy, build_ahead=opts.build_ahead)

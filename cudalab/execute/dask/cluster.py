@@ -112,7 +112,7 @@ class GpuWorker:
     gpu: str
     visible: str
     info: dict[str, Any]
-    builds: bool = False  # it has build threads (resource BUILD): prebuilds may be sent to its host
+    builds: int = 0  # its build threads (resource BUILD): prebuilds may be sent to its host
 
     @property
     def arch(self) -> str:
@@ -219,7 +219,7 @@ class Cluster:
                 self.client.run(_no_gpu, workers=[a])  # the scheduler sends it no GPU work
                 refused.append(a)
                 continue
-            builds = (workers[a].get("resources") or {}).get(CW.BUILD, 0) >= 1
+            builds = int((workers[a].get("resources") or {}).get(CW.BUILD, 0))
             self.workers.append(GpuWorker(a, str(r["host"]), str(r["gpu"]), str(r.get("visible", "")), dict(r["info"]),
                                           builds))
         self._await_no_gpu(refused)

@@ -24,10 +24,11 @@ import hashlib
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from cudalab import __version__
+from cudalab import __version__, catalog
 from cudalab.plan import Plan
 from cudalab.execute.local.drive import Session
 from cudalab.execute.local.slot import WorkerError
@@ -138,16 +139,20 @@ def run_plans(plans: Sequence[dict[str, Any]], energy: bool = False, timeout: fl
 
     Returns:
         ``points``: per plan its rows, roofline, note, refusal, outputs (:meth:`Point.to_data`); ``incomplete``;
-        ``where``: host, GPU name, ``CUDA_VISIBLE_DEVICES``, the GPU's facts.
+        ``where``: host, GPU name, ``CUDA_VISIBLE_DEVICES``, the GPU's facts; ``seconds``: the points' time in
+        this worker (the campaign's time account sums it).
     """
     with _LOCK:  # one task at a time on a GPU (a worker started with more threads still times alone)
         try:
             s = _session(energy, timeout)
         except WorkerError as exc:
             _give_back(str(exc))
-        todo = [Plan.from_dict(p).with_request(device=0) for p in plans]
+        with catalog.held():  # once a task, not once a plan (a walk's task holds several)
+            todo = [Plan.from_dict(p).with_request(device=0) for p in plans]
+        t0 = time.monotonic()
         runs, incomplete = s.run(todo, sum(len(p.variants) for p in todo))
-        return {"points": [r.to_data() for r in runs], "incomplete": incomplete, "where": _where(s)}
+        seconds = time.monotonic() - t0
+        return {"points": [r.to_data() for r in runs], "incomplete": incomplete, "where": _where(s), "seconds": seconds}
 
 
 def prebuild(plan: dict[str, Any], arch: str) -> dict[str, Any]:
@@ -160,10 +165,20 @@ def prebuild(plan: dict[str, Any], arch: str) -> dict[str, Any]:
     Returns:
         ``built``: builds nvcc made; ``cached``: builds already there; ``error``: the first failure's line ('').
     """
+    out: dict[str, Any] = {"built": 0, "cached": 0, "error": ""}
+    # in a thread of its own, below the GPU task's priority (its nvcc processes inherit it; the Dask thread's stays)
+    t = threading.Thread(target=_prebuild, args=(plan, arch, out), name="cudalab-prebuild", daemon=True)
+    t.start()
+    t.join()
+    return out
+
+
+def _prebuild(plan: dict[str, Any], arch: str, out: dict[str, Any]) -> None:
     from cudalab import build  # noqa: PLC0415
+    from cudalab.build.priority import lower_priority  # noqa: PLC0415
     from cudalab.plan import plan_launch, variant_arch  # noqa: PLC0415
 
-    out: dict[str, Any] = {"built": 0, "cached": 0, "error": ""}
+    lower_priority()
     try:
         run = Plan.from_dict(plan)
         req = run.request
@@ -175,4 +190,3 @@ def prebuild(plan: dict[str, Any], arch: str) -> dict[str, Any]:
             out["cached" if b.cached else "built"] += 1
     except Exception as exc:  # noqa: BLE001  (the GPU task builds again and reports it in its row)
         out["error"] = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-    return out

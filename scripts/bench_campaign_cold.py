@@ -1,0 +1,143 @@
+"""A cold campaign against its bound (issue 58, item 3): is a campaign as fast as its builds and its GPU allow?
+
+Runs the 30-trial random campaign of the matmul warptile (seed 7, no race) from an empty build cache, on this
+host's engine and with ``--cluster local``, each in a fresh process with ``CUDALAB_CACHE`` pointed at a fresh
+folder of its own (one campaign's builds never serve another's), then measures the two terms of the bound:
+
+* builds: the CPU-seconds nvcc takes to build those 30 trials' kernels (built again in one more fresh folder, on
+  every core, timed as the children's CPU time), over the cores;
+* GPU work: the trials' seconds in the GPU worker with every cubin built (the same campaign again, warm, in the
+  local run's cache: its ``in_workers``).
+
+Each cold campaign passes when its wall is at most max(builds / cores, GPU work) + 20%: the campaign's own wall,
+its time account's (from the campaign's start, its GPU worker open, to its result), since the interpreter's and the
+GPU worker's start are no trial's; the command's wall (start to exit) and the warm campaign's are printed beside it.
+Prints one line per campaign and writes ``OUT/<gpu>-campaign.md`` and ``.json``::
+
+    timeout -s KILL 240 python3 scripts/bench_campaign_cold.py --out docs/benchmarks
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CAMPAIGN = ["tune", "matmul", "--variant", "warptile", "--strategy", "random", "--seed", "7", "--race", "0", "--quiet"]
+SLACK = 0.20
+
+
+def campaign(folder: Path, trials: int, extra: list[str], cache: Path, timeout: float) -> dict:
+    """One campaign in a fresh process with its own build cache; its wall, time account and trials."""
+    cache.mkdir(parents=True, exist_ok=True)
+    out = folder / "t.json"
+    argv = [sys.executable, "-m", "cudalab", *CAMPAIGN, "--trials", str(trials),
+            "--storage", f"sqlite:///{folder / 'c.db'}", "--json", str(out), *extra]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=folder, timeout=timeout,
+                          env={**os.environ, "CUDALAB_CACHE": str(cache), "COLUMNS": "160"})
+    wall = time.monotonic() - t0
+    if proc.returncode != 0 or not out.exists():
+        raise SystemExit(f"campaign {' '.join(extra) or 'local'} failed ({proc.returncode}):\n{proc.stdout[-2000:]}"
+                         f"\n{proc.stderr[-2000:]}")
+    rec = json.loads(out.read_text())
+    return {"wall_s": round(wall, 2), "account": rec["tune"]["time"], "gpu_busy_pct": rec["tune"]["gpu_busy_pct"],
+            "trials": [t["point"] for t in rec["tune"]["trials"] if t["status"] not in ("refused",)],
+            "passed": sum(t["status"] == "passed" for t in rec["tune"]["trials"]),
+            "gpu": (rec.get("device") or {}).get("name", "GPU"),
+            "cc": str((rec.get("device") or {}).get("compute_capability", "9.0"))}
+
+
+def builds_cpu(points: list[dict], arch: str, cache: Path, cores: int) -> tuple[float, float]:
+    """(CPU-seconds, wall seconds) nvcc takes to build these points' kernels into an empty ``cache`` on ``cores``
+    threads (the children's CPU time: nvcc and the compilers it starts)."""
+    os.environ["CUDALAB_CACHE"] = str(cache)
+    from cudalab.tuning.buildpool import build_of
+    from cudalab.tuning.drive import plan, trial_request
+    from cudalab.tuning.options import TuneOptions
+
+    p = plan(TuneOptions(family="matmul", variant="warptile", strategy="random", seed=7, race=0))
+    jobs = [build_of(trial_request(p, pt), arch) for pt in points]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(cores) as pool:
+        for f in [pool.submit(j) for j in jobs]:
+            f.result()
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="docs/benchmarks")
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--timeout", type=float, default=150, help="seconds a campaign may take")
+    args = ap.parse_args(argv)
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="cold-campaign-") as tmp:
+        root = Path(tmp)
+        runs = {}
+        for name, extra in (("local", []), ("cluster", ["--cluster", "local"])):
+            (root / name).mkdir()
+            runs[name] = campaign(root / name, args.trials, extra, root / f"cache-{name}", args.timeout)
+            a = runs[name]["account"]
+            print(f"{name}: cold {runs[name]['wall_s']:.1f} s (account: {json.dumps(a)}; GPU busy "
+                  f"{runs[name]['gpu_busy_pct']})", flush=True)
+        (root / "warm").mkdir()
+        warm = campaign(root / "warm", args.trials, [], root / "cache-local", args.timeout)
+        gpu_work = float(warm["account"].get("in_workers") or warm["account"]["trials"])
+        print(f"warm (local, its cache): {warm['wall_s']:.1f} s, trials in the worker {gpu_work:.1f} s", flush=True)
+        arch = "sm_" + runs["local"]["cc"].replace(".", "")
+        cpu, bwall = builds_cpu(runs["local"]["trials"], arch, root / "cache-builds", cores)
+        print(f"builds: {cpu:.1f} CPU-s for {len(runs['local']['trials'])} trials ({bwall:.1f} s on {cores} threads)",
+              flush=True)
+    term_builds = cpu / cores
+    bound = max(term_builds, gpu_work) * (1 + SLACK)
+    verdicts = {n: r["account"]["wall"] <= bound for n, r in runs.items()}
+    for n, r in runs.items():
+        print(f"{n}: wall {r['account']['wall']:.1f} s (the command's {r['wall_s']:.1f} s; warm {warm['wall_s']:.1f} s); "
+              f"builds {cpu:.1f} CPU-s / {cores} cores = {term_builds:.1f} s; GPU work {gpu_work:.1f} s; "
+              f"bound max(..) + 20% = {bound:.1f} s: {'PASS' if verdicts[n] else 'FAIL'}")
+    gpu = runs["local"]["gpu"]
+    rec = {"date": time.strftime("%Y-%m-%d"), "gpu": gpu, "cores": cores, "trials": args.trials,
+           "command": "python3 scripts/bench_campaign_cold.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "campaign": "cudalab " + " ".join(CAMPAIGN) + f" --trials {args.trials}",
+           "builds_cpu_s": round(cpu, 2), "builds_wall_s": round(bwall, 2), "builds_term_s": round(term_builds, 2),
+           "gpu_work_s": round(gpu_work, 2), "bound_s": round(bound, 2), "warm_wall_s": warm["wall_s"],
+           "runs": {n: {k: v for k, v in r.items() if k != "trials"} | {"pass": verdicts[n]} for n, r in runs.items()}}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / (re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") + "-campaign")
+    stem.with_suffix(".json").write_text(json.dumps(rec, indent=1) + "\n")
+    lines = [f"# A cold campaign against its bound on {gpu} ({rec['date']})", "",
+             f"Made by `{rec['command']}` ({cores} cores). The campaign: `{rec['campaign']}`, from an empty build "
+             "cache of its own each time (`CUDALAB_CACHE`), on this host's engine and with `--cluster local`.", "",
+             f"Bound: max(builds {cpu:.1f} CPU-s / {cores} cores = {term_builds:.1f} s, GPU work {gpu_work:.1f} s) "
+             f"+ 20% = **{bound:.1f} s** (builds: the trials' kernels built again into an empty cache on every core, "
+             "nvcc's CPU time; GPU work: the trials' seconds in the GPU worker, the same campaign warm). Cold wall: the "
+             "campaign's time account's (from its start, the GPU worker open, to its result); the command's: from "
+             "the process's start to its exit.", "",
+             "| engine | cold wall s | the command's s | trials in worker s | waiting for builds s | search s | "
+             "GPU busy % | verdict |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for n, r in runs.items():
+        a = r["account"]
+        lines.append(f"| {n} | {a['wall']:.1f} | {r['wall_s']:.1f} | {a.get('in_workers', a['trials']):.1f} | {a['builds']:.1f} | "
+                     f"{a['search']:.1f} | {r['gpu_busy_pct'] if r['gpu_busy_pct'] is not None else '-'} | "
+                     f"{'PASS' if verdicts[n] else 'FAIL'} |")
+    lines += ["", f"Warm (the local run's cache, a fresh campaign file): {warm['wall_s']:.1f} s.", ""]
+    stem.with_suffix(".md").write_text("\n".join(lines))
+    return 0 if all(verdicts.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
