@@ -20,6 +20,9 @@ N = 16
 
 
 def gpu_with(monkeypatch, **kw) -> CuptiGpu:
+    """A fake GPU with graphs, CUPTI asked for the graph pattern (these tests are about it; the default is the
+    stream pattern, tested below)."""
+    monkeypatch.setenv(cupti_sampling.GRAPH_ENV, "1")
     gpu = CuptiGpu(graphs=True, **kw)
     install(monkeypatch, gpu)
     return gpu
@@ -46,9 +49,9 @@ def test_the_fallback_and_cupti_time_the_same_executions(monkeypatch):
     assert fallback - ref == pytest.approx(GAP_NS / 1e6)
 
 
-def test_the_stream_pattern_on_request_reads_the_kernel_as_enqueued(monkeypatch):
-    monkeypatch.setenv(cupti_sampling.STREAM_ENV, "1")
+def test_by_default_cupti_reads_the_kernel_as_enqueued_on_the_stream(monkeypatch):
     gpu = gpu_with(monkeypatch)
+    monkeypatch.delenv(cupti_sampling.GRAPH_ENV)
     t = cupti_sampling.cupti_samples(gpu, kernel_case(gpu, ns=3_000, graph_ns=2_600), HOT, N)
     assert t.pattern == "stream" and t.stats.median == pytest.approx(0.003) and gpu.replays == 0
 

@@ -50,10 +50,11 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
     """Sample ``case`` as ``n`` launches a sample, each launch timed by its own CUPTI records: cold (an L2 flush
     before every launch; the flush is not the row's) or hot (``proto.flush_l2`` False).
 
-    A row that can repeat is sampled as one replay a sample of the graph the fallback times (:func:`graph_for`),
+    With :data:`GRAPH_ENV` set, a row that can repeat is sampled as one replay a sample of the graph the fallback
+    times (:func:`graph_for`),
     so the reference and the fallback time the same executions and differ only by what they read (CUPTI each
     launch's span; the fallback the windows or replays around it). A row reset before each launch, a capture
-    refused, or :data:`STREAM_ENV` set: the launches are enqueued on the stream (:class:`_stream`).
+    refused, or :data:`GRAPH_ENV` unset (the default): the launches are enqueued on the stream (:class:`_stream`).
 
     ``dev`` has ``flush_l2()``, ``synchronize()``, optionally ``spin(ms)`` and ``capture(enqueue)``; ``cupti`` is
     the module (None: :func:`load`).
@@ -123,10 +124,12 @@ class _stream:  # noqa: N801  (used as a function: one sample a call)
         return drained(rec, dev, lambda api, work: per_launch_ns(marks, api, work)) / 1e6
 
 
-#: Set (to anything but ``0`` or empty) in a worker's environment, CUPTI times every row as it did before issue
-#: 59's change: ``n`` launches enqueued on the stream (each behind the front end's launch gap), not a graph's
-#: replay; what the two patterns read can be compared on one GPU.
-STREAM_ENV = "CUDALAB_CUPTI_STREAM"
+#: Set (to anything but ``0`` or empty) in a worker's environment, CUPTI reads the launches of the fallback's own
+#: graph replay instead of ``n`` launches enqueued on the stream. Not the default: on an H200 (2026-11-29,
+#: docs/timing.md) CUPTI's spans of back-to-back graph nodes read one-block kernels 0.1-0.2 us longer than the
+#: same kernels enqueued on the stream, and the row it was meant to mend (transpose 1024^2 bankopt) read the same
+#: under both patterns; kept so the two patterns can be compared on one GPU.
+GRAPH_ENV = "CUDALAB_CUPTI_GRAPH"
 
 
 def per_replay_ns(bracket: tuple[int, int], api: Sequence[tuple[int, int, int]],
@@ -168,9 +171,10 @@ def per_cold_replay_ns(bracket: tuple[int, int], api: Sequence[tuple[int, int, i
 def graph_for(dev: Any, case: Any, proto: Protocol, n: int) -> list[Any]:
     """What a repeatable row is sampled as: the graph of ``n`` launches the fallback replays (hot), or its
     ``[flush, mark, launch, mark] x n`` (cold; :func:`cudalab.worker.graphs.window_samples`), last, after the
-    event marks it holds. Empty for the stream pattern (a row reset before each launch, :data:`STREAM_ENV`, a
+    event marks it holds. Empty for the stream pattern (the default: :data:`GRAPH_ENV` unset; a row reset before
+    each launch, a
     device without graphs, a capture refused)."""
-    if not case.can_repeat or env_set(STREAM_ENV) or not hasattr(dev, "capture"):
+    if not case.can_repeat or not env_set(GRAPH_ENV) or not hasattr(dev, "capture"):
         return []
     cold = bool(proto.flush_l2)
     held: list[Any] = []
