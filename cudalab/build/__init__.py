@@ -226,10 +226,12 @@ def check_cache() -> None:
     Raises:
         UsageError: naming the variable, its value and why.
     """
+    from cudalab.build import cachefiles  # noqa: PLC0415
+
+    folder = cachefiles.own_folder(cache_dir(), make=False)  # a link planted in the cache: never written through
     raw = os.environ.get("CUDALAB_CACHE")
     if not raw:
         return
-    folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -261,10 +263,11 @@ def _locked(key: str) -> Iterator[None]:
     try:
         import fcntl  # noqa: PLC0415  (POSIX)
 
-        locks = cache_dir().parent / "locks"  # beside the builds, not among them
-        locks.mkdir(parents=True, exist_ok=True)
+        from cudalab.build import cachefiles  # noqa: PLC0415
+
+        locks = cachefiles.own_folder(cache_dir().parent / "locks")  # beside the builds, not among them
         f = open(locks / f"{key[:2]}.lock", "a")  # 256 lock files at most, whatever the builds
-    except (ImportError, OSError):
+    except (ImportError, OSError, UsageError):
         yield
         return
     with f:
