@@ -110,12 +110,10 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
 def _loop_without_sigint() -> Any:
     """The local cluster's event loop, in a thread started with SIGINT blocked.
 
-    Ctrl-C is the driver's: it reaches every process of the terminal's group, and a Dask worker process still
-    importing printed its KeyboardInterrupt's traceback under cudalab's one line. A thread inherits the signal
-    mask of the thread that starts it, and a process that of the thread that spawns it, through exec: so the
-    threads Dask starts from this loop, the Nanny's worker processes they spawn and what those run never see
-    Ctrl-C (as cudalab's own GPU workers ignore it); the driver closes them. The main thread's mask is restored
-    at once: Ctrl-C still interrupts the driver while its cluster starts.
+    Ctrl-C is the driver's (a Dask worker still importing printed its traceback under cudalab's line). A thread
+    inherits the signal mask of the thread that starts it, a process that of the thread that spawns it (through
+    exec): the Nanny's worker processes never see Ctrl-C; the driver closes them. The main thread's mask is
+    restored at once: Ctrl-C still interrupts the driver while its cluster starts.
 
     Returns:
         a started :class:`distributed.utils.LoopRunner` (``.loop``, ``.stop()``).
