@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 from cudalab.errors import CudalabError, UsageError
 from cudalab.files import atomic_write, load_json
 
-__all__ = ["read", "write", "own_folder", "MAX_CACHE_READ"]
+__all__ = ["read", "write", "cache_root", "own_folder", "MAX_CACHE_READ"]
 
 #: The largest cache file read (every one cudalab writes is a few KB).
 MAX_CACHE_READ = 1 << 20
@@ -48,6 +48,15 @@ def read(path: Path, what: str, parse: Callable[[Any], T | None]) -> T | None:
     return got
 
 
+def cache_root() -> Path:
+    """``$CUDALAB_CACHE``, else ``$XDG_CACHE_HOME/cudalab``, else ``~/.cache/cudalab`` (builds in its ``build/``)."""
+    if os.environ.get("CUDALAB_CACHE"):
+        return Path(os.environ["CUDALAB_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "cudalab"
+    return Path.home() / ".cache" / "cudalab"
+
+
 def own_folder(folder: Path, make: bool = True) -> Path:
     """``folder`` of the cache (made where missing), once no folder on the way to it from the cache's root is a link.
 
@@ -59,9 +68,7 @@ def own_folder(folder: Path, make: bool = True) -> Path:
     Raises:
         UsageError: a folder of the cache is a link (one line: which, and how to keep the cache elsewhere).
     """
-    from cudalab import build  # noqa: PLC0415  (the cache's root; build imports this module)
-
-    root = build.cache_dir().parent
+    root = cache_root()
     try:
         parts = folder.relative_to(root).parts
     except ValueError:
