@@ -24,6 +24,8 @@ import os
 import re
 import secrets
 import stat
+from itertools import accumulate, repeat
+from operator import sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -323,16 +325,20 @@ def read_text(path: str | os.PathLike, what: str = "", limit: int = MAX_READ) ->
         raise UsageError(f"{shown} is not UTF-8 text (byte {exc.start})") from None
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+#: Bytes other than JSON's brackets and quotes (deleted before the depth is counted).
+_NOT_MARKS = bytes(c for c in range(256) if chr(c) not in '[]{}"')
+#: An opening bracket as 2, a closing one as 0: one less is the step in depth.
+_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
 def json_depth(text: str) -> int:
-    """The deepest nesting of ``[`` and ``{`` in JSON text (brackets inside strings do not count)."""
-    depth = deepest = 0
-    for m in re.finditer(r"[\[\]{}]", _STRING.sub("", text)):
-        depth += 1 if m.group() in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+    """The deepest nesting of ``[`` and ``{`` in JSON text (brackets inside strings do not count).
+
+    Passes in C (a Python loop over a 200 MB record's brackets took seconds): escaped backslashes and quotes out
+    (left to right, as JSON reads them), then all but brackets and quotes, then the strings."""
+    data = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = re.sub(rb'"[^"]*"', b"", data.translate(None, _NOT_MARKS)).replace(b'"', b"")
+    return max(0, max(accumulate(map(sub, marks.translate(_STEPS), repeat(1))), default=0))
 
 
 def load_json(path: str | os.PathLike, what: str = "", limit: int = MAX_READ, max_depth: int = MAX_DEPTH) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import textwrap
 import unicodedata
+from functools import lru_cache
 
 #: Characters that reorder text on screen (bidirectional overrides and isolates): a name holding one
 #: can read as another ("Trojan source").
@@ -59,6 +60,12 @@ def cell_len(text: str) -> int:
     """Terminal cells ``text`` takes: wide East Asian characters two, combining marks none."""
     if text.isascii():
         return len(text)
+    return _wide_len(text)
+
+
+@lru_cache(maxsize=4096)
+def _wide_len(text: str) -> int:
+    # Cached: a long table measures and pads the same few cells ("✓", "1.00×") hundreds of thousands of times.
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 

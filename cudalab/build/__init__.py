@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from cudalab.build import cachefiles
 from cudalab.build.defines import validate_define  # noqa: F401  (also the name other modules use)
 from cudalab.errors import CompileError, CudalabError, UsageError
 from cudalab.files import load_json, read_bytes
@@ -208,13 +209,7 @@ def cache_key(source: Path, text: bytes, defines: Mapping[str, str], arch: str, 
 def cache_dir() -> Path:
     """``$CUDALAB_CACHE``, else ``$XDG_CACHE_HOME/cudalab``, else ``~/.cache/cudalab``; builds live in
     its ``build/`` folder as ``<key>.cubin`` and ``<key>.json``."""
-    if os.environ.get("CUDALAB_CACHE"):
-        root = Path(os.environ["CUDALAB_CACHE"])
-    elif os.environ.get("XDG_CACHE_HOME"):
-        root = Path(os.environ["XDG_CACHE_HOME"]) / "cudalab"
-    else:
-        root = Path.home() / ".cache" / "cudalab"
-    return root / "build"
+    return cachefiles.cache_root() / "build"
 
 
 def check_cache() -> None:
@@ -226,10 +221,10 @@ def check_cache() -> None:
     Raises:
         UsageError: naming the variable, its value and why.
     """
+    folder = cachefiles.own_folder(cache_dir(), make=False)  # a link planted in the cache: never written through
     raw = os.environ.get("CUDALAB_CACHE")
     if not raw:
         return
-    folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -261,10 +256,9 @@ def _locked(key: str) -> Iterator[None]:
     try:
         import fcntl  # noqa: PLC0415  (POSIX)
 
-        locks = cache_dir().parent / "locks"  # beside the builds, not among them
-        locks.mkdir(parents=True, exist_ok=True)
+        locks = cachefiles.own_folder(cache_dir().parent / "locks")  # beside the builds, not among them
         f = open(locks / f"{key[:2]}.lock", "a")  # 256 lock files at most, whatever the builds
-    except (ImportError, OSError):
+    except (ImportError, OSError, UsageError):
         yield
         return
     with f:

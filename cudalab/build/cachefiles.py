@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 from cudalab.errors import CudalabError, UsageError
 from cudalab.files import atomic_write, load_json
 
-__all__ = ["read", "write", "MAX_CACHE_READ"]
+__all__ = ["read", "write", "cache_root", "own_folder", "MAX_CACHE_READ"]
 
 #: The largest cache file read (every one cudalab writes is a few KB).
 MAX_CACHE_READ = 1 << 20
@@ -48,17 +48,53 @@ def read(path: Path, what: str, parse: Callable[[Any], T | None]) -> T | None:
     return got
 
 
-def write(path: Path, text: str) -> None:
-    """Write a cache file as a file of cudalab's own: a link (or a FIFO...) planted at ``path`` is removed first,
-    and a linked folder refused, so nothing outside the cache is written.
+def cache_root() -> Path:
+    """``$CUDALAB_CACHE``, else ``$XDG_CACHE_HOME/cudalab``, else ``~/.cache/cudalab`` (builds in its ``build/``)."""
+    if os.environ.get("CUDALAB_CACHE"):
+        return Path(os.environ["CUDALAB_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "cudalab"
+    return Path.home() / ".cache" / "cudalab"
+
+
+def own_folder(folder: Path, make: bool = True) -> Path:
+    """``folder`` of the cache (made where missing), once no folder on the way to it from the cache's root is a link.
+
+    The root (``$CUDALAB_CACHE``, else ``$XDG_CACHE_HOME/cudalab``, else ``~/.cache/cudalab``) is the user's to
+    choose, a link to another disk included. Below it cudalab makes folders only, never a link: a link there
+    (``build`` -> a folder elsewhere) was planted, and is not written through. A folder outside the cache (a test's)
+    is taken as it is.
 
     Raises:
-        UsageError: the folder is a link, or ``path`` is a folder.
+        UsageError: a folder of the cache is a link (one line: which, and how to keep the cache elsewhere).
     """
-    if path.parent.is_symlink():
+    root = cache_root()
+    try:
+        parts = folder.relative_to(root).parts
+    except ValueError:
+        parts = ()
+    p = root
+    for part in parts:
+        p = p / part
+        if p.is_symlink():
+            raise UsageError(f"{p} is a symbolic link in cudalab's cache: cudalab writes there only to folders of its "
+                             f"own (remove the link; to keep the cache elsewhere, set CUDALAB_CACHE to that folder)")
+    if make:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def write(path: Path, text: str) -> None:
+    """Write a cache file as a file of cudalab's own: a link (or a FIFO...) planted at ``path`` is removed first,
+    and a linked folder refused (:func:`own_folder`), so nothing outside the cache is written.
+
+    Raises:
+        UsageError: a folder on the way is a link, or ``path`` is a folder.
+    """
+    if path.parent.is_symlink():  # outside the cache too (a test's folder): never through a linked folder
         raise UsageError(f"{path.parent} is a symbolic link: cudalab writes its cache only to folders of its own "
                          "(remove the link)")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    own_folder(path.parent)
     if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
         if path.is_dir() and not path.is_symlink():
             raise UsageError(f"{path} is a folder where cudalab keeps a cache file (remove it)")

@@ -115,6 +115,11 @@ class CudalabGroup(FamilyListing, click.Group):
                 raise
             click.echo(f"cudalab: {clean(str(exc))}", err=True)  # one line, whatever the error quotes
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:  # a command that keeps what it measured says so itself; here nothing was kept
+            if ctx.meta.get("cudalab.debug"):
+                raise
+            click.echo("cudalab: interrupted", err=True)  # one line and 130, as a shell reports Ctrl-C
+            ctx.exit(130)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Run as click does, the catalog read once for the whole command (:func:`cudalab.catalog.held`)."""
@@ -134,7 +139,10 @@ class CudalabGroup(FamilyListing, click.Group):
         except click.ClickException as exc:
             click.echo(f"cudalab: {clean(usage_line(exc))}", err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:
+            if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C before the command could keep anything
+                click.echo("cudalab: interrupted", err=True)
+                sys.exit(130)
             click.echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -23,11 +23,12 @@ def extra_columns(family: str) -> tuple[tuple[str, str], ...]:
 @cli.command("report", context_settings=CONTEXT)
 @click.argument("path", metavar="RUN.json")
 @click.option("--markdown", is_flag=True, help="Print GitHub markdown (one table per point) instead of tables.")
-@click.option("--layout", type=click.Choice(["points", "long"]), default="points", show_default=True,
-              help="A sweep as one table per point, or as one long table with a point column.")
+@click.option("--layout", type=click.Choice(["points", "long"]), default=None,
+              help="A sweep as one table per point, or as one long table with a point column  [default: points; "
+                   "long above 1,000 points]")
 @click.option("--plot", "plot_path", default=None, metavar="FILE",
               help="Also draw the run to FILE.png, .svg or .pdf (needs matplotlib: pip install 'cudalab[plot]').")
-def report_cmd(path: str, markdown: bool, layout: str, plot_path: str | None) -> None:
+def report_cmd(path: str, markdown: bool, layout: str | None, plot_path: str | None) -> None:
     """Re-render a run saved with --json: every point's table, legend and notes (no GPU needed).
 
     Reads files of every schema version (version 1: cudalab before run records).
@@ -45,7 +46,6 @@ def report_cmd(path: str, markdown: bool, layout: str, plot_path: str | None) ->
     if plot_path:
         plot.check(plot_path, [path])  # before any work; never over the run it reads
     record = load_record(path)
-    con = report.console()
     known: dict[str, tuple[tuple[str, str], ...]] = {}  # the catalog costs 30 ms a read: once per family
 
     def columns(family: str) -> tuple[tuple[str, str], ...]:
@@ -55,18 +55,8 @@ def report_cmd(path: str, markdown: bool, layout: str, plot_path: str | None) ->
 
     if markdown:
         click.echo(report.markdown_record(record, path), nl=False)
-    elif layout == "long" and len(record.points) > 1:
-        for line in report.saved_lines(record, path):
-            con.print(line, markup=False, highlight=False)
-        report.print_long(con, record, columns(record.points[0].family))
     else:
-        for line in report.saved_lines(record, path):
-            con.print(line, markup=False, highlight=False)
-        if not record.points:
-            con.print("(no points: the run saved no rows)", markup=False)
-        for point in record.points:
-            con.print("")
-            report.print_point(con, record, point, columns(point.family))
+        report.print_record(report.console(), record, path, layout, columns)
     if plot_path:
         plot.plot_record(record, plot_path)
         click.echo(f"plot: {plot_path}", err=True)

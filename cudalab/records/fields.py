@@ -10,8 +10,8 @@ from typing import Any
 from cudalab.bench import LAUNCH_METHODS, Protocol, Stats
 from cudalab.errors import UsageError
 
-__all__ = ["MAX_STARTED", "saved_problem", "saved_protocol", "saved_rate", "saved_started", "saved_stats", "saved_tables",
-           "saved_time", "shown"]
+__all__ = ["MAX_STARTED", "saved_problem", "saved_protocol", "saved_rate", "saved_started", "saved_samples", "saved_stats",
+           "saved_tables", "saved_time", "shown"]
 
 
 def saved_time(x: Any, what: str) -> float:
@@ -54,7 +54,16 @@ def saved_stats(s: Any) -> Stats:
     if not isinstance(samples, (list, tuple)):
         raise UsageError(f"not a cudalab run record ('stats.samples' must be a list, got {type(samples).__name__})")
     return Stats(**{k: saved_time(s.get(k), f"stats.{k}") for k in ("median", "iqr", "min", "max", "mean")}, n=n,
-                 samples=tuple(saved_time(x, "stats.samples") for x in samples))
+                 samples=saved_samples(samples))
+
+
+def saved_samples(samples: list[Any] | tuple[Any, ...]) -> tuple[float, ...]:
+    """A row's raw samples, each a time (:func:`saved_time`). A record of 100,000 points holds millions: the
+    checks run over the whole list at once (floats, as JSON's reader gives them), and one by one only for
+    whole numbers or to name the bad sample."""
+    if set(map(type, samples)) <= {float} and all(map(math.isfinite, samples)) and min(samples, default=0) >= 0:
+        return tuple(map(float, samples))
+    return tuple(saved_time(x, "stats.samples") for x in samples)
 
 
 #: Saved start times beyond this (the year 5138) are not a time this machine can show.
@@ -68,11 +77,15 @@ def saved_started(x: Any) -> float:
     return float(x)
 
 
+#: Read once: :func:`dataclasses.fields` is a call per point otherwise.
+_PROTOCOL_FIELDS = fields(Protocol)
+
+
 def saved_protocol(saved: Any) -> dict[str, Any]:
     """A point's saved timing protocol, each field this version knows of its type (others kept, unread)."""
     if not isinstance(saved, dict):
         raise UsageError(f"not a cudalab run record ('protocol' must be an object, got {type(saved).__name__})")
-    for f in fields(Protocol):
+    for f in _PROTOCOL_FIELDS:
         if f.name not in saved:
             continue
         v, want = saved[f.name], type(f.default)

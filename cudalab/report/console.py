@@ -32,7 +32,7 @@ class CleanConsole(Console):
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterator[Segment]:
         """Render as rich does, each text segment cleaned (rich's control segments pass as they are)."""
         for seg in super().render(renderable, options):
-            if seg.control or seg.text.isprintable():
+            if seg.control or seg.text.isprintable() or seg.text.replace("\n", "").isprintable():
                 yield seg
             else:
                 yield Segment(clean(seg.text, lines=True), seg.style, seg.control)
@@ -45,7 +45,9 @@ class _NoTrailingSpace:
         self.stream = stream
 
     def write(self, text: str) -> int:
-        return self.stream.write(re.sub(r"[ \t]+(?=\n)", "", text))
+        if " \n" in text or "\t\n" in text:  # a search in C first: most text has nothing to strip
+            text = re.sub(r"[ \t]+(?=\n)", "", text)
+        return self.stream.write(text)
 
     def flush(self) -> None:
         self.stream.flush()

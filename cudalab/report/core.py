@@ -13,6 +13,7 @@ from cudalab import instruments as instrument
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
 from cudalab.report.grid import Column, Grid
+from cudalab.textcells import cell_len
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
     RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns, over_note, pct_cell
 )
@@ -92,12 +93,18 @@ def header_lines(device: dict[str, Any] | None, title: str, problem: str, protoc
         lines.append(f"note: samples the GPU started before the host had queued the launch, even behind the longest "
                      f"spin, may hold host latency: {', '.join(late)}")
     if roofline:
-        kern = f", copy kernel {roofline.kernel_gbs:,.0f}" if roofline.kernel_gbs else ""
-        streams = (f"; read stream {roofline.read_gbs:,.0f}, write stream {roofline.write_gbs:,.0f}"
-                   if roofline.read_gbs and roofline.write_gbs else "; no read/write streams: every row rated as a copy")
-        lines.append(f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern}"
-                     f"{streams})")
+        lines.append(roofline_line(roofline))
     return lines
+
+
+def roofline_line(roofline: Roofline) -> str:
+    """``roofline 4,108 GB/s = memcpy_dtod (memcpy_dtod 4,108, copy kernel 4,076; read stream 4,565, write stream
+    4,612)``: said once per table, or once for a huge saved run (report/saved.py)."""
+    kern = f", copy kernel {roofline.kernel_gbs:,.0f}" if roofline.kernel_gbs else ""
+    streams = (f"; read stream {roofline.read_gbs:,.0f}, write stream {roofline.write_gbs:,.0f}"
+               if roofline.read_gbs and roofline.write_gbs else "; no read/write streams: every row rated as a copy")
+    return (f"roofline {roofline.gbs:,.0f} GB/s = {roofline.source} (memcpy_dtod {roofline.dtod_gbs:,.0f}{kern}"
+            f"{streams})")
 
 
 def device_line(device: dict[str, Any]) -> str:
@@ -140,13 +147,10 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         if (record.device.get("telemetry") or {}).get("sm_mhz"):
             keep += ("GPU ",)  # it now names the clocks measured during the samples
         lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(keep)]
-    # Prose is printed in one call before the table and one after: rich costs ~0.2 ms a print, which a
-    # saved sweep of 1,000 points would pay ten times a point.
-    con.print("\n".join(lines), markup=False, highlight=False)
     rows = point.results
     instruments = instrument.of(point)
     wide = WIDE.get() if wide is None else wide
-    con.print(results_table(rows, point.metric, extra_columns, instrument.columns_of(instruments, rows), wide=wide))
+    table = results_table(rows, point.metric, extra_columns, instrument.columns_of(instruments, rows), wide=wide)
     notes = []
     if wide and any("telemetry_polls" in r.extra for r in rows):  # a legend only for columns shown
         notes.append("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
@@ -161,7 +165,27 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
     if any(r.legacy for r in rows):
         notes.append("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
                      f"{point.family}`); its correct twin runs beside it.")
-    con.print("\n".join(notes), markup=False, highlight=False)
+    # One print a point (rich costs ~0.2 ms a print, which a saved sweep of 1,000 points pays per call);
+    # the prose as plain lines where they fit (rich's wrapping of a Text measures it word by word).
+    con.print(Prose(lines), table, Prose(notes))
+
+
+class Prose:
+    """Lines of prose (no markup), as rich prints a ``Text`` of them, faster: a line that fits the console's
+    width is one plain segment; a longer one is wrapped at spaces as rich wraps it."""
+
+    def __init__(self, lines: Sequence[str]):
+        self.lines = list(lines)
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterable[Any]:
+        from rich.segment import Segment  # noqa: PLC0415
+
+        for ln in self.lines:
+            if "\n" not in ln and cell_len(ln) <= options.max_width:
+                yield Segment(ln)
+                yield Segment.line()
+            else:
+                yield Text(ln)
 
 
 def _point_title(record: Any, point: Any) -> tuple[str, str]:
@@ -218,29 +242,49 @@ def markdown_record(record: Any, source: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str]] = (), wide: bool | None = None) -> None:
-    """Print a sweep as one long table (``--layout long``): a point column, then each point's rows."""
-    from cudalab.bench import Protocol
+def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str]] = (), wide: bool | None = None,
+               points: Sequence[Any] | None = None) -> None:
+    """Print a sweep as one long table (``--layout long``): a point column, then each point's rows.
 
-    first = record.points[0]
-    title = f"cudalab {first.family}: {len(record.points)} points" + (
+    Args:
+        points: the points of the table (default: all the record's); they share the first one's family, metric
+            and timing protocol (:func:`point_groups`).
+    """
+    points = record.points if points is None else points
+    first = points[0]
+    title = f"cudalab {first.family}: {len(points):,} points" + (
         "  [INCOMPLETE: interrupted]" if record.incomplete else "")
-    proto = Protocol(**first.protocol) if first.protocol else None
-    for text in header_lines(record.device, title, "points: size dtype [options] [block] [-D]", proto, None):
-        con.print(text, markup=False, highlight=False)
-    for p in record.points:
-        if p.roofline:
-            con.print(f"{p.label}: roofline {p.roofline.gbs:,.0f} GB/s = {p.roofline.source}", markup=False,
-                      highlight=False)
-    rows = [r for p in record.points for r in p.results]
-    labels = [p.label for p in record.points for _ in p.results]
-    cols = instrument.columns_of([i for p in record.points for i in instrument.of(p)], rows)
+    lines = header_lines(record.device, title, "points: size dtype [options] [block] [-D]", _protocol(first.protocol),
+                         None)
+    roofs = {p.roofline for p in points}
+    if len(roofs) == 1 and first.roofline:  # one roofline for every point (a -D sweep): said once
+        lines.append(roofline_line(first.roofline))
+    elif roofs != {None}:
+        lines += [f"{p.label}: roofline {p.roofline.gbs:,.0f} GB/s = {p.roofline.source}" for p in points if p.roofline]
+    con.print("\n".join(lines), markup=False, highlight=False)  # one print: rich costs ~0.2 ms a call
+    rows = [r for p in points for r in p.results]
+    labels = [p.label for p in points for _ in p.results]
+    cols = instrument.columns_of([i for p in points for i in instrument.of(p)], rows)
+    # crop=False: the grid fits itself to the width; rich's cropping measures every line again, char by char
     con.print(results_table(rows, first.metric, extra_columns, cols, points=labels,
-                            wide=WIDE.get() if wide is None else wide))
+                            wide=WIDE.get() if wide is None else wide), crop=False)
     con.print(LEGEND.get(first.metric, LEGEND["none"]) + " Speedups restart at each point.", markup=False)
     over = over_note(rows)
     if over:
         con.print(over, markup=False, highlight=False)
+
+
+def point_groups(points: Sequence[Any]) -> list[list[Any]]:
+    """Consecutive points that share their family, metric and timing protocol: what one long table can show
+    under one header (a record of several families or protocols is several tables)."""
+    groups: list[list[Any]] = []
+    for p in points:
+        if groups and (p.family, p.metric, p.protocol) == (groups[-1][0].family, groups[-1][0].metric,
+                                                           groups[-1][0].protocol):
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    return groups
 
 
 LEGEND = {

@@ -51,6 +51,8 @@ def render_views(results: Sequence[Any], width: int = 120) -> list[str]:
 
 def print_views(con: Any, results: Sequence[Any]) -> None:
     """Print :func:`render_views` on a rich console, under a point's table."""
+    if not views_of(results):  # most points: no view, and no need to ask the console its width
+        return
     text = render_views(results, max(getattr(con, "width", 120), 80))
     if text:
         con.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)

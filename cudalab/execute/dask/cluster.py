@@ -82,14 +82,17 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
     workers = {f"gpu{d}": {"cls": Nanny, "options": {
         "local_directory": scratch, "nthreads": 1 + k, "resources": {CW.RESOURCE: 1, CW.BUILD: k}, "name": f"gpu{d}", "silence_logs": logging.ERROR,
         "env": {"CUDA_VISIBLE_DEVICES": str(d), **((env or {}).get(d, {}))}}} for d in devices}
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": dashboard,
-                                                "dashboard_address": ":0" if dashboard else None}}
+    # a port of its own, dashboard or not (the scheduler's HTTP server starts either way: on 8787 it warned in
+    # three lines when another cluster held that port)
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": dashboard, "dashboard_address": ":0"}}
     import dask  # noqa: PLC0415
 
     before = set(SpecCluster._instances)
+    loop = _loop_without_sigint()
     try:  # the scheduler's scratch too (a Server's: Dask's temporary-directory, else the temporary folder)
         with dask.config.set({"temporary-directory": scratch}):
-            cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab")
+            cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab",
+                                  loop=loop.loop)
     except BaseException:
         # A cluster half made (Ctrl-C while its workers start) is closed here, quietly: left to Dask's atexit
         # hook, its close asserted on a worker still starting and printed a traceback after the one line.
@@ -97,10 +100,39 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
             with contextlib.suppress(Exception):
                 half.close(timeout=5)
             SpecCluster._instances.discard(half)
+        loop.stop()
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    cluster.cudalab_scratch = scratch  # removed by Cluster.close
+    cluster.cudalab_scratch, cluster.cudalab_loop = scratch, loop  # ended by Cluster.close
     return cluster
+
+
+def _loop_without_sigint() -> Any:
+    """The local cluster's event loop, in a thread started with SIGINT blocked.
+
+    Ctrl-C is the driver's (a Dask worker still importing printed its traceback under cudalab's line). A thread
+    inherits the signal mask of the thread that starts it, a process that of the thread that spawns it (through
+    exec): the Nanny's worker processes never see Ctrl-C; the driver closes them. The main thread's mask is
+    restored at once: Ctrl-C still interrupts the driver while its cluster starts.
+
+    Returns:
+        a started :class:`distributed.utils.LoopRunner` (``.loop``, ``.stop()``).
+    """
+    import signal  # noqa: PLC0415
+    from multiprocessing import resource_tracker  # noqa: PLC0415
+
+    from distributed.utils import LoopRunner  # noqa: PLC0415
+
+    # multiprocessing starts its resource tracker on first use with SIGINT blocked, then *unblocks* it in the
+    # thread that started it: started here first, no thread of the loop's unblocks it again
+    resource_tracker.ensure_running()
+    runner = LoopRunner()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        runner.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    return runner
 
 
 @dataclass(frozen=True)
@@ -160,10 +192,10 @@ class Cluster:
                 client = Client(cluster, set_as_default=False)
             else:
                 client = connect(Client, address, CONNECT_S)
-        except Exception as exc:  # noqa: BLE001  (Dask's and the comms' errors are many: each is one line)
-            if cluster is not None:
-                cluster.close()
-            if address == LOCAL and not isinstance(exc, (OSError, TimeoutError)):
+        except BaseException as exc:  # noqa: BLE001  (Dask's and the comms' errors are many: each is one line)
+            if cluster is not None:  # Ctrl-C too: a cluster left to Dask's atexit hook printed a traceback
+                close_local(cluster)
+            if not isinstance(exc, Exception) or address == LOCAL and not isinstance(exc, (OSError, TimeoutError)):
                 raise
             raise ClusterError(f"--cluster {address}: no Dask scheduler answers there ({one_line(exc)}); start one "
                                "with: dask scheduler --port 8786") from None
@@ -340,13 +372,21 @@ class Cluster:
         except Exception:  # a scheduler that is gone
             pass
         if self._cluster is not None:
-            try:
-                self._cluster.close(timeout=10)
-            except Exception:
-                pass
-            scratch = getattr(self._cluster, "cudalab_scratch", None)
-            if scratch:  # the workers' dask-scratch-space (local_cluster)
-                shutil.rmtree(scratch, ignore_errors=True)
+            close_local(self._cluster)
+
+
+def close_local(cluster: Any) -> None:
+    """Stop a :func:`local_cluster`: its workers (which end their GPU workers), its event loop, its scratch folder."""
+    try:
+        cluster.close(timeout=10)
+    except Exception:
+        pass
+    loop = getattr(cluster, "cudalab_loop", None)
+    if loop is not None:
+        loop.stop()
+    scratch = getattr(cluster, "cudalab_scratch", None)
+    if scratch:  # the workers' dask-scratch-space
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _host(address: str) -> str:

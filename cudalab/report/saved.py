@@ -1,0 +1,58 @@
+"""A saved run on the console (``cudalab report``): its lines about itself, then its points in the layout asked
+for, or the one its size calls for.
+
+One table per point repeats the GPU, protocol and legend lines for each point: right for a sweep of a few
+sizes, but a run of 100,000 points (a ``-D`` sweep) would print a million lines of headers, and rich's cost per
+print made it take minutes. Above :data:`POINTS_LAYOUT_MAX` points a report shows the long layout instead: one
+table per group of consecutive points that share their family, metric and timing protocol, a point column, every
+row; ``--layout points`` still asks for a table per point.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rich.console import Console
+
+from cudalab.report import core
+from cudalab.report.instruments import print_views
+
+#: The most points a saved run shows as one table per point unless ``--layout points`` asks.
+POINTS_LAYOUT_MAX = 1000
+
+Columns = Callable[[str], tuple[tuple[str, str], ...]]
+
+
+def print_record(con: Console, record: Any, source: str, layout: str | None = None,
+                 columns: Columns = lambda family: ()) -> None:
+    """Print a saved run: where it came from, then every point's rows.
+
+    Args:
+        con: where to print.
+        record: the :class:`cudalab.records.results.RunRecord`.
+        source: the file it was read from (named in the first line).
+        layout: ``points`` (a table per point), ``long`` (a table per group of points) or None: ``points`` up
+            to :data:`POINTS_LAYOUT_MAX` points, ``long`` above (a line says so).
+        columns: a family's extra table columns (its ``EXTRA_COLUMNS``), by family name.
+    """
+    points = record.points
+    long = layout == "long" or (layout is None and len(points) > POINTS_LAYOUT_MAX)
+    lines = core.saved_lines(record, source)
+    if long and layout is None:
+        lines.append(f"{len(points):,} points: shown as one table per family and timing protocol, a point column "
+                     f"(above {POINTS_LAYOUT_MAX:,} points; --layout points shows a table per point)")
+    con.print("\n".join(lines), markup=False, highlight=False)
+    if not points:
+        con.print("(no points: the run saved no rows)", markup=False)
+    elif long and len(points) > 1:
+        for n, group in enumerate(core.point_groups(points)):
+            if n:
+                con.print("")
+            core.print_long(con, record, columns(group[0].family), points=group)
+            for p in group:
+                print_views(con, p.results)
+        return
+    for point in points:
+        con.print("")
+        core.print_point(con, record, point, columns(point.family))
+        print_views(con, point.results)
