@@ -287,3 +287,11 @@ def family_tree(tmp_path, monkeypatch) -> Callable[..., Path]:
         return root
 
     return make
+
+
+@pytest.fixture
+def gpu_alone() -> None:
+    """Skip a test that needs the GPU to itself (it checks what cudalab says of *other* processes computing there)
+    when pytest-xdist runs several test processes on that GPU: they are those other processes."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.skip("needs the GPU alone: other test processes compute on it (run it without -n)")

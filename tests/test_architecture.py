@@ -209,7 +209,9 @@ GPU_COMMANDS = {
 
 
 @pytest.mark.parametrize("name", list(COMMANDS) + [pytest.param(n, marks=pytest.mark.gpu) for n in GPU_COMMANDS])
-def test_no_command_loads_pycuda_or_the_worker_engine_in_the_users_process(name, tmp_path):
+def test_no_command_loads_pycuda_or_the_worker_engine_in_the_users_process(name, tmp_path, request):
+    if name == "--exclusive on a GPU":
+        request.getfixturevalue("gpu_alone")  # --exclusive refuses a GPU other test processes compute on
     argv, setup, codes = {**COMMANDS, **GPU_COMMANDS}[name]
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if k not in ("CUDALAB_PATH", "CUDALAB_SRC")}

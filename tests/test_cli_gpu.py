@@ -94,7 +94,7 @@ while True:
 """
 
 
-def test_a_second_process_on_the_gpu_is_warned_about_and_exclusive_refuses(tmp_path):
+def test_a_second_process_on_the_gpu_is_warned_about_and_exclusive_refuses(tmp_path, gpu_alone):
     pytest.importorskip("pynvml")
     pytest.importorskip("cupy")
     alone = cudalab("copy", "--variant", "naive", "--n", "4096", "--no-roofline", "--budget", "0.1")
