@@ -349,8 +349,13 @@ def _ws_template(tmp_path_factory) -> Path:
     from cudalab.tuning import campaign as TC  # a campaign of another space, which tune must refuse and leave as it is
     from cudalab.tuning import strategy as TS
 
-    TC.open_campaign(f"sqlite:///{tmp_path / 'other.tune.db'}", "copy-vec4", {"family": "copy", "fingerprint": "0" * 16},
-                     ["minimize"], TS.quiet_optuna().samplers.RandomSampler())
+    other = TC.open_campaign(f"sqlite:///{tmp_path / 'other.tune.db'}", "copy-vec4",
+                             {"family": "copy", "fingerprint": "0" * 16}, ["minimize"],
+                             TS.quiet_optuna().samplers.RandomSampler())
+    # as a campaign leaves its file: the rollback journal, no -wal beside it. Left in WAL mode, the template's
+    # hard-linked -wal was checkpointed into the shared file by whichever test opened a copy first, and a test
+    # running then saw "its" other.tune.db change (a serial run on 2026-11-29)
+    TC.settle(other)
     (tmp_path / "bin.csv").write_bytes(b'"ID","Process ID"\n\x00\x1b[2J\xff\xfe')
     (tmp_path / "latin.json").write_bytes(b'{"caf\xe9": 1}')
     (tmp_path / "folder").mkdir()

@@ -245,8 +245,9 @@ class Session:
                 self._give_up(run, remaining, "the GPU worker kept dying; the rows left were not run")
                 break
             plan = run.plan.with_request(device=slot.device, done=tuple(r.variant for r in run.results))
-            slot.send_ready(self.stopping, TICK_S, op="point", id=index, plan=plan.to_dict())
-            outcome = self._follow(slot, run, index)
+            # the worker the point went to, held here: an interrupt's kill may clear slot.worker meanwhile
+            worker = slot.send_ready(self.stopping, TICK_S, op="point", id=index, plan=plan.to_dict())
+            outcome = self._follow(slot, run, index, worker)
             if outcome in ("done", "refused", "stopped"):
                 if outcome == "stopped":
                     return
@@ -256,9 +257,10 @@ class Session:
             return
         self._roofline(slot, run, index)
 
-    def _follow(self, slot: Slot, run: Point, index: int) -> str:
-        """Gather one point's events until it is done, or its worker is gone; returns how it ended."""
-        w = slot.worker
+    def _follow(self, slot: Slot, run: Point, index: int, w: Any) -> str:
+        """Gather one point's events from worker ``w`` (the one the point was sent to, not ``slot.worker``, which
+        an interrupt's kill sets to None from another thread) until it is done, or ``w`` is gone; returns how it
+        ended."""
         current: dict[str, Any] | None = None
         last = time.monotonic()
         while True:
