@@ -50,22 +50,13 @@ def campaign(folder: Path, trials: int, extra: list[str], cache: Path, timeout: 
         raise SystemExit(f"campaign {' '.join(extra) or 'local'} failed ({proc.returncode}):\n{proc.stdout[-2000:]}"
                          f"\n{proc.stderr[-2000:]}")
     rec = json.loads(out.read_text())
+    from cudalab.instruments.telemetry import gpu_name  # a campaign without a race records no device
+
     return {"wall_s": round(wall, 2), "account": rec["tune"]["time"], "gpu_busy_pct": rec["tune"]["gpu_busy_pct"],
             "trials": [t["point"] for t in rec["tune"]["trials"] if t["status"] not in ("refused",)],
             "passed": sum(t["status"] == "passed" for t in rec["tune"]["trials"]),
-            "gpu": (rec.get("device") or {}).get("name") or gpu_name(),
+            "gpu": (rec.get("device") or {}).get("name") or gpu_name(0) or "GPU",
             "cc": str((rec.get("device") or {}).get("compute_capability", "9.0"))}
-
-
-def gpu_name() -> str:
-    """The first GPU's name from nvidia-smi: a campaign run without a race writes no run record with a device in it
-    (the H200 record of 2026-11-29 came out named 'GPU')."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return "GPU"
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "GPU"
 
 
 def builds_cpu(points: list[dict], arch: str, cache: Path, cores: int) -> tuple[float, float]:

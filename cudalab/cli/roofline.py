@@ -66,8 +66,6 @@ def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure
     counts = [r for _, r in records if is_counts(r)]
     records = [(p, lend_counts(r, counts)) for p, r in records if not is_counts(r)]
     if not records:
-        from cudalab.errors import UsageError  # noqa: PLC0415
-
         raise UsageError("roofline: only ncu records given: add the timed run (RUN.json) whose rows they count")
     # A run of another family on the same GPU lends its measured memory roofline (a matmul run has none).
     families = [{p.family for p in rec.points} for _, rec in records]
@@ -77,8 +75,6 @@ def roofline_cmd(runs: tuple[str, ...], out: str | None, ceilings: bool, measure
     gpus = {r.gpu for _, r in drawn}
     for (path, r), f in zip(records, families):
         if f != main and not (r.gpu in gpus and any(p.roofline for p in r.points)):
-            from cudalab.errors import UsageError  # noqa: PLC0415
-
             raise UsageError(f"{path} is a run of {', '.join(sorted(f))} on {r.gpu or 'another GPU'}: a chart draws "
                              f"one family ({', '.join(sorted(main))}); another family's run only lends its measured "
                              "memory roofline to runs on the same GPU")
@@ -124,29 +120,10 @@ def _ceilings_for(records, device: int, fresh) -> dict:
 
 
 def _gpu_here(device: int) -> str | None:
-    """The name of this machine's GPU ``device``, asked without a CUDA context (NVML, else nvidia-smi); None with
-    no GPU here."""
-    try:
-        import pynvml  # noqa: PLC0415  (the telemetry extra)
+    """This machine's GPU ``device`` by name (:func:`cudalab.instruments.telemetry.gpu_name`), None with none here."""
+    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415
 
-        pynvml.nvmlInit()
-        try:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(device))
-        finally:
-            pynvml.nvmlShutdown()
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except ImportError:   # no telemetry extra: the driver's own tool says the same
-        pass
-    except Exception:  # no driver, no such GPU
-        return None
-    import subprocess  # noqa: PLC0415
-
-    try:
-        proc = subprocess.run(["nvidia-smi", "-i", str(device), "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+    return gpu_name(device)
 
 
 def _measure(device: int):
