@@ -285,8 +285,7 @@ class ClusterRuns(Runs):
         """The first GPU worker's facts, every worker's under ``devices`` (a run record's ``device``)."""
         if self.cluster is None or not self.cluster.workers:
             return {}
-        infos = [dict(w.info, host=w.host, worker=w.address) for w in self.cluster.workers]
-        return dict(infos[0], devices=infos, cluster=self.address) if len(infos) > 1 else dict(infos[0], cluster=self.address)
+        return self.cluster.facts()
 
     def close(self) -> None:
         """Disconnect (a local cluster ends its workers)."""

@@ -282,6 +282,11 @@ class Cluster:
         """GPU model -> how many workers have one."""
         return collections.Counter(w.gpu for w in self.workers)
 
+    def facts(self) -> dict[str, Any]:
+        """The GPUs' facts as a record keeps them: the first GPU's, every GPU's under ``devices``, the cluster."""
+        infos = [dict(w.info, host=w.host, worker=w.address) for w in self.workers]
+        return {**(infos[0] if infos else {}), **({"devices": infos} if len(infos) > 1 else {}), "cluster": self.address}
+
     def describe(self) -> str:
         """``4 x NVIDIA H100 80GB HBM3 on 1 host (gpu1); dashboard http://...`` (the live line's first words)."""
         hosts = sorted({w.host for w in self.workers})

@@ -12,7 +12,7 @@ from cudalab.plan import Plan
 from cudalab.progress import Observer
 from cudalab.execute.point import Point
 
-__all__ = ["DaskPool", "facts"]
+__all__ = ["DaskPool"]
 
 
 class DaskPool(Executor):
@@ -89,19 +89,9 @@ class DaskPool(Executor):
 
     def close(self) -> None:
         if self.cluster is not None:
-            self._facts = facts(self.cluster)
+            self._facts = self.cluster.facts()
             self.cluster.close()
             self.cluster = None
 
     def info(self) -> dict[str, Any]:
         return dict(self._facts)
-
-
-def facts(cluster: Cluster) -> dict[str, Any]:
-    """The GPUs' facts as a record keeps them: the first GPU's, every GPU's under ``devices``, the cluster."""
-    infos = [dict(w.info, host=w.host, worker=w.address) for w in cluster.workers]
-    out = dict(infos[0]) if infos else {}
-    if len(infos) > 1:
-        out["devices"] = infos
-    out["cluster"] = cluster.address
-    return out
