@@ -51,8 +51,7 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
     before every launch; the flush is not the row's) or hot (``proto.flush_l2`` False).
 
     With :data:`GRAPH_ENV` set, a row that can repeat is sampled as one replay a sample of the graph the fallback
-    times (:func:`graph_for`),
-    so the reference and the fallback time the same executions and differ only by what they read (CUPTI each
+    times (:func:`graph_for`), so the reference and the fallback time the same executions and differ only by what they read (CUPTI each
     launch's span; the fallback the windows or replays around it). A row reset before each launch, a capture
     refused, or :data:`GRAPH_ENV` unset (the default): the launches are enqueued on the stream (:class:`_stream`).
 
@@ -172,8 +171,7 @@ def graph_for(dev: Any, case: Any, proto: Protocol, n: int) -> list[Any]:
     """What a repeatable row is sampled as: the graph of ``n`` launches the fallback replays (hot), or its
     ``[flush, mark, launch, mark] x n`` (cold; :func:`cudalab.worker.graphs.window_samples`), last, after the
     event marks it holds. Empty for the stream pattern (the default: :data:`GRAPH_ENV` unset; a row reset before
-    each launch, a
-    device without graphs, a capture refused)."""
+    each launch, a device without graphs, a capture refused)."""
     if not case.can_repeat or not env_set(GRAPH_ENV) or not hasattr(dev, "capture"):
         return []
     cold = bool(proto.flush_l2)
