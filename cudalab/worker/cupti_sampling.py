@@ -50,10 +50,11 @@ def cupti_samples(dev: Any, case: Any, proto: Protocol, n: int, on_sample: Calla
     """Sample ``case`` as ``n`` launches a sample, each launch timed by its own CUPTI records: cold (an L2 flush
     before every launch; the flush is not the row's) or hot (``proto.flush_l2`` False).
 
-    With :data:`GRAPH_ENV` set, a row that can repeat is sampled as one replay a sample of the graph the fallback
-    times (:func:`graph_for`), so the reference and the fallback time the same executions and differ only by what they read (CUPTI each
-    launch's span; the fallback the windows or replays around it). A row reset before each launch, a capture
-    refused, or :data:`GRAPH_ENV` unset (the default): the launches are enqueued on the stream (:class:`_stream`).
+    By default (:data:`GRAPH_ENV` unset), a row reset before each launch, or a capture refused, the launches are
+    enqueued on the stream (:class:`_stream`). With :data:`GRAPH_ENV` set, a row that can repeat is sampled as one
+    replay a sample of the graph the fallback times (:func:`graph_for`): the reference and the fallback then time
+    the same executions and differ only by what they read (CUPTI each launch's span; the fallback the windows or
+    replays around it).
 
     ``dev`` has ``flush_l2()``, ``synchronize()``, optionally ``spin(ms)`` and ``capture(enqueue)``; ``cupti`` is
     the module (None: :func:`load`).
