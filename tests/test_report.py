@@ -69,3 +69,20 @@ def test_markdown_and_csv(tmp_path):
     got = list(csv.DictReader(path.open()))
     assert [r["variant"] for r in got] == ["host", "naive", "fast", "broken", "big", "cub"]
     assert got[1]["median_ms"] == "4.0" and got[4]["reason"] == "needs a multiple of 32"
+
+
+def test_the_problem_line_names_options_as_typed_and_leaves_flags_that_are_off_out():
+    # issue 59 objected to `example=False tile=32` in a chart's title; the table's problem line said
+    # `example False · tile 32` (a flag at its default, option internals) until this test
+    from cudalab.records.results import RunPoint, RunRecord
+
+    point = RunPoint(family="matmul", metric="flops", problem={"dims": [64, 64, 64], "dtype": "float32",
+                                                                "options": {"example": False, "tile": 32}})
+    on = RunPoint(family="matmul", metric="flops", problem={"dims": [64, 64, 64], "dtype": "float32",
+                                                             "options": {"example": True, "tile": 16}})
+    rec = RunRecord(cudalab="0", command=("cudalab", "matmul"), started=0.0, device={}, points=(point, on))
+    md = report.markdown_record(rec, "r.json")
+    assert "size 64x64x64 · dtype float32 · --tile 32" in md
+    assert "size 64x64x64 · dtype float32 · --example · --tile 16" in md
+    lines = [ln for ln in md.splitlines() if ln.startswith("size ")]
+    assert len(lines) == 2 and not any("False" in ln or " example " in ln for ln in lines)

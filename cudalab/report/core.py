@@ -195,8 +195,15 @@ def _point_title(record: Any, point: Any) -> tuple[str, str]:
     prob = point.problem
     size = "x".join(str(d) for d in prob.get("dims", ()))
     line = f"size {size} · dtype {prob.get('dtype', '')}" + "".join(
-        f" · {k} {v}" for k, v in sorted((prob.get("options") or {}).items()))
+        f" · {_option(k, v)}" for k, v in sorted((prob.get("options") or {}).items()) if v is not False)
     return title, line + "".join(f" · -D {k}={v}" for k, v in point.defines)
+
+
+def _option(name: str, value: Any) -> str:
+    """A family option as the user types it: ``--tile 32``, ``--example`` (a flag that is off is not shown: the
+    line names the problem, and ``example False`` told the reader nothing)."""
+    flag = f"--{name}"
+    return flag if value is True else f"{flag} {value}"
 
 
 def _protocol(saved: dict[str, Any]) -> Any:
