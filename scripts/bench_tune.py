@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -370,12 +369,9 @@ def merge_into(record: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 def _device_name() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30, check=True).stdout
-        return out.splitlines()[0].strip()
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "gpu"
+    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415  (NVML or nvidia-smi, no CUDA context)
+
+    return gpu_name(0) or "gpu"
 
 
 def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _device_name) -> int:

@@ -244,8 +244,9 @@ def main() -> int:
         import kernel_tuner as kt  # noqa: PLC0415
     from cudalab.records import machine  # noqa: PLC0415
 
-    name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                          text=True).stdout.splitlines()[0].strip()
+    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415
+
+    name = gpu_name(0) or "gpu"
     gpu = name.lower().replace(" ", "-")
     out = Path(a.out)
     folder = out / "tune-own" / gpu

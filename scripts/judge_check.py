@@ -51,13 +51,10 @@ CALL_TARGET_S, COMMAND_TARGET_S = 0.3, 1.2
 
 
 def nvidia_smi_name() -> str:
-    """GPU 0's name as nvidia-smi gives it (this process opens no CUDA context of its own)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    return out or "unknown GPU"
+    """GPU 0's name (NVML or nvidia-smi: this process opens no CUDA context of its own)."""
+    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415
+
+    return gpu_name(0) or "unknown GPU"
 
 
 def slug(name: str) -> str:
