@@ -291,8 +291,10 @@ PY
               for i in $(seq "${AB_ROUNDS:-2}"); do
                   for side in old new; do
                       dir=.; [ $side = old ] && dir=$old
+                      # the old side's records name its own revision (CUDALAB_CODE, exported for the call, names the new)
+                      code=${CUDALAB_CODE:-}; [ $side = old ] && code=$(cat "$old/REVISION" 2>/dev/null || echo old)
                       # the tree's own cudalab (PYTHONPATH goes before the editable install; its workers inherit it)
-                      ( cd "$dir" && export PYTHONPATH=$PWD && python3 -c 'import cudalab; print("cudalab from", cudalab.__file__)' &&
+                      ( cd "$dir" && export PYTHONPATH=$PWD CUDALAB_CODE=$code && python3 -c 'import cudalab; print("cudalab from", cudalab.__file__)' &&
                         timeout -s KILL 300 python3 scripts/benchmark.py --out "$OUT/ab/$side-$i" \
                             ${AB_ARGS:---sections jobs --only reduce,smem-square,smem-rect,copy,transpose} > "$OUT/ab/$side-$i.log" 2>&1
                         echo "$side round $i: exit $?" )
