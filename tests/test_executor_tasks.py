@@ -51,6 +51,13 @@ def test_local_tasks_come_back_in_turn_on_one_worker_that_stays_open(fake_worker
         assert len(fake_workers.started) == 1  # one worker for both tasks: its GPU opened once
         assert ex.slots() == 1 and ex.batch(0.001) == 1 and ex.describe() == ""
         assert ex.in_workers() >= 3 * 0.05 and ex.waited_builds() < 0.05  # no builds ahead to wait for
+        done = ex.send(plans(tmp_path, [4]))
+        while not done.done():
+            time.sleep(0.01)
+        ex.cancel_tasks([done])  # it finished already: its worker is not killed for it
+        ex.send(plans(tmp_path, [5]))
+        ex.next_done()
+        assert len(fake_workers.started) == 1
     finally:
         ex.close()
 

@@ -166,7 +166,7 @@ class LocalPool(Executor):
     def cancel_tasks(self, handles: Sequence[Any]) -> None:
         """Cancel the tasks not started; a running one's workers are killed (its thread returns what finished),
         and the next task starts fresh ones."""
-        running = [f for f in handles if not f.cancel()]
+        running = [f for f in handles if not f.cancel() and not f.done()]  # a finished one keeps its worker
         for f in handles:
             self._tasks.pop(f, None)
         if not running:
