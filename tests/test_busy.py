@@ -63,12 +63,12 @@ def test_one_reading_is_not_a_figure():
 
 def test_tune_shows_gpu_busy_live_and_records_it(fake_workers, tmp_path, monkeypatch, invoke):
     pytest.importorskip("optuna")
-    from cudalab.tuning import drive
+    from cudalab.execute.local import engine
 
     fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10", "_delay": 0.05})
     nvml = FakeNvml([80, 60])
     asked = []
-    monkeypatch.setattr(drive, "gpu_of", lambda pids: asked.append(pids()) or (nvml, "gpu0"))
+    monkeypatch.setattr(engine, "gpu_of", lambda pids: asked.append(pids()) or (nvml, "gpu0"))
     monkeypatch.setattr("cudalab.instruments.busy.PERIOD_S", 0.01)
     monkeypatch.setattr(BusyMeter.__init__, "__defaults__", (0.01,))
     monkeypatch.chdir(tmp_path)
@@ -139,10 +139,10 @@ def test_a_campaign_accounts_for_its_trials_its_build_waits_and_its_search(fake_
     """Builds the pool has not finished when their trial's turn comes are waited for in the parent, timed as
     'waiting for builds'; the trials' time is the workers'; the buckets do not exceed the wall time."""
     pytest.importorskip("optuna")
-    from cudalab.tuning import drive
+    from cudalab.tuning import runs
 
     fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10", "_delay": 0.1})
-    monkeypatch.setattr(drive, "build_of", lambda req, arch: (lambda: time.sleep(0.3)))  # a slow nvcc
+    monkeypatch.setattr(runs, "build_of", lambda req, arch: (lambda: time.sleep(0.3)))  # a slow nvcc
     monkeypatch.chdir(tmp_path)
     res = invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8", "--block", "256",
                  "--trials", "6", "--seed", "2", "--build-ahead", "1", "--race", "0", "--json", "t.json")
@@ -160,11 +160,11 @@ def test_the_closing_lines_fit_a_120_column_terminal_without_splitting_a_number(
     pytest.importorskip("optuna")
     from cudalab import report
     from cudalab.report.console import CleanConsole
-    from cudalab.tuning import drive
+    from cudalab.execute.local import engine
 
     fake_workers({"_ms": "1 + abs(UNROLL - 5) / 10", "_delay": 0.02})
     nvml = FakeNvml([80, 60])
-    monkeypatch.setattr(drive, "gpu_of", lambda pids: (nvml, "gpu0"))
+    monkeypatch.setattr(engine, "gpu_of", lambda pids: (nvml, "gpu0"))
     monkeypatch.setattr(BusyMeter.__init__, "__defaults__", (0.01,))
     monkeypatch.setattr(report, "console", lambda stderr=False: CleanConsole(width=120, soft_wrap=False))
     monkeypatch.chdir(tmp_path)

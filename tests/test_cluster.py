@@ -152,8 +152,8 @@ def test_a_walks_short_trials_go_several_a_task_and_a_models_one_a_task(dask_fak
     from cudalab.tuning import runs as R
 
     sizes: list[tuple[str, int]] = []
-    real = R.ClusterRuns.submit
-    monkeypatch.setattr(R.ClusterRuns, "submit", lambda self, pts: sizes.append((strategy, len(pts))) or real(self, pts))
+    real = R.Runs.submit
+    monkeypatch.setattr(R.Runs, "submit", lambda self, pts: sizes.append((strategy, len(pts))) or real(self, pts))
     dask_fake({"_delay": 0.05})
     for strategy in ("grid", "tpe"):
         res = tune(tmp_path / f"{strategy}.db", strategy=strategy, race=0, trials=16, devices="0")

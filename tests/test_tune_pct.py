@@ -120,10 +120,10 @@ def test_a_library_row_that_fails_leaves_dashes_and_the_campaign_finishes(how, f
     if how == "raises":  # a worker that cannot start again: the column's loss, not the campaign's
         real_run = RS.Runs.run
 
-        def run(self, points, on_row=None):
+        def run(self, points):
             if any(getattr(p, "variants", None) == "cublas" for p in points):
                 raise GpuUnavailableError("no worker could open GPU 0 (fake)")
-            return real_run(self, points, on_row)
+            return real_run(self, points)
 
         monkeypatch.setattr(RS.Runs, "run", run)
     res = invoke("tune", "matmul", "--variant", "warptile", *TUNE, "--json", "t.json")

@@ -153,16 +153,16 @@ def _asked(tmp_path, strategy):
 
     from cudalab.tuning.drive import _Campaign, plan
     from cudalab.tuning.options import TuneOptions
-    from cudalab.tuning.runs import Runs
+    from cudalab.tuning.runs import runs_for
 
     p = plan(TuneOptions(family="copy", variant="vec4", defines=(("UNROLL", "1..8"),), n="1k", block="64..1024:pow2",
                          require=tuple(SPACE["require"]), seed=1, strategy=strategy, build_ahead=0,
                          storage=f"sqlite:///{tmp_path / 'a.db'}"))
     study = C.open_campaign(p.url, p.name, p.meta, ["minimize"], S.sampler(p.strategy, 1, p.space))
-    camp = _Campaign(p, study, Runs([0]), lambda what, data: None)  # no GPU worker starts: nothing runs here
+    camp = _Campaign(p, study, runs_for(p.opts), lambda what, data: None)  # no GPU worker starts: nothing runs here
     pending: deque = deque()
     assert camp.ask(pending)
-    camp.pool.close()
+    camp.runs.executor.stop_builds()
     return study, camp, pending[0]
 
 

@@ -174,7 +174,8 @@ def tune_cmd(ctx: click.Context, family: str | None, variant: str | None, add: s
 
 
 class _Live:
-    """The live line on stderr: trials done / budget, the best so far, builds queued, GPU busy, the ETA."""
+    """The live line on stderr: trials done / budget, the best so far, trials in flight, builds queued, GPU busy,
+    the ETA."""
 
     def __init__(self, quiet: bool):
         self.quiet, self.tty, self.open = quiet, sys.stderr.isatty(), False
@@ -199,7 +200,7 @@ class _Live:
             eta = d["elapsed"] / max(1, d["done"]) * left
             head = (f"[{d['done']}/{d['budget']}] best {best.values[0]:.4g}" if best
                     else f"[{d['done']}/{d['budget']}] no passed trial yet")
-            tail = f" · in flight {d['in_flight']}" if "in_flight" in d else f" · builds queued {d['builds']}"
+            tail = (f" · in flight {d['in_flight']}" if "in_flight" in d else "") + f" · builds queued {d['builds']}"
             if d.get("gpu_busy") is not None:
                 tail += f" · GPU busy {d['gpu_busy']:.0f}%"
             tail += f" · ETA {int(eta) // 60}:{int(eta) % 60:02d}"

@@ -1,7 +1,7 @@
 """Where a planned point runs: one interface (:class:`~cudalab.execute.executor.Executor`: submit the planned
 points, their rows come back as they finish, cancel, close) and two engines behind it, the local pool of
-isolated GPU workers (:mod:`.local`) and a Dask cluster (:mod:`.dask`); :func:`open_executor` is the one place
-that picks between them. Also here: Ctrl-C and SIGTERM during a run (:mod:`.signals`) and the handle on a GPU
+isolated GPU workers (:mod:`.local`) and a Dask cluster (:mod:`.dask`); :func:`open_executor` (a run's) and
+:func:`open_campaign` (a tuning campaign's) are the one place that picks between them. Also here: Ctrl-C and SIGTERM during a run (:mod:`.signals`) and the handle on a GPU
 worker started under a tool (:mod:`.toolchild`). Importing the package imports none of them: the command line
 starts a worker through :mod:`.local.process` before anything heavy.
 """
@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # the engines read the options; they do not import the session that holds them
     from cudalab.execute.executor import Executor
+    from cudalab.plan import RunRequest
     from cudalab.progress import Observer
     from cudalab.session.options import RunOptions
     from cudalab.execute.point import Point
 
-__all__ = ["open_executor"]
+__all__ = ["open_executor", "open_campaign"]
 
 
 def open_executor(opts: RunOptions, observer: Observer | None = None,
@@ -47,3 +48,30 @@ def open_executor(opts: RunOptions, observer: Observer | None = None,
 
     return LocalPool(devices, opts.timeout, opts.energy, observer, on_ready, on_change,
                      nvml_first=opts.exclusive or opts.lock_clocks is not None)
+
+
+def open_campaign(cluster: str | None, device: int, devices: str | None, timeout: float | None, energy: bool,
+                  build_ahead: int | None, builds: Callable[[], Any],
+                  build_of: Callable[[RunRequest, str], Callable[[], None]]) -> Executor:
+    """A tuning campaign's engine: a Dask cluster with ``--cluster`` (on ``--devices`` for ``local``), else this
+    host's GPU ``device``; nothing starts until :meth:`Executor.start`.
+
+    Args:
+        cluster, device, devices, timeout, energy: the command's ``--cluster``, ``--device``, ``--devices``,
+            ``--timeout`` and whether an objective is energy (checked with its other options).
+        build_ahead: ``--build-ahead`` (None: as many as there are build threads; 0: none).
+        builds: makes this host's build threads (the local engine's builds ahead, at the GPU's architecture).
+        build_of: the build a request needs on a GPU of an architecture, as a call.
+
+    Raises:
+        UsageError: a bad ``--cluster`` or ``--devices``.
+    """
+    if cluster is None:
+        from cudalab.execute.local.engine import LocalPool  # noqa: PLC0415  (the package stays light: see above)
+
+        return LocalPool([device], timeout, energy, builds=builds if build_ahead != 0 else None, build_of=build_of)
+    from cudalab.execute.dask.cluster import parse_cluster  # noqa: PLC0415  (Dask: only with --cluster)
+    from cudalab.execute.dask.engine import DaskPool  # noqa: PLC0415
+    from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415
+
+    return DaskPool(parse_cluster(cluster), parse_devices(devices, device), timeout, energy, build_ahead=build_ahead)

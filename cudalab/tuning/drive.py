@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from cudalab.bench import Protocol
 from cudalab.errors import ClusterLost, LaunchConfigError, UsageError
-from cudalab.instruments.busy import BusyMeter, gpu_of
+from cudalab.instruments.busy import BusyMeter
 from cudalab.records import noise
 from cudalab.records.results import PASSED, SKIPPED
 from cudalab.tuning import campaign as C
@@ -28,7 +28,6 @@ from cudalab.tuning.account import TimeAccount
 from cudalab.tuning import race as R
 from cudalab.tuning import reference
 from cudalab.tuning import strategy as S
-from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
 from cudalab.tuning.loops import TrialLoops
 from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F401  (plan: the command's)
 from cudalab.tuning.result import TuneResult, point_key
@@ -63,16 +62,11 @@ class _Campaign(TrialLoops):
             if m.status != "interrupted":
                 self.known[point_key(m.point)] = m
         self.resumed = self.evaluated()  # measured by an earlier run of the campaign (not in this one's account)
-        # On a cluster the builds happen on the workers' hosts: no build pool here.
-        local = not getattr(runs, "concurrent", False)
-        self.pool = BuildPool((p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()) if local else 0)
         self.lost: ClusterLost | None = None
         self.account = TimeAccount()  # its start is the campaign's (the deadline and the ETA count from it)
-        self.builds: dict[int, Any] = {}  # id of a trial's request -> its build's future in the pool
         # grid and random walk the valid points themselves: their trials are written once, when measured
         self.walking = self.prop.walk is not None
         self.added = len(study.get_trials(deepcopy=False)) if self.walking else 0  # the next added trial's number
-        self.flying: set[str] = set()  # the key of the trial on the GPU now (pipelined: asks happen meanwhile)
 
     def evaluated(self) -> int:
         return sum(1 for m in self.known.values() if m.status not in ("refused", "skipped"))
@@ -105,8 +99,9 @@ class _Campaign(TrialLoops):
                                                   status, reason, attrs)
 
     def ask(self, pending: deque) -> bool:
-        """Ask for the next point worth running and queue it; False when the strategy has nothing new."""
-        in_flight = {point_key(pt) for _, pt, _ in pending} | self.flying  # the one on the GPU too
+        """Ask for the next point worth running and queue it (``pending``: the trials asked and not yet recorded,
+        those on the GPUs too); False when the strategy has nothing new."""
+        in_flight = {point_key(pt) for _, pt, _ in pending}
         for _ in range(STALE_ASKS):
             if len(self.known) + len(in_flight) >= self.prop.size:
                 return False
@@ -163,7 +158,7 @@ class _Campaign(TrialLoops):
                 self._record(trial, point, "refused", str(exc), None, {})
                 continue
             pending.append((trial, point, req))
-            self._prebuild(trial, req)
+            self.runs.prebuild(req)  # its kernels built ahead: its worker finds them in the cache when its turn comes
             return True
         return False
 
@@ -189,20 +184,8 @@ class _Campaign(TrialLoops):
             self._record(None, point, "refused", str(exc), None, {})
             return True
         pending.append((None, point, req))
-        self._prebuild(None, req)
+        self.runs.prebuild(req)
         return True
-
-    def _prebuild(self, trial: Any, req: Any) -> None:
-        """Start the trial's build on the pool, or a cluster's (the worker finds it in the cache when its turn
-        comes)."""
-        if getattr(self.runs, "concurrent", False):
-            self.runs.prebuild(req)
-            return
-        arch = self.runs.arch()
-        if arch:
-            fut = self.pool.submit(build_of(req, arch))
-            if fut is not None:
-                self.builds[id(req)] = fut
 
     def finish(self, trial: Any, point: dict[str, str], fr: Any) -> bool:
         """Record one trial's point (None: it did not run); returns True when it did not."""
@@ -258,8 +241,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     walks = p.strategy in WALKS and (p.valid_points is not None or p.strategy == "grid")
     # A walk (grid, random over the valid points) enqueues each trial's point: the sampler is never consulted.
     sampler = S.sampler("random" if walks else p.strategy, opts.seed, p.space, len(opts.objectives))
+    runs = runs or runs_for(opts)  # the engine, chosen here once (a bad --cluster or --devices: refused now)
     C.check_campaign(p.url, p.name, p.meta)  # reading only: a file it must not write is refused before any GPU work
-    runs = runs or runs_for(opts)
     runs.start()  # a cluster is checked here: before the campaign's first line
     try:  # the campaign's file is created (or changed) only once a GPU is there to run its first trial
         runs.ready()
@@ -276,11 +259,12 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     emit("start", {"name": p.name, "url": p.url, "size": p.space.size(),
                    "valid": p.valid if p.valid_points is not None else None, "budget": p.budget,
                    "strategy": p.strategy, "resumed": len(C.measured(study)), "redo": len(redo)})
-    if getattr(runs, "concurrent", False):
-        emit("cluster", {"text": runs.describe()})
+    where = runs.executor.describe()
+    if where:  # a cluster's GPUs and hosts ('' for this host's GPU)
+        emit("cluster", {"text": where})
     code, busy, ref = 0, None, None
-    # GPU busy % for the live line and the result: this host's GPU only (a cluster's are on other hosts)
-    meter = None if getattr(runs, "concurrent", False) else BusyMeter(lambda: gpu_of(runs.worker_pids)).start()
+    # GPU busy % for the live line and the result, where the GPU can be read from here (a cluster's cannot)
+    meter: BusyMeter | None = runs.executor.busy_meter()
     try:
         with interrupts() as caught:
             camp = _Campaign(p, study, runs, emit, meter)

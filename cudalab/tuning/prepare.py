@@ -63,12 +63,6 @@ def plan(opts: TuneOptions) -> CampaignPlan:
         raise UsageError(f"--objective {','.join(opts.objectives)!r}: give time, energy or time,energy")
     if opts.tolerance is not None and not 0 < opts.tolerance < 0.5:
         raise UsageError(f"--tolerance must be between 0 and 0.5 (got {opts.tolerance})")
-    if opts.cluster is not None:
-        from cudalab.execute.dask.cluster import parse_cluster  # noqa: PLC0415
-        from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415
-
-        parse_cluster(opts.cluster)
-        parse_devices(opts.devices, opts.device)
     spec = catalog.family(opts.family)
     fam = load(spec.module)
     uk = None

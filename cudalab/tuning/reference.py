@@ -87,7 +87,7 @@ def unmeasured(p: Any, why: str = "not measured: the campaign ended before it") 
 
 def measure(p: Any, runs: Any, account: Any) -> Reference | None:
     """Run the campaign's library row once (the base request, the library variant, the trials' protocol) on
-    the campaign's workers, this host's or a cluster's (:meth:`~cudalab.tuning.runs.Runs.run` takes both).
+    the campaign's workers, on whichever engine runs them (:meth:`~cudalab.tuning.runs.Runs.run`).
 
     It runs after the trials, before the race: the first trial and ``--time``'s deadline start with the
     campaign as before (no row of another variant before the first trial), a campaign resumed with its trials
@@ -96,7 +96,7 @@ def measure(p: Any, runs: Any, account: Any) -> Reference | None:
 
     Args:
         p: the campaign's plan (:class:`~cudalab.tuning.prepare.CampaignPlan`).
-        runs: its workers (:class:`~cudalab.tuning.runs.Runs` or ``ClusterRuns``).
+        runs: its workers (:class:`~cudalab.tuning.runs.Runs`).
         account: its time account (:class:`~cudalab.tuning.account.TimeAccount`).
 
     Returns:
