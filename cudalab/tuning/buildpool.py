@@ -5,19 +5,25 @@ A build lands in cudalab's build cache (:mod:`cudalab.build`: keyed on the sourc
 nvcc, with a cross-process lock per key), so the worker that runs the trial later finds its cubin there
 instead of waiting on nvcc; two builds of one key never run at once. A build that fails here is left
 for the trial: its worker builds again and the compiler's error becomes the trial's failed row.
+
+The first trials need not wait for the GPU worker to open its GPU and say which architecture it is: NVML (or
+nvidia-smi) says it without a CUDA context, and :func:`head_start` builds the campaign's first trials meanwhile (the
+pool's own builds of the same keys then wait on the key's lock and read the cache, never compiling twice).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 
 from cudalab.build.priority import lower_priority
+from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.families import load
 from cudalab.plan import RunRequest, make_problem, plan_launch, variant_arch
 
-__all__ = ["BuildPool", "build_of", "default_workers"]
+__all__ = ["BuildPool", "arch_here", "build_of", "default_workers", "head_start"]
 
 
 def default_workers() -> int:
@@ -81,3 +87,77 @@ class BuildPool:
         """Drop the builds not started; running ones finish in their threads (their results are cached)."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def arch_here() -> str | None:
+    """``sm_XY`` of this machine's GPUs, asked without a CUDA context (NVML, else nvidia-smi), when they all share
+    one; None where neither answers or they differ (which GPU a worker opens then decides: no guess)."""
+    try:
+        import pynvml  # noqa: PLC0415  (the telemetry extra)
+
+        pynvml.nvmlInit()
+        try:
+            caps = {tuple(pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i)))
+                    for i in range(pynvml.nvmlDeviceGetCount())}
+        finally:
+            pynvml.nvmlShutdown()
+    except ImportError:  # no telemetry extra: the driver's own tool says the same
+        try:
+            proc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        lines = proc.stdout.split() if proc.returncode == 0 else []
+        caps = {tuple(int(x) for x in line.split(".")) for line in lines if line.replace(".", "").isdigit()}
+    except Exception:  # noqa: BLE001  (no driver, an NVML too old to say)
+        return None
+    if len(caps) != 1:
+        return None
+    (cc,) = caps
+    return f"sm_{cc[0]}{cc[-1]}"
+
+
+def head_start(p: Any, prop: Any, arch: Callable[[], str | None] | None = None) -> BuildPool | None:
+    """Build a campaign's first trials while its GPU worker opens: every strategy's first (the family's own
+    configuration, ``prop.first``) and a walk's next ones, as many as the campaign's build threads (``--build-ahead``,
+    else :func:`default_workers`), on a pool of that many threads started now; None when there are none.
+
+    ``arch`` is asked on the pool's first thread (NVML can take a moment); no answer builds nothing, and the
+    worker's arch decides as before. The campaign's own pool later asks for the same builds: each finds its key
+    built or waits for it on the key's lock (:func:`cudalab.build.build`), so nothing is compiled twice. A guess the
+    GPU worker contradicts costs CPU only: the cache key holds the arch.
+
+    Args:
+        p: the campaign's plan (:class:`~cudalab.tuning.prepare.CampaignPlan`).
+        prop: a fresh :class:`~cudalab.tuning.propose.Proposer` of the campaign (its walk is read here).
+        arch: what says this host's GPU architecture (None: :func:`arch_here`).
+    """
+    from cudalab.tuning.prepare import trial_request  # noqa: PLC0415  (prepare plans with tuning.runs)
+    from cudalab.tuning.runs import precheck  # noqa: PLC0415
+
+    workers = p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()
+    if workers <= 0:
+        return None
+    pool = BuildPool(workers)
+
+    def start() -> None:
+        sm = (arch or arch_here)()
+        if sm is None:
+            return
+        points = [] if prop.first is None else [prop.first]
+        if prop.walk is not None:  # the walk starts with the first, where it is a valid point
+            points = []
+            while len(points) < workers and (pt := prop.next_walk(())) is not None:
+                points.append(pt)
+        for point in points:
+            if p.space.allows(point):
+                continue
+            req = trial_request(p, point)
+            try:
+                precheck(req)  # what the launch rules refuse is never built (the trial is refused on the CPU)
+            except (UsageError, LaunchConfigError):
+                continue
+            pool.submit(build_of(req, sm))
+
+    pool.submit(start)
+    return pool

@@ -28,7 +28,7 @@ from cudalab.tuning.account import TimeAccount
 from cudalab.tuning import race as R
 from cudalab.tuning import reference
 from cudalab.tuning import strategy as S
-from cudalab.tuning.buildpool import BuildPool, build_of, default_workers
+from cudalab.tuning.buildpool import BuildPool, build_of, default_workers, head_start
 from cudalab.tuning.loops import TrialLoops
 from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F401  (plan: the command's)
 from cudalab.tuning.result import TuneResult, point_key
@@ -261,6 +261,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     C.check_campaign(p.url, p.name, p.meta)  # reading only: a file it must not write is refused before any GPU work
     runs = runs or runs_for(opts)
     runs.start()  # a cluster is checked here: before the campaign's first line
+    # this host's first trials built while its GPU worker opens (a cluster's are built on its workers' hosts)
+    head = None if getattr(runs, "concurrent", False) else head_start(p, proposer(p))
     try:  # the campaign's file is created (or changed) only once a GPU is there to run its first trial
         runs.ready()
         study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
@@ -268,6 +270,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
         redo = _unfinished(study, p.space)
     except BaseException:
         runs.kill()
+        if head is not None:
+            head.close()
         raise
     if study.study_name != p.name:  # the kernel changed since the campaign of this name: a fresh one beside it
         emit("warning", {"text": f"{p.variant.name} is built from another source or defines than campaign {p.name} "
@@ -322,6 +326,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     finally:
         if meter is not None:
             meter.stop()
+        if head is not None:
+            head.close()
         if code:
             runs.kill()
         else:
