@@ -1,5 +1,5 @@
-// The warptile's shape, shared by matmul_warptile.cu and matmul_streamk.cu (its persistent stream-K form): the WT_
-// defines' defaults (family.toml's `defines` restate them) and WT_THREADS.
+// The warptile's shape, shared by matmul_warptile.cu, matmul_streamk.cu (its persistent stream-K form) and the gemm
+// family's gemm.cu: the WT_ defines' defaults (the family.toml files' `defines` restate them) and WT_THREADS.
 
 #pragma once
 
