@@ -49,6 +49,12 @@ def test_the_first_trials_of_a_walk_are_built_in_its_order_default_first(monkeyp
     assert {(src, arch) for src, _, arch in asked} == {("matmul_warptile.cu", "sm_90")}
 
 
+def test_no_more_are_built_than_the_campaign_has_trials(monkeypatch):
+    _, asked = _built(monkeypatch, plan(TuneOptions(family="matmul", variant="warptile", strategy="random", seed=7,
+                                                    race=0, trials=2, build_ahead=4)))
+    assert len(asked) == 2
+
+
 def test_a_model_strategy_builds_its_first_trial_only(monkeypatch):
     pytest.importorskip("optuna")
     p = plan(TuneOptions(family="matmul", variant="warptile", strategy="tpe", seed=7, race=0, trials=30, build_ahead=4))

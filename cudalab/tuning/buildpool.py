@@ -120,7 +120,8 @@ def arch_here() -> str | None:
 def head_start(p: Any, prop: Any, arch: Callable[[], str | None] | None = None) -> BuildPool | None:
     """Build a campaign's first trials while its GPU worker opens: every strategy's first (the family's own
     configuration, ``prop.first``) and a walk's next ones, as many as the campaign's build threads (``--build-ahead``,
-    else :func:`default_workers`), on a pool of that many threads started now; None when there are none.
+    else :func:`default_workers`) and no more than its budget of trials (a build still running holds the command's
+    exit), on a pool of that many threads started now; None when there are none.
 
     ``arch`` is asked on the pool's first thread (NVML can take a moment); no answer builds nothing, and the
     worker's arch decides as before. The campaign's own pool later asks for the same builds: each finds its key
@@ -147,7 +148,7 @@ def head_start(p: Any, prop: Any, arch: Callable[[], str | None] | None = None) 
         points = [] if prop.first is None else [prop.first]
         if prop.walk is not None:  # the walk starts with the first, where it is a valid point
             points = []
-            while len(points) < workers and (pt := prop.next_walk(())) is not None:
+            while len(points) < min(workers, p.budget) and (pt := prop.next_walk(())) is not None:
                 points.append(pt)
         for point in points:
             if p.space.allows(point):
