@@ -16,14 +16,14 @@ from __future__ import annotations
 import os
 import subprocess
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from cudalab.build.priority import lower_priority
 from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.families import load
 from cudalab.plan import RunRequest, make_problem, plan_launch, variant_arch
 
-__all__ = ["BuildPool", "arch_here", "build_of", "default_workers", "head_start"]
+__all__ = ["BuildPool", "arch_here", "build_of", "default_workers", "first_requests", "head_start"]
 
 
 def default_workers() -> int:
@@ -117,11 +117,39 @@ def arch_here() -> str | None:
     return f"sm_{cc[0]}{cc[-1]}"
 
 
+def first_requests(p: Any, prop: Any, count: int) -> Iterator[RunRequest]:
+    """A campaign's first trials as run points, before its study is open: every strategy's first (the family's own
+    configuration, ``prop.first``) and a walk's next ones, at most ``count`` and the campaign's budget (a build still
+    running holds the command's exit); what the constraints or the launch rules refuse is left out (never built).
+
+    Args:
+        p: the campaign's plan (:class:`~cudalab.tuning.prepare.CampaignPlan`).
+        prop: a fresh :class:`~cudalab.tuning.propose.Proposer` of the campaign (its walk is read here).
+        count: how many at most.
+    """
+    from cudalab.tuning.prepare import trial_request  # noqa: PLC0415  (prepare plans with tuning.runs)
+    from cudalab.tuning.runs import precheck  # noqa: PLC0415
+
+    points = [] if prop.first is None else [prop.first]
+    if prop.walk is not None:  # the walk starts with the first, where it is a valid point
+        points = []
+        while len(points) < min(count, p.budget) and (pt := prop.next_walk(())) is not None:
+            points.append(pt)
+    for point in points:
+        if p.space.allows(point):
+            continue
+        req = trial_request(p, point)
+        try:
+            precheck(req)
+        except (UsageError, LaunchConfigError):
+            continue
+        yield req
+
+
 def head_start(p: Any, prop: Any, arch: Callable[[], str | None] | None = None) -> BuildPool | None:
-    """Build a campaign's first trials while its GPU worker opens: every strategy's first (the family's own
-    configuration, ``prop.first``) and a walk's next ones, as many as the campaign's build threads (``--build-ahead``,
-    else :func:`default_workers`) and no more than its budget of trials (a build still running holds the command's
-    exit), on a pool of that many threads started now; None when there are none.
+    """Build a campaign's first trials (:func:`first_requests`) while its GPU worker opens, as many as its build
+    threads (``--build-ahead``, else :func:`default_workers`), on a pool of that many threads started now; None when
+    there are none.
 
     ``arch`` is asked on the pool's first thread (NVML can take a moment); no answer builds nothing, and the
     worker's arch decides as before. The campaign's own pool later asks for the same builds: each finds its key
@@ -130,12 +158,9 @@ def head_start(p: Any, prop: Any, arch: Callable[[], str | None] | None = None) 
 
     Args:
         p: the campaign's plan (:class:`~cudalab.tuning.prepare.CampaignPlan`).
-        prop: a fresh :class:`~cudalab.tuning.propose.Proposer` of the campaign (its walk is read here).
+        prop: a fresh :class:`~cudalab.tuning.propose.Proposer` of the campaign.
         arch: what says this host's GPU architecture (None: :func:`arch_here`).
     """
-    from cudalab.tuning.prepare import trial_request  # noqa: PLC0415  (prepare plans with tuning.runs)
-    from cudalab.tuning.runs import precheck  # noqa: PLC0415
-
     workers = p.opts.build_ahead if p.opts.build_ahead is not None else default_workers()
     if workers <= 0:
         return None
@@ -143,22 +168,9 @@ def head_start(p: Any, prop: Any, arch: Callable[[], str | None] | None = None) 
 
     def start() -> None:
         sm = (arch or arch_here)()
-        if sm is None:
-            return
-        points = [] if prop.first is None else [prop.first]
-        if prop.walk is not None:  # the walk starts with the first, where it is a valid point
-            points = []
-            while len(points) < min(workers, p.budget) and (pt := prop.next_walk(())) is not None:
-                points.append(pt)
-        for point in points:
-            if p.space.allows(point):
-                continue
-            req = trial_request(p, point)
-            try:
-                precheck(req)  # what the launch rules refuse is never built (the trial is refused on the CPU)
-            except (UsageError, LaunchConfigError):
-                continue
-            pool.submit(build_of(req, sm))
+        if sm is not None:
+            for req in first_requests(p, prop, workers):
+                pool.submit(build_of(req, sm))
 
     pool.submit(start)
     return pool
