@@ -3,7 +3,7 @@
 A family's launch often passes a source's own defaults: every matmul variant's defines (``TILE=32``,
 ``AS_BK=16``, the warp tile's ten) are what its source's ``#ifndef`` lines define anyway. Each define set
 is another key of the build cache, but nvcc sees the same device code, and makes the same cubin with
-the same resource report: three builds of matmul_async.cu, 5 s of nvcc each, that prove one thing.
+the same resource report: builds of one file, a second of nvcc or more each, that prove one thing.
 
 :func:`build` takes a build already in the cache as it is (``cudalab.build`` itself gives define sets that
 only restate a source's defaults one key: :mod:`cudalab.build.restated`); otherwise it asks nvcc's preprocessor

@@ -11,7 +11,7 @@ environment variable ``FAKE_WORKER`` (JSON: variant name -> behaviour; ``_open``
 - ``lost``: a failed row naming a sticky CUDA error, then ``lost``, then exits (as a real worker does).
 - ``slow``: runs for 1 s, beating every 0.1 s, then passes (beats keep a long kernel alive).
 - ``sigint`` / ``sigterm``: sends that signal to the parent (a user's Ctrl-C, a batch system), then hangs.
-- ``error`` (``_open`` only): cannot open its GPU.
+- ``error`` (``_open`` only): cannot open its GPU (``_open_s``: seconds it takes to open it).
 - ``linger`` (``_exit`` only): goes on for 1.5 s after its ``bye`` (a driver tearing a context down).
 
 A key ``VARIANT@N`` (``naive@96``) applies to that variant at ``--n N`` only, before the plain name; a
@@ -69,6 +69,8 @@ def main() -> None:
     if how.get("_open") == "error":
         send(ev="error", message="no CUDA GPU found (fake)", exit_code=2)
         return
+    if how.get("_open_s"):  # a GPU slow to open (seconds before ``ready``): what a campaign does meanwhile
+        time.sleep(float(how["_open_s"]))
     name = os.environ.get("FAKE_GPU_NAME", f"Fake GPU {args.device}")  # a cluster test's other GPU model
     info = {"index": args.device, "name": name, "compute_capability": "9.0", "sm_count": 132,
             "total_memory": 80 << 30, "l2_bytes": 50 << 20, "sm_clock_mhz": 1980, "mem_clock_mhz": 2619,

@@ -30,10 +30,12 @@ def test_the_bound_is_the_larger_term_plus_20_percent_and_each_campaign_is_judge
 
     monkeypatch.setattr(B, "campaign", campaign)
     monkeypatch.setattr(B, "builds_cpu", lambda points, arch, cache, cores: (16.0 * 10, 12.0))
+    monkeypatch.setattr(B, "first_build_s", lambda point, arch, cache: 1.25)
     monkeypatch.setattr(B.os, "cpu_count", lambda: 16)
     assert B.main(["--out", str(tmp_path)]) == 1  # 20 s and 30 s are over max(10, 15) x 1.2 = 18 s (the campaigns' own walls)
     rec = json.loads((tmp_path / "nvidia-h200-campaign.json").read_text())
     assert (rec["builds_term_s"], rec["gpu_work_s"], rec["bound_s"]) == (10.0, 15.0, 18.0)
+    assert rec["first_build_s"] == 1.25 and rec["warm_account"]["wall"] == 16.0
     assert rec["runs"]["local"]["pass"] is False and rec["runs"]["cluster"]["pass"] is False
     walls.update(local=17.5, cluster=18.0)
     assert B.main(["--out", str(tmp_path)]) == 0
@@ -41,3 +43,20 @@ def test_the_bound_is_the_larger_term_plus_20_percent_and_each_campaign_is_judge
     # the two cold campaigns never share a cache; the warm one is the local one's, as it says
     cold = [c for i, c in enumerate(caches) if i % 3 != 2]
     assert len(set(cold)) == len(cold) and all(caches[i].name == "cache-local" for i in range(2, len(caches), 3))
+
+
+def test_builds_only_builds_the_campaigns_own_first_trials_default_first(monkeypatch, capsys):
+    """--builds-only (no GPU): the points are the campaign's random walk's, refused ones left out, all distinct."""
+    from cudalab.tuning.drive import plan, proposer
+    from cudalab.tuning.options import TuneOptions
+
+    got = {}
+    monkeypatch.setattr(B, "builds_cpu", lambda points, arch, cache, cores: got.update(points=points, arch=arch) or (30.0, 9.0))
+    monkeypatch.setattr(B, "first_build_s", lambda point, arch, cache: got.update(first=point) or 1.5)
+    assert B.main(["--builds-only", "--trials", "12", "--arch", "sm_90"]) == 0
+    p = plan(TuneOptions(family="matmul", variant="warptile", strategy="random", seed=7, race=0))
+    walk = proposer(p)
+    assert len(got["points"]) == 12 and len({json.dumps(pt, sort_keys=True) for pt in got["points"]}) == 12
+    assert got["first"] == got["points"][0] == walk.first and got["arch"] == "sm_90"
+    assert got["points"] == [pt for pt in walk.walk if not p.space.allows(pt)][:12]
+    assert "builds: 30.0 CPU-s for 12 trials, 2.50 each" in capsys.readouterr().out

@@ -430,3 +430,37 @@ def test_a_signal_during_compile_ends_nvcc_and_removes_the_build_folder(tmp_path
     assert _processes_naming(str(tmp)) == []
     assert list(tmp.glob("cudalab-build-*")) == []
     assert proc.returncode == 128 + getattr(signal, signame), proc.stderr.read()
+
+
+def test_two_builds_of_different_keys_run_at_once_even_where_their_keys_begin_alike(tmp_path, monkeypatch):
+    """Each key's lock is its own (a campaign's builds ahead run at once: none waits for another's nvcc). Keys
+    that begin with the same two hex digits shared one lock file, and the second build waited for the first."""
+    import threading
+
+    monkeypatch.setenv("CUDALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "nvcc_version", lambda: "fake")
+    monkeypatch.setattr(build, "cache_key", lambda source, text, defines, arch, version: "ab" + defines["N"] + "0" * 61)
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(int *o) { o[0] = N; }\n')
+    both = threading.Barrier(2, timeout=3)  # each compile waits here for the other: only builds at once pass
+
+    def compile_at_once(source, text, defines, arch, version, key):
+        both.wait()
+        return build.Build(source=source, arch=arch, defines=(), cubin=key.encode(), kernels=(), log="",
+                           cached=False, nvcc_version=version, key=key)
+
+    monkeypatch.setattr(build, "_compile", compile_at_once)
+    got, errors = [], []
+
+    def one(n: str) -> None:
+        try:
+            got.append(build.build(src, {"N": n}, "sm_90").key)
+        except Exception as exc:  # noqa: BLE001  (a broken barrier: the builds ran one after the other)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in "12"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and sorted(got) == ["ab1" + "0" * 61, "ab2" + "0" * 61]

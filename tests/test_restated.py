@@ -82,7 +82,7 @@ def test_local_headers_are_read_where_they_are_included(tmp_path):
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("family, name", [("transpose", "transpose.cu"), ("reduce", "reduce.cu"),
-                                          ("matmul", "matmul_async.cu")])
+                                          ("matmul", "matmul_streamk.cu")])
 def test_every_default_dropped_from_a_real_source_preprocesses_to_the_same_device_code(family, name):
     source = catalog.family(family).directory / name
     defaults = source_defaults(source)

@@ -59,42 +59,9 @@ gemm_async(const float *__restrict__ A, const float *__restrict__ B, const float
     sgemm_async<128, 128, AS_BK, 256, 2, 2, AS_STAGES, 0, 0, 0, true>(A, B, C, Z, M, N, K, alpha, beta);
 }
 
-// warptile: a WT_BM x WT_BN block tile split into WT_WM x WT_WN warp tiles; each lane owns
-// (4*WT_MI) x (4*WT_NI) outputs; WT_STAGES cp.async stages of WT_BK; blocks walk WT_GROUP block
-// rows at a time (L2 reuse). Threads: (WT_BM / WT_WM) * (WT_BN / WT_WN) * 32, at least WT_MINB
-// blocks an SM. The defaults are the tuned shape: 128 x 256 tile, 8 warps of 64 x 64, 8 x 16 per
-// lane (1 block an SM, up to 255 registers a thread). Shared: SA_SMEM_BYTES(WT_BM, WT_BN, WT_BK, WT_STAGES).
-#ifndef WT_BM
-#define WT_BM 128
-#endif
-#ifndef WT_BN
-#define WT_BN 256
-#endif
-#ifndef WT_BK
-#define WT_BK 16
-#endif
-#ifndef WT_WM
-#define WT_WM 64
-#endif
-#ifndef WT_WN
-#define WT_WN 64
-#endif
-#ifndef WT_MI
-#define WT_MI 2
-#endif
-#ifndef WT_NI
-#define WT_NI 4
-#endif
-#ifndef WT_STAGES
-#define WT_STAGES 3
-#endif
-#ifndef WT_MINB
-#define WT_MINB 1
-#endif
-#ifndef WT_GROUP
-#define WT_GROUP 8
-#endif
-#define WT_THREADS ((WT_BM / WT_WM) * (WT_BN / WT_WN) * 32)
+// warptile: the matmul warptile's shape (its WT_ defaults and WT_THREADS, ../matmul/warptile.cuh) with the alpha/beta
+// epilogue.
+#include "../matmul/warptile.cuh"
 
 extern "C" __global__ void __launch_bounds__(WT_THREADS, WT_MINB)
 gemm_warptile(const float *__restrict__ A, const float *__restrict__ B, const float *__restrict__ C,

@@ -1,7 +1,8 @@
 // fp32 matrix product C = A.B, row-major: A is M x K, B is K x N, C is M x N (no padding).
 // The ladder's first rungs, from one thread per element to register-blocked, double-buffered tiles
 // (sgemm.cuh, which the gemm family shares); the cp.async, warp-tile and stream-K rungs are in
-// matmul_async.cu, so that a run of these rungs (say --block 16) does not build those (8 s of nvcc).
+// matmul_async.cu, matmul_warptile.cu and matmul_streamk.cu, so that a run of these rungs (say --block 16)
+// does not build those (8 s of nvcc).
 
 #include "sgemm.cuh"
 

@@ -388,3 +388,33 @@ def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, 
         tele.close()
         raise
     return Opened(tele)
+
+
+def arch_here() -> str | None:
+    """``sm_XY`` of this machine's GPUs, asked without a CUDA context (NVML, else nvidia-smi), when they all share
+    one; None where neither answers or they differ (which GPU a worker opens then decides: no guess)."""
+    import subprocess  # noqa: PLC0415
+
+    try:
+        import pynvml  # noqa: PLC0415  (the telemetry extra)
+
+        pynvml.nvmlInit()
+        try:
+            caps = {tuple(pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i)))
+                    for i in range(pynvml.nvmlDeviceGetCount())}
+        finally:
+            pynvml.nvmlShutdown()
+    except ImportError:  # no telemetry extra: the driver's own tool says the same
+        try:
+            proc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        lines = proc.stdout.split() if proc.returncode == 0 else []
+        caps = {tuple(int(x) for x in line.split(".")) for line in lines if line.replace(".", "").isdigit()}
+    except Exception:  # noqa: BLE001  (no driver, an NVML too old to say)
+        return None
+    if len(caps) != 1:
+        return None
+    (cc,) = caps
+    return f"sm_{cc[0]}{cc[-1]}"

@@ -28,7 +28,8 @@ class TimeAccount:
         self._clock = clock
         self.started = clock()
         self.seconds = {b: 0.0 for b in BUCKETS}
-        #: The trials' own seconds in their GPU workers, summed (several GPUs: more than the wall); not a bucket.
+        #: The campaign's own seconds in its GPU workers, summed (several GPUs: more than the wall): its trials' and
+        #: its library row's (GPU work the campaign does before its race); not a bucket.
         self.in_workers = 0.0
 
     @contextmanager

@@ -29,7 +29,7 @@ from cudalab.tuning import race as R
 from cudalab.tuning import reference
 from cudalab.tuning import strategy as S
 from cudalab.tuning.loops import TrialLoops
-from cudalab.tuning.prepare import CampaignPlan, plan, trial_request  # noqa: F401  (plan: the command's)
+from cudalab.tuning.prepare import CampaignPlan, first_requests, plan, trial_request  # noqa: F401  (plan: the command's)
 from cudalab.tuning.result import TuneResult, point_key
 from cudalab.tuning.runs import Runs, runs_for
 from cudalab.tuning.space import BLOCK, Space
@@ -245,6 +245,9 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     C.check_campaign(p.url, p.name, p.meta)  # reading only: a file it must not write is refused before any GPU work
     runs.start()  # a cluster is checked here: before the campaign's first line
     try:  # the campaign's file is created (or changed) only once a GPU is there to run its first trial
+        # the first trials' kernels built while the GPUs open (their turn finds them built: Executor.prebuild)
+        for req in first_requests(p, proposer(p), runs.executor.ahead()):
+            runs.prebuild(req)
         runs.ready()
         study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)
         C.reap_interrupted(study)
@@ -283,6 +286,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
 
             try:  # the "% of" column's library row (flops, rate), once: after the trials (tuning/reference.py: why)
                 ref = reference.measure(p, runs, camp.account) if going() else None
+                camp.account.in_workers = runs.executor.in_workers()  # the library row is GPU work too
             except ClusterLost as exc:
                 ref, camp.lost = None, exc
             busy = meter.percent if meter is not None else None

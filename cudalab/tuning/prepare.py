@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Iterator
 
 from cudalab import catalog
 from cudalab.bench import Protocol
-from cudalab.errors import UsageError
+from cudalab.errors import LaunchConfigError, UsageError
 from cudalab.families import load
 from cudalab import plan as planning
-from cudalab.plan import make_problem
+from cudalab.plan import RunRequest, make_problem
 from cudalab.session import sweep
 from cudalab.tuning import campaign as C
 from cudalab.tuning import own
@@ -22,7 +22,7 @@ from cudalab.tuning.runs import precheck
 from cudalab.tuning.space import BLOCK, ENUMERATE_LIMIT, Space
 from cudalab.tuning.spaces import default_point, kernel_variant, make_space, table_for
 
-__all__ = ["DEFAULT_TRIALS", "CampaignPlan", "plan", "trial_request"]
+__all__ = ["DEFAULT_TRIALS", "CampaignPlan", "first_requests", "plan", "trial_request"]
 
 #: Trials when neither --trials nor --time is given (grid: the whole space).
 DEFAULT_TRIALS = 100
@@ -136,3 +136,29 @@ def _point_request(base: Any, space: Space, fam: Any, point: dict[str, str]) -> 
         else:
             defines[d.name] = value
     return replace(base, block=block, options=tuple(opts.items()), defines=tuple(defines.items()))
+
+
+def first_requests(p: Any, prop: Any, count: int) -> Iterator[RunRequest]:
+    """A campaign's first trials as run points, before its study is open: every strategy's first (the family's own
+    configuration, ``prop.first``) and a walk's next ones, at most ``count`` and the campaign's budget (a build still
+    running holds the command's exit); what the constraints or the launch rules refuse is left out (never built).
+
+    Args:
+        p: the campaign's plan (:class:`~cudalab.tuning.prepare.CampaignPlan`).
+        prop: a fresh :class:`~cudalab.tuning.propose.Proposer` of the campaign (its walk is read here).
+        count: how many at most.
+    """
+    points = [] if prop.first is None else [prop.first]
+    if prop.walk is not None:  # the walk starts with the first, where it is a valid point
+        points = []
+        while len(points) < min(count, p.budget) and (pt := prop.next_walk(())) is not None:
+            points.append(pt)
+    for point in points:
+        if p.space.allows(point):
+            continue
+        req = trial_request(p, point)
+        try:
+            precheck(req)
+        except (UsageError, LaunchConfigError):
+            continue
+        yield req

@@ -195,8 +195,11 @@ class DaskPool(Executor):
             self.cluster.cancel(handles + builds)
 
     def ahead(self) -> int:
-        """The GPU workers' build threads (``BUILD``), at most ``build_ahead``; 0: none."""
-        threads = sum(w.builds for w in self._cluster().workers if w.arch)
+        """The GPU workers' build threads (``BUILD``), at most ``build_ahead``; 0: none, and before :meth:`ready`
+        (the workers and their hosts are not known yet: nothing is built ahead while the cluster opens)."""
+        if self.cluster is None:
+            return 0
+        threads = sum(w.builds for w in self.cluster.workers if w.arch)
         return threads if self.build_ahead is None else min(threads, self.build_ahead)
 
     def prebuild(self, plan: Plan) -> None:

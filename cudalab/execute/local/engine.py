@@ -59,6 +59,7 @@ class LocalPool(Executor):
         self._make_builds, self._build_of = builds, build_of
         self._builds: Any = None  # the build threads, made by the first build ahead
         self._early: dict[RunRequest, Future] = {}  # a plan's build ahead, until its task takes it
+        self._guess: str | None = None  # this host's arch before a worker said it ('': none; see _arch)
         self._in_workers = 0.0
         self._waited = 0.0
 
@@ -202,12 +203,18 @@ class LocalPool(Executor):
             self._early[plan.request] = fut
 
     def _arch(self) -> str | None:
-        """The first GPU's architecture (``sm_90``) once its worker has opened it, else None."""
+        """The first GPU's architecture (``sm_90``) once its worker has opened it; before, this host's as NVML or
+        nvidia-smi name it without a CUDA context, when all its GPUs share one (asked once: the first trials are
+        built while the worker opens); else None (nothing is built ahead)."""
         for slot in self.session.slots:
             cc = str((slot.info or {}).get("compute_capability", ""))
             if cc:
                 return "sm_" + cc.replace(".", "")
-        return None
+        if self._guess is None:
+            from cudalab.instruments import telemetry  # noqa: PLC0415  (NVML: only when a campaign builds ahead)
+
+            self._guess = telemetry.arch_here() or ""
+        return self._guess or None
 
     def builds_queued(self) -> int:
         return self._builds.queued() if self._builds is not None else 0
