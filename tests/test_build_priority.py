@@ -43,3 +43,16 @@ def test_a_cluster_prebuild_builds_niced_and_its_dask_thread_stays_as_it_was(mon
     plan = precheck(RunRequest(family="copy", variants="vec4", n="1k"))
     assert CW.prebuild(plan.to_dict(), "sm_90") == {"built": 1, "cached": 0, "error": ""}
     assert seen == [min(19, base + NICE)] and _mine() == base
+
+
+def test_an_urgent_build_runs_at_the_campaign_s_own_priority_beside_the_niced_ones():
+    # the build the GPU waits for first must not share the cores' low priority with the builds queued behind it
+    from cudalab.tuning.buildpool import BuildPool
+
+    base = _mine()
+    pool = BuildPool(2)
+    seen = {}
+    pool.submit(lambda: seen.setdefault("first", _mine()), urgent=True).result(timeout=10)
+    pool.submit(lambda: seen.setdefault("later", _mine())).result(timeout=10)
+    pool.close()
+    assert seen == {"first": base, "later": min(19, base + NICE)} and _mine() == base

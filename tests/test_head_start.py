@@ -4,6 +4,7 @@ to the executor's prebuild), for the architecture NVML or nvidia-smi name withou
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 import threading
@@ -25,12 +26,13 @@ def _campaign(**kw):
     return plan(TuneOptions(family="matmul", variant="warptile", strategy="random", seed=7, race=0, trials=30, **kw))
 
 
-def _built(monkeypatch, p, arch="sm_90"):
+def _built(monkeypatch, p, arch="sm_90", on_build=lambda *a, **k: None):
     """The (source, defines, arch) of every build the campaign's head start asks for, in the order asked (nvcc never
     runs): its first requests handed to this host's engine's prebuild before any worker opened its GPU."""
     asked, lock = [], threading.Lock()
 
     def fake_build(source, defines, arch):
+        on_build(source, defines, arch)
         with lock:
             asked.append((source.name, dict(defines), arch))
 
@@ -54,6 +56,21 @@ def test_the_first_trials_of_a_walk_are_built_in_its_order_default_first(monkeyp
     want = [{k: v for k, v in pt.items() if k.startswith("WT_")} for pt in first]
     assert sorted(map(str, [{k: d[k] for k in want[0]} for _, d, _ in asked])) == sorted(map(str, want))
     assert {(src, arch) for src, _, arch in asked} == {("matmul_warptile.cu", "sm_90")}
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="per-thread priority: Linux")
+def test_the_first_trial_s_build_is_the_urgent_one_and_the_others_run_niced(monkeypatch):
+    from cudalab.build.priority import NICE
+
+    prio, lock = [], threading.Lock()
+
+    def spy(*a, **k):
+        with lock:
+            prio.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    _, asked = _built(monkeypatch, _campaign(build_ahead=3), on_build=spy)
+    assert len(asked) == 3 and sorted(prio) == [base, min(19, base + NICE), min(19, base + NICE)]
 
 
 def test_no_more_are_built_than_the_campaign_has_trials(monkeypatch):

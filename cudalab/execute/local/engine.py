@@ -60,6 +60,7 @@ class LocalPool(Executor):
         self._builds: Any = None  # the build threads, made by the first build ahead
         self._early: dict[RunRequest, Future] = {}  # a plan's build ahead, until its task takes it
         self._guess: str | None = None  # this host's arch before a worker said it ('': none; see _arch)
+        self._sent = False  # a task was sent (its builds ahead are no longer the GPU's first wait)
         self._in_workers = 0.0
         self._waited = 0.0
 
@@ -125,6 +126,7 @@ class LocalPool(Executor):
 
     def send(self, plans: Sequence[Plan]) -> Any:
         self.session.keep_workers = True  # the workers stay open from one task to the next
+        self._sent = True
         if self._runner is None:
             self._runner = ThreadPoolExecutor(1, thread_name_prefix="tune-trial")
         plans = list(plans)
@@ -196,7 +198,9 @@ class LocalPool(Executor):
         if not arch or self._build_of is None or plan.request in self._early or self._pool() is None:
             return
         try:
-            fut = self._builds.submit(self._build_of(plan.request, arch))
+            # the first build of a campaign with nothing sent yet is the one its GPU waits for first: urgent
+            first = not self._tasks and not self._early and not self._sent
+            fut = self._builds.submit(self._build_of(plan.request, arch), urgent=first)
         except RuntimeError:  # the threads were stopped (stop_builds): its worker builds it
             return
         if fut is not None:
