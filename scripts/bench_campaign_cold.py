@@ -57,7 +57,7 @@ def campaign(folder: Path, trials: int, extra: list[str], cache: Path, timeout: 
         raise SystemExit(f"campaign {' '.join(extra) or 'local'} failed ({proc.returncode}):\n{proc.stdout[-2000:]}"
                          f"\n{proc.stderr[-2000:]}")
     rec = json.loads(out.read_text())
-    from cudalab.instruments.telemetry import gpu_name  # a campaign without a race records no device
+    from cudalab.instruments.driverquery import gpu_name  # a campaign without a race records no device
 
     return {"wall_s": round(wall, 2), "account": rec["tune"]["time"], "gpu_busy_pct": rec["tune"]["gpu_busy_pct"],
             "trials": [t["point"] for t in rec["tune"]["trials"] if t["status"] not in ("refused",)],

@@ -369,7 +369,7 @@ def merge_into(record: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 def _device_name() -> str:
-    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415  (NVML or nvidia-smi, no CUDA context)
+    from cudalab.instruments.driverquery import gpu_name  # noqa: PLC0415  (NVML or nvidia-smi, no CUDA context)
 
     return gpu_name(0) or "gpu"
 

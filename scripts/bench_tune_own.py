@@ -244,7 +244,7 @@ def main() -> int:
         import kernel_tuner as kt  # noqa: PLC0415
     from cudalab.records import machine  # noqa: PLC0415
 
-    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415
+    from cudalab.instruments.driverquery import gpu_name  # noqa: PLC0415
 
     name = gpu_name(0) or "gpu"
     gpu = name.lower().replace(" ", "-")

@@ -52,7 +52,7 @@ CALL_TARGET_S, COMMAND_TARGET_S = 0.3, 1.2
 
 def nvidia_smi_name() -> str:
     """GPU 0's name (NVML or nvidia-smi: this process opens no CUDA context of its own)."""
-    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415
+    from cudalab.instruments.driverquery import gpu_name  # noqa: PLC0415
 
     return gpu_name(0) or "unknown GPU"
 

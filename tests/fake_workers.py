@@ -172,9 +172,9 @@ def fake_workers(monkeypatch):
 
         monkeypatch.setattr(W, "spawn", spawn)
         # a fake GPU is no GPU of this machine: a campaign builds nothing before its fake worker says its arch
-        from cudalab.instruments import telemetry  # noqa: PLC0415
+        from cudalab.instruments import driverquery  # noqa: PLC0415
 
-        monkeypatch.setattr(telemetry, "arch_here", lambda: None)
+        monkeypatch.setattr(driverquery, "arch_here", lambda: None)
         return use
 
     use.started = started

@@ -1,6 +1,6 @@
 """A campaign's first trials are built while its GPU worker opens (cudalab/tuning/prepare.py: first_requests, handed
 to the executor's prebuild), for the architecture NVML or nvidia-smi name without a CUDA context
-(cudalab/instruments/telemetry.py: arch_here)."""
+(cudalab/instruments/driverquery.py: arch_here)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from cudalab import build
 from cudalab.execute.local.engine import LocalPool
-from cudalab.instruments import telemetry
+from cudalab.instruments import driverquery
 from cudalab.tuning import buildpool
 from cudalab.tuning.drive import plan, proposer
 from cudalab.tuning.options import TuneOptions
@@ -37,7 +37,7 @@ def _built(monkeypatch, p, arch="sm_90", on_build=lambda *a, **k: None):
             asked.append((source.name, dict(defines), arch))
 
     monkeypatch.setattr(build, "build", fake_build)
-    monkeypatch.setattr(telemetry, "arch_here", lambda: arch)
+    monkeypatch.setattr(driverquery, "arch_here", lambda: arch)
     pool = LocalPool((0,), builds=lambda: buildpool.BuildPool(p.opts.build_ahead), build_of=buildpool.build_of)
     for req in first_requests(p, proposer(p), pool.ahead()):
         pool.prebuild(precheck(req))
@@ -116,11 +116,11 @@ class _NVML:
 def test_arch_here_is_the_one_compute_capability_of_every_gpu(monkeypatch):
     for caps, want in (([(9, 0)], "sm_90"), ([(9, 0), (9, 0)], "sm_90"), ([(9, 0), (8, 0)], None), ([], None)):
         monkeypatch.setitem(sys.modules, "pynvml", _NVML(caps))
-        assert telemetry.arch_here() == want, caps
+        assert driverquery.arch_here() == want, caps
     broken = _NVML([(9, 0)])
     broken.nvmlInit = lambda: (_ for _ in ()).throw(RuntimeError("NVML Shared Library Not Found"))
     monkeypatch.setitem(sys.modules, "pynvml", broken)
-    assert telemetry.arch_here() is None
+    assert driverquery.arch_here() is None
 
 
 def test_arch_here_asks_nvidia_smi_without_nvml(monkeypatch, tmp_path):
@@ -130,9 +130,9 @@ def test_arch_here_asks_nvidia_smi_without_nvml(monkeypatch, tmp_path):
     for out, want in (("9.0\n9.0\n", "sm_90"), ("10.0\n", "sm_100"), ("9.0\n8.6\n", None), ("", None)):
         smi.write_text(f"#!/bin/sh\nprintf '{out}'\n")
         smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
-        assert telemetry.arch_here() == want, out
+        assert driverquery.arch_here() == want, out
     smi.unlink()
-    assert telemetry.arch_here() is None
+    assert driverquery.arch_here() is None
 
 
 @pytest.mark.parametrize("guess", ["sm_90", None])
@@ -158,7 +158,7 @@ def test_a_campaign_builds_its_first_trials_while_its_gpu_worker_opens(fake_work
         return b
 
     monkeypatch.setattr(build, "_compile", slow_compile)
-    monkeypatch.setattr(telemetry, "arch_here", lambda: guess)
+    monkeypatch.setattr(driverquery, "arch_here", lambda: guess)
     monkeypatch.chdir(tmp_path)
     res = invoke("tune", "copy", "--variant", "vec4", "--n", "1k", "-D", "UNROLL=1..8", "--block", "256",
                  "--trials", "2", "--seed", "2", "--strategy", "random", "--build-ahead", "2", "--race", "0",

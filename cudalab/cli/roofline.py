@@ -120,8 +120,8 @@ def _ceilings_for(records, device: int, fresh) -> dict:
 
 
 def _gpu_here(device: int) -> str | None:
-    """This machine's GPU ``device`` by name (:func:`cudalab.instruments.telemetry.gpu_name`), None with none here."""
-    from cudalab.instruments.telemetry import gpu_name  # noqa: PLC0415
+    """This machine's GPU ``device`` by name (:func:`cudalab.instruments.driverquery.gpu_name`), None with none here."""
+    from cudalab.instruments.driverquery import gpu_name  # noqa: PLC0415
 
     return gpu_name(device)
 

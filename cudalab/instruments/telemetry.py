@@ -317,32 +317,6 @@ def import_nvml() -> tuple[Any | None, str]:
     return pynvml, ""
 
 
-def gpu_name(device: int) -> str | None:
-    """The name of this machine's GPU ``device``, asked without a CUDA context: NVML (the telemetry extra), else
-    nvidia-smi; None where neither answers (no driver, no such GPU)."""
-    try:
-        import pynvml  # noqa: PLC0415  (the telemetry extra)
-
-        pynvml.nvmlInit()
-        try:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(device))
-        finally:
-            pynvml.nvmlShutdown()
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except ImportError:   # no telemetry extra: the driver's own tool says the same
-        pass
-    except Exception:  # no driver, no such GPU
-        return None
-    import subprocess  # noqa: PLC0415
-
-    try:
-        proc = subprocess.run(["nvidia-smi", "-i", str(device), "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
-
-
 def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, exclusive: bool = False,
                    lock_mhz: int | None = None, energy: bool = False, baseline: set[int] | None = None) -> Opened:
     """Open NVML for CUDA device ``index`` before its context: look for other processes, refuse
@@ -388,33 +362,3 @@ def open_telemetry(index: int, pci_bus_id: str | None, nvml: Any | None = None, 
         tele.close()
         raise
     return Opened(tele)
-
-
-def arch_here() -> str | None:
-    """``sm_XY`` of this machine's GPUs, asked without a CUDA context (NVML, else nvidia-smi), when they all share
-    one; None where neither answers or they differ (which GPU a worker opens then decides: no guess)."""
-    import subprocess  # noqa: PLC0415
-
-    try:
-        import pynvml  # noqa: PLC0415  (the telemetry extra)
-
-        pynvml.nvmlInit()
-        try:
-            caps = {tuple(pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i)))
-                    for i in range(pynvml.nvmlDeviceGetCount())}
-        finally:
-            pynvml.nvmlShutdown()
-    except ImportError:  # no telemetry extra: the driver's own tool says the same
-        try:
-            proc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        lines = proc.stdout.split() if proc.returncode == 0 else []
-        caps = {tuple(int(x) for x in line.split(".")) for line in lines if line.replace(".", "").isdigit()}
-    except Exception:  # noqa: BLE001  (no driver, an NVML too old to say)
-        return None
-    if len(caps) != 1:
-        return None
-    (cc,) = caps
-    return f"sm_{cc[0]}{cc[-1]}"

@@ -215,9 +215,9 @@ class LocalPool(Executor):
             if cc:
                 return "sm_" + cc.replace(".", "")
         if self._guess is None:
-            from cudalab.instruments import telemetry  # noqa: PLC0415  (NVML: only when a campaign builds ahead)
+            from cudalab.instruments import driverquery  # noqa: PLC0415  (NVML: only when a campaign builds ahead)
 
-            self._guess = telemetry.arch_here() or ""
+            self._guess = driverquery.arch_here() or ""
         return self._guess or None
 
     def builds_queued(self) -> int:
