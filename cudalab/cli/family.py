@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from cudalab import catalog
-from cudalab.cli.options import CONTEXT, problem_options, run_options, timing_options
+from cudalab.cli.options import CONTEXT, problem_options, run_options, timing_options, workers_of
 from cudalab.errors import UsageError
 from cudalab.textcells import clean
 
@@ -185,8 +185,8 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
         print_header(device, plans[0].request)
 
     saver = Saver(spec, outs, started, opened)
-    ran = run_points(spec, fam, opts, progress.for_stderr(outs.quiet), check=outs.check, on_open=on_open,
-                     on_change=saver.save)
+    ran = run_points(spec, fam, opts, workers_of(kw), progress.for_stderr(outs.quiet), check=outs.check,
+                     on_open=on_open, on_change=saver.save)
     requests, ex = ran.requests, ran.executed
     runs, incomplete, info = ex.runs, ex.incomplete, ex.info
     refused = ex.refusal()

@@ -1,8 +1,9 @@
 """What a family run is asked to do: one typed, frozen request that every front end builds.
 
 The command line (:func:`cudalab.cli.options.run_options`), :func:`cudalab.run`, ``cudalab watch`` and the
-notebook magic all describe a run as a :class:`RunOptions`; :func:`cudalab.session.run.run_points` takes
-only this. Options that only render or save (``--json``, ``--layout``, ``--quiet``) stay with the command.
+notebook magic all describe a run as a :class:`RunOptions`, and where it runs apart, as a
+:class:`cudalab.execute.Workers`; :func:`cudalab.session.run.run_points` takes only these. Options that only
+render or save (``--json``, ``--layout``, ``--quiet``) stay with the command.
 Light on purpose: the command line builds one before it imports anything heavy.
 """
 
@@ -67,8 +68,7 @@ class RunOptions:
         drop_throttled: leave samples NVML saw throttled out of the statistics (``--drop-throttled``).
         exclusive, lock_clocks, force: what the GPU must be (``--exclusive``, ``--lock-clocks MHZ``) and whether
             the memory plan may be overridden (``--force``).
-        device, devices, timeout: where the workers run and the watchdog's limit.
-        cluster: ``--cluster``: ``local`` or a Dask scheduler's address (None: this host's own workers).
+        device: the GPU the points are planned for (``--devices`` spreads them: :class:`cudalab.execute.Workers`).
         keep_outputs: bring each variant's result array back (``--show``, ``--example``).
         options: the family's own options, name -> value (None: its default; a text or list sweeps).
     """
@@ -94,9 +94,6 @@ class RunOptions:
     lock_clocks: int | None = None
     force: bool = False
     device: int = 0
-    devices: str | None = None
-    timeout: float | None = None
-    cluster: str | None = None
     keep_outputs: bool = False
     options: tuple[tuple[str, Any], ...] = ()
 
