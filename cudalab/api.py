@@ -78,8 +78,10 @@ def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any
     (:class:`~cudalab.session.options.RunOptions`; where it runs is :func:`run`'s).
 
     Raises:
-        UsageError: an option the family does not have.
+        UsageError: an option the family does not have, a malformed ``add`` or its file missing.
     """
+    from cudalab.catalog.user import parse_adds  # noqa: PLC0415  (the build modules: only when a run is made)
+
     _types(variants, defines, None, budget, min_samples, seed, device, None)
     known = [o.name.replace("-", "_") for o in fam.OPTIONS]
     for name in options:
@@ -89,7 +91,7 @@ def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any
     return RunOptions(
         variants=variants if variants is None or isinstance(variants, str) else ",".join(variants),
         n=_text(n), shape=_text(shape), dtype=dtype if dtype is None or isinstance(dtype, str) else list(dtype),
-        block=_text(block), grid=grid, add=(add,) if isinstance(add, str) else tuple(add),
+        block=_text(block), grid=grid, add=parse_adds((add,) if isinstance(add, str) else tuple(add)),
         defines=tuple(_define(k, v) for k, v in (defines or {}).items()), seed=seed, budget=budget,
         min_samples=min_samples, hot=hot, roofline=roofline, energy=energy, exclusive=exclusive,
         drop_throttled=drop_throttled, launch=launch, lock_clocks=lock_clocks, force=force, device=device,

@@ -188,13 +188,18 @@ def timing_options() -> list[click.Parameter]:
 def run_options(fam: Family, kw: dict[str, Any]) -> RunOptions:
     """The typed request of a family command's keyword arguments (click's names: ``all_``, ``no_roofline``...).
 
+    Raises:
+        UsageError: a malformed ``--add``, or its file missing.
+
     Where the run goes is :func:`workers_of`'s; render-only options (``--json``, ``--layout``, ``--quiet``,
     ``--ncu``...) stay with the command.
     """
+    from cudalab.catalog.user import parse_adds  # noqa: PLC0415  (the build modules: only when a command runs)
+
     names = [o.name for o in fam.OPTIONS]
     return RunOptions(
         variants=kw.get("variants"), all=bool(kw.get("all_")), n=kw.get("n"), shape=kw.get("shape"),
-        dtype=kw.get("dtype"), block=kw.get("block"), grid=kw.get("grid"), add=tuple(kw.get("add") or ()),
+        dtype=kw.get("dtype"), block=kw.get("block"), grid=kw.get("grid"), add=parse_adds(kw.get("add") or ()),
         defines=tuple(kw.get("defines") or ()), seed=kw.get("seed"), budget=kw.get("budget", 0.5),
         min_samples=kw.get("min_samples", 10), hot=bool(kw.get("hot")), roofline=not kw.get("no_roofline", False),
         energy=bool(kw.get("energy")), drop_throttled=bool(kw.get("drop_throttled")),

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudalab.errors import UsageError
+
+if TYPE_CHECKING:
+    from cudalab.catalog.user import UserKernel
 
 __all__ = ["RunOptions", "seconds", "whole", "MAX_SECONDS"]
 
@@ -52,7 +55,8 @@ def whole(value: Any, flag: str, least: int, most: int) -> int:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """One family run's choices, as the user made them (texts are parsed when the points are built).
+    """One family run's choices, as the user made them (sizes, defines and the family's options are parsed when
+    the points are built, against the family; ``--add`` when the options are made: it needs no family).
 
     Attributes:
         variants: comma list of variants (None: all; ``none`` with ``add``: only those).
@@ -60,7 +64,7 @@ class RunOptions:
         n, shape, dtype, block: sizes, element type and block dims: a text (``"1k,4k"``: a sweep), a list
             of values (a sweep) or None (the family's default).
         grid: grid dims override.
-        add: ``--add`` texts (``my.cu:my_kernel@block=32x8``).
+        add: your kernels (``--add my.cu:my_kernel@block=32x8``: :func:`cudalab.catalog.user.parse_adds`).
         defines: ``-D`` texts (``UNROLL=2,4,8``: a sweep).
         seed: the inputs' random seed (None: fresh).
         budget, min_samples, hot, roofline, energy: the timing protocol.
@@ -80,7 +84,7 @@ class RunOptions:
     dtype: Any = None
     block: Any = None
     grid: str | None = None
-    add: tuple[str, ...] = ()
+    add: tuple[UserKernel, ...] = ()
     defines: tuple[str, ...] = ()
     seed: int | None = None
     budget: float = 0.5
@@ -96,8 +100,3 @@ class RunOptions:
     device: int = 0
     keep_outputs: bool = False
     options: tuple[tuple[str, Any], ...] = ()
-
-    def option(self, name: str) -> Any:
-        """The value given for the family's option ``name`` (``-`` or ``_``), None when not given."""
-        want = name.replace("-", "_")
-        return next((v for k, v in self.options if k.replace("-", "_") == want), None)

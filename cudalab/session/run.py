@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cudalab.session import sweep
-from cudalab.catalog import user
 from cudalab.bench import LAUNCH_METHODS, Protocol
 from cudalab.catalog import FamilySpec
 from cudalab.build.defines import parse_defines
@@ -46,12 +45,11 @@ def requests_from(spec: FamilySpec, fam: Family, opts: RunOptions) -> list[RunRe
                         energy_s=1.0 if opts.energy else 0.0, drop_throttled=opts.drop_throttled,
                         launch=opts.launch)
     base = sweep.base_request(
-        spec, fam, variants=opts.variants, grid=opts.grid, add=user.parse_adds(opts.add), protocol=protocol,
+        spec, fam, variants=opts.variants, grid=opts.grid, add=opts.add, protocol=protocol,
         seed=opts.seed, roofline=opts.roofline, device=opts.device, keep_outputs=opts.keep_outputs,
         force=opts.force, exclusive=opts.exclusive, lock_clocks=opts.lock_clocks)
-    options = {o.name: opts.option(o.name) for o in fam.OPTIONS}
     ax = sweep.axes(spec, fam, n=opts.n, shape=opts.shape, dtype=opts.dtype, block=opts.block,
-                    options=options, defines=parse_defines(opts.defines, spec))
+                    options=dict(opts.options), defines=parse_defines(opts.defines, spec))
     return sweep.requests(spec, base, ax)
 
 
@@ -128,7 +126,8 @@ def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, workers: Workers
     try:
         if check is not None:
             check()
-        plans += sweep.plan_points(requests_from(spec, fam, opts))  # planned once each, before using a GPU
+        requests = requests_from(spec, fam, opts)
+        plans += sweep.plan_points(requests)  # planned once each, before using a GPU
     except BaseException:
         executor.cancel()
         raise
