@@ -63,7 +63,8 @@ def worker_options() -> list[click.Option]:
 @dataclass(frozen=True)
 class Outputs:
     """What the family command does with a run besides running it (render and save only; the run itself is
-    :class:`~cudalab.session.options.RunOptions`): made once from click's keyword arguments by :meth:`of`."""
+    :class:`~cudalab.session.options.RunOptions`, where it runs :class:`~cudalab.execute.Workers`): made once from
+    click's keyword arguments by :meth:`of`, used by :func:`deliver`."""
 
     json: str | None = None
     csv: str | None = None
@@ -163,7 +164,8 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
     """Start the workers, precheck on the CPU meanwhile, run every point, deliver; exit 1 on a bad row."""
     if kw.get("json_path") == "-":
         return record_to_stdout(spec, fam, kw)
-    outs, started, opened = Outputs.of(kw), time.time(), {}
+    outs, started = Outputs.of(kw), time.time()
+    opened: dict[str, Any] = {}  # the first GPU's facts, as its worker opens it
     saver = Saver(spec, outs, started, opened)
     # the command line, typed once: what runs (all the session sees of it) and where (all the engine sees)
     opts, workers = run_options(fam, kw), workers_of(kw)
