@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from cudalab import catalog
 from cudalab.errors import UsageError
+from cudalab.execute import Workers
 from cudalab.records import results
 from cudalab.report import notebook  # noqa: F401  (a record shows as its tables in a notebook: registers them)
 from cudalab.session.options import RunOptions
@@ -72,15 +73,16 @@ def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any
                 add: str | Iterable[str] = (), defines: Mapping[str, Any] | None = None, seed: int | None = None,
                 budget: float = 0.5, min_samples: int = 10, hot: bool = False, roofline: bool = True,
                 energy: bool = False, exclusive: bool = False, lock_clocks: int | None = None, force: bool = False,
-                device: int = 0, devices: Sequence[int] | str | None = None, timeout: float | None = None,
-                drop_throttled: bool = False, launch: str = "auto", **options: Any) -> RunOptions:
+                device: int = 0, drop_throttled: bool = False, launch: str = "auto", **options: Any) -> RunOptions:
     """:func:`run`'s arguments as the typed request every front end builds
-    (:class:`~cudalab.session.options.RunOptions`).
+    (:class:`~cudalab.session.options.RunOptions`; where it runs is :func:`run`'s).
 
     Raises:
-        UsageError: an option the family does not have.
+        UsageError: an option the family does not have, a malformed ``add`` or its file missing.
     """
-    _types(variants, defines, devices, budget, min_samples, seed, device, timeout)
+    from cudalab.catalog.user import parse_adds  # noqa: PLC0415  (the build modules: only when a run is made)
+
+    _types(variants, defines, None, budget, min_samples, seed, device, None)
     known = [o.name.replace("-", "_") for o in fam.OPTIONS]
     for name in options:
         if name.replace("-", "_") not in known:
@@ -89,12 +91,11 @@ def run_options(fam: Any, variants: str | Sequence[str] | None = None, *, n: Any
     return RunOptions(
         variants=variants if variants is None or isinstance(variants, str) else ",".join(variants),
         n=_text(n), shape=_text(shape), dtype=dtype if dtype is None or isinstance(dtype, str) else list(dtype),
-        block=_text(block), grid=grid, add=(add,) if isinstance(add, str) else tuple(add),
+        block=_text(block), grid=grid, add=parse_adds((add,) if isinstance(add, str) else tuple(add)),
         defines=tuple(_define(k, v) for k, v in (defines or {}).items()), seed=seed, budget=budget,
         min_samples=min_samples, hot=hot, roofline=roofline, energy=energy, exclusive=exclusive,
         drop_throttled=drop_throttled, launch=launch, lock_clocks=lock_clocks, force=force, device=device,
-        devices=devices if devices is None or isinstance(devices, str) else ",".join(str(int(d)) for d in devices),
-        timeout=timeout, options=tuple((o.name, given.get(o.name.replace("-", "_"))) for o in fam.OPTIONS))
+        options=tuple((o.name, given.get(o.name.replace("-", "_"))) for o in fam.OPTIONS))
 
 
 def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = None, shape: Any = None,
@@ -147,20 +148,25 @@ def run(family: Any, variants: str | Sequence[str] | None = None, *, n: Any = No
 
     args = dict(n=n, shape=shape, dtype=dtype, block=block, grid=grid, add=add, defines=defines, seed=seed,
                 budget=budget, min_samples=min_samples, hot=hot, roofline=roofline, energy=energy,
-                exclusive=exclusive, lock_clocks=lock_clocks, force=force, device=device, devices=devices,
-                timeout=timeout, drop_throttled=drop_throttled, launch=launch)
+                exclusive=exclusive, lock_clocks=lock_clocks, force=force, device=device,
+                drop_throttled=drop_throttled, launch=launch)
     if not isinstance(family, str) and not isinstance(getattr(family, "name", None), str):
         raise UsageError(f"cudalab.run: family must be a family's name or a Problem (got {type(family).__name__})")
     if not isinstance(family, str):  # a problem object: a family folder while it runs (workers find it)
         from cudalab.problems.inline import materialized  # noqa: PLC0415
 
         with materialized(family) as name:
-            return run(name, variants, **args, progress=progress, show=show, **options)
+            return run(name, variants, **args, devices=devices, timeout=timeout, progress=progress, show=show,
+                       **options)
     with catalog.held():  # read once for the run, as a command does
         spec = catalog.family(family)
         fam = load(spec.module)
+        _types(variants, defines, devices, budget, min_samples, seed, device, timeout)
         opts = run_options(fam, variants, **args, **options)
-        ex = run_points(spec, fam, opts, P.for_stderr(quiet=not progress)).executed
+        workers = Workers(device=device, timeout=timeout, energy=energy, nvml_first=exclusive or lock_clocks is not None,
+                          devices=devices if devices is None or isinstance(devices, str) else
+                          ",".join(str(int(d)) for d in devices))
+        ex = run_points(spec, fam, opts, workers, P.for_stderr(quiet=not progress)).executed
     refused = ex.refusal()
     if refused is not None:
         raise refused

@@ -313,7 +313,7 @@ def test_examples_parse():
 
 
 def test_the_nvcc_log_is_printed_after_the_tables(capsys):
-    from cudalab.cli.family import print_logs
+    from cudalab.report.saved import print_logs
     from cudalab.records.results import RunPoint, RunRecord
 
     log = "nvcc could not compile /x/broken.cu\n/x/broken.cu(1): error: expected a ';'"

@@ -9,13 +9,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from cudalab import catalog
-from cudalab.cli.options import CONTEXT, problem_options, run_options, timing_options
+from cudalab.cli.options import CONTEXT, problem_options, run_options, timing_options, workers_of
 from cudalab.errors import UsageError
 from cudalab.textcells import clean
 
@@ -31,16 +31,16 @@ def family_command(spec: catalog.FamilySpec) -> click.Command:
     from cudalab.families import load  # noqa: PLC0415
 
     fam = load(spec.module)
-
-    def callback(**kw: Any) -> None:
-        run_family(spec, fam, kw)
-
     params = problem_options(spec, fam) + timing_options() + worker_options() + [
         click.Option(["--ncu", "ncu_"], is_flag=True,
                      help="Add Nsight Compute columns (wavefronts/request, bank conflicts, ncu ms) after timing."),
     ]
     if fam.SHOW:
         params.append(click.Option(["--show"], is_flag=True, help="Print the inputs and each variant's result (small problems)."))
+
+    def callback(**kw: Any) -> None:
+        run_family(spec, fam, kw)
+
     return click.Command(spec.name, callback=callback, params=params, context_settings=CONTEXT,
                          help=f"{clean(spec.description)}.\n\nVariants: {', '.join(spec.names())}.",
                          short_help=clean(spec.description))
@@ -63,7 +63,8 @@ def worker_options() -> list[click.Option]:
 @dataclass(frozen=True)
 class Outputs:
     """What the family command does with a run besides running it (render and save only; the run itself is
-    :class:`~cudalab.session.options.RunOptions`): made once from click's keyword arguments by :meth:`of`."""
+    :class:`~cudalab.session.options.RunOptions`, where it runs :class:`~cudalab.execute.Workers`): made once from
+    click's keyword arguments by :meth:`of`, used by :func:`deliver`."""
 
     json: str | None = None
     csv: str | None = None
@@ -160,12 +161,14 @@ def record_to_stdout(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) 
 
 
 def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
-    """Start the workers, precheck on the CPU meanwhile, run every point, render, save; exit 1 on a bad row."""
+    """Start the workers, precheck on the CPU meanwhile, run every point, deliver; exit 1 on a bad row."""
     if kw.get("json_path") == "-":
         return record_to_stdout(spec, fam, kw)
-    # the command line, typed once: the run (all the session sees of it) and what is done with the run
-    opts, outs = run_options(fam, kw), Outputs.of(kw)
-    from cudalab import report  # noqa: PLC0415
+    outs, started = Outputs.of(kw), time.time()
+    opened: dict[str, Any] = {}  # the first GPU's facts, as its worker opens it
+    saver = Saver(spec, outs, started, opened)
+    # the command line, typed once: what runs (all the session sees of it) and where (all the engine sees)
+    opts, workers = run_options(fam, kw), workers_of(kw)
     from cudalab.report import progress  # noqa: PLC0415
     from cudalab.session import sweep  # noqa: PLC0415
     from cudalab.records.results import Status  # noqa: PLC0415
@@ -175,8 +178,6 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
         from cudalab import ncu  # noqa: PLC0415
 
         ncu.find_ncu()
-    started = time.time()
-    opened: dict[str, Any] = {}
 
     def on_open(device: dict[str, Any], plans: list[Plan]) -> None:
         if not opened:
@@ -184,43 +185,43 @@ def run_family(spec: catalog.FamilySpec, fam: Family, kw: dict[str, Any]) -> Non
             saver.read_host_soon()
         print_header(device, plans[0].request)
 
-    saver = Saver(spec, outs, started, opened)
-    ran = run_points(spec, fam, opts, progress.for_stderr(outs.quiet), check=outs.check, on_open=on_open,
+    ran = run_points(spec, fam, opts, workers, progress.for_stderr(outs.quiet), check=outs.check, on_open=on_open,
                      on_change=saver.save)
-    requests, ex = ran.requests, ran.executed
-    runs, incomplete, info = ex.runs, ex.incomplete, ex.info
+    ex = ran.executed
     refused = ex.refusal()
-    if refused is not None and not incomplete:  # nothing ran: a bad size for this GPU is bad input
+    if refused is not None and not ex.incomplete:  # nothing ran: a bad size for this GPU is bad input
         raise refused
-    points = [sweep.point_of(run, spec) for run in runs]
-    if outs.ncu and not incomplete:
+    record = sweep.record(spec, ex.runs, ex.incomplete, ex.info, sys.argv, started, host=saver.host())
+    if outs.ncu and not ex.incomplete:
         from cudalab import ncu  # noqa: PLC0415
 
-        points = [ncu.add_ncu(p, req) for p, req in zip(points, requests)]
-    record = sweep.record(spec, runs, incomplete, info, sys.argv, started, points, host=saver.host())
-    saver.write(record)  # the final record first: a broken terminal cannot cost it
-    if outs.emit is not None:
-        outs.emit(record)
-    con = report.console()
-    if outs.layout == "long" and len(record.points) > 1:
-        report.print_long(con, record, fam.EXTRA_COLUMNS)
-    else:
-        for p in record.points:
-            report.print_point(con, record, p, fam.EXTRA_COLUMNS, header=False)
-            if p.results and fam.SHOW:
-                show(con, fam, runs[record.points.index(p)])
-    print_logs(record)
-    if outs.plot:
-        from cudalab.report import plot  # noqa: PLC0415
-
-        plot.plot_record(record, outs.plot)
+        record = replace(record, points=tuple(ncu.add_ncu(p, req) for p, req in zip(record.points, ran.requests)))
+    deliver(record, outs, saver, fam, ex.runs)
     rows = [r for p in record.points for r in p.results]
-    if incomplete:
+    if ex.incomplete:
         sys.exit(ex.exit_code or 130)
     if any(r.status.bad for r in rows):
         sys.exit(1)
     if rows and all(r.status == Status.SKIPPED for r in rows):
         raise UsageError(rows[0].reason)
+
+
+def deliver(record: RunRecord, outs: Outputs, saver: Saver, fam: Family, runs: list[Point]) -> None:
+    """Everything the command does with a finished run, in one place and in this order: the files (first: a
+    broken terminal cannot cost them), ``--json -``'s record, the tables (:func:`cudalab.report.saved.print_run`:
+    with ``--show``'s arrays and nvcc's logs), the plot."""
+    from cudalab.report.console import console  # noqa: PLC0415
+    from cudalab.report.saved import print_run  # noqa: PLC0415
+
+    saver.write(record)
+    if outs.emit is not None:
+        outs.emit(record)
+    print_run(console(), record, fam.EXTRA_COLUMNS, long=outs.layout == "long", family=fam if fam.SHOW else None,
+              runs=runs)
+    if outs.plot:
+        from cudalab.report import plot  # noqa: PLC0415
+
+        plot.plot_record(record, outs.plot)
 
 
 def print_header(device: dict[str, Any], req: RunRequest) -> None:
@@ -231,23 +232,3 @@ def print_header(device: dict[str, Any], req: RunRequest) -> None:
     for text in report.header_lines(device, f"cudalab {req.family}", "", req.protocol, None):
         if text:
             con.print(text, markup=False, highlight=False)
-
-
-def print_logs(record: RunRecord) -> None:
-    """The nvcc log of every row that did not compile (on stderr, after the tables)."""
-    seen = set()
-    for _, r in record.rows():
-        log = r.extra.get("log", "")
-        if log and "nvcc" in log.splitlines()[0] and log not in seen:
-            seen.add(log)
-            print(f"--- {r.variant}: {log}", file=sys.stderr)
-
-
-def show(con: Any, fam: Family, run: Point) -> None:
-    """``--show``: the inputs, then each variant's result."""
-    if not run.outputs:
-        return
-    con.print(fam.show(run.problem, run.inputs, None), markup=False)
-    for name, out in run.outputs.items():
-        con.print(f"--- {name}", markup=False)
-        con.print(fam.show(run.problem, {}, out), markup=False)

@@ -14,6 +14,7 @@ import click
 
 from cudalab.catalog import FamilySpec
 from cudalab.errors import UsageError
+from cudalab.execute import Workers
 from cudalab.session.options import RunOptions, seconds
 
 
@@ -187,19 +188,34 @@ def timing_options() -> list[click.Parameter]:
 def run_options(fam: Family, kw: dict[str, Any]) -> RunOptions:
     """The typed request of a family command's keyword arguments (click's names: ``all_``, ``no_roofline``...).
 
-    Render-only options (``--json``, ``--layout``, ``--quiet``, ``--ncu``...) stay with the command.
+    Raises:
+        UsageError: a malformed ``--add``, or its file missing.
+
+    Where the run goes is :func:`workers_of`'s; render-only options (``--json``, ``--layout``, ``--quiet``,
+    ``--ncu``...) stay with the command.
     """
+    from cudalab.catalog.user import parse_adds  # noqa: PLC0415  (the build modules: only when a command runs)
+
     names = [o.name for o in fam.OPTIONS]
     return RunOptions(
         variants=kw.get("variants"), all=bool(kw.get("all_")), n=kw.get("n"), shape=kw.get("shape"),
-        dtype=kw.get("dtype"), block=kw.get("block"), grid=kw.get("grid"), add=tuple(kw.get("add") or ()),
+        dtype=kw.get("dtype"), block=kw.get("block"), grid=kw.get("grid"), add=parse_adds(kw.get("add") or ()),
         defines=tuple(kw.get("defines") or ()), seed=kw.get("seed"), budget=kw.get("budget", 0.5),
         min_samples=kw.get("min_samples", 10), hot=bool(kw.get("hot")), roofline=not kw.get("no_roofline", False),
         energy=bool(kw.get("energy")), drop_throttled=bool(kw.get("drop_throttled")),
         launch=kw.get("launch") or "auto", exclusive=bool(kw.get("exclusive")), lock_clocks=kw.get("lock_clocks"),
-        force=bool(kw.get("force")), device=kw.get("device") or 0, devices=kw.get("devices"),
-        timeout=kw.get("timeout"), cluster=kw.get("cluster"), keep_outputs=bool(kw.get("show") or kw.get("example")),
+        force=bool(kw.get("force")), device=kw.get("device") or 0,
+        keep_outputs=bool(kw.get("show") or kw.get("example")),
         options=tuple((n, kw.get(n.replace("-", "_"))) for n in names))
+
+
+def workers_of(kw: dict[str, Any]) -> Workers:
+    """Where a family command's points run (``--device``, ``--devices``, ``--cluster``, ``--timeout``) and how its
+    workers start (``--energy``; ``--exclusive`` and ``--lock-clocks`` ask NVML first): read from the command
+    line, nothing of the family."""
+    return Workers(device=kw.get("device") or 0, devices=kw.get("devices"), cluster=kw.get("cluster"),
+                   timeout=kw.get("timeout"), energy=bool(kw.get("energy")),
+                   nvml_first=bool(kw.get("exclusive")) or kw.get("lock_clocks") is not None)
 
 
 def requests_from(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> list[RunRequest]:

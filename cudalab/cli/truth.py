@@ -60,7 +60,7 @@ def run_truth(spec: FamilySpec, fam: Family, kw: dict[str, Any]) -> None:
         except ToolMissingError as exc:
             note = f"not found ({str(exc).split(';')[0]})"
     got = T.truth(spec, fam, opts, profile, note, kw["ncu_launches"], progress.for_stderr(kw["quiet"]),
-                  methods=methods)
+                  methods=methods, timeout=kw["timeout"])
     for t in tables(got):
         report.print_table(t)
     if kw["json_path"]:

@@ -56,7 +56,7 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     from cudalab.cli.app import family_subcommand  # noqa: PLC0415
     from cudalab.cli.family import family_command  # noqa: PLC0415
     from cudalab.session.run import start_session  # noqa: PLC0415
-    from cudalab.cli.options import run_options  # noqa: PLC0415
+    from cudalab.cli.options import run_options, workers_of  # noqa: PLC0415
     from cudalab.session.run import requests_from  # noqa: PLC0415
     from cudalab.families import load  # noqa: PLC0415
     from cudalab.report.console import WIDE  # noqa: PLC0415
@@ -94,9 +94,10 @@ def watch_cmd(ctx: click.Context, rerun_all: bool, poll: bool, family: str, args
     except SignatureError:  # a kernel of yours that does not fit yet: the first version shows it
         pass
     fam = first.family
-    opts = run_options(fam, kw)
+    workers = workers_of(kw)
+
     def new_session() -> Any:  # each version's workers, with that version's progress
-        return start_session(opts, progress.for_stderr(kw.get("quiet", False)))
+        return start_session(workers, progress.for_stderr(kw.get("quiet", False)))
 
     session = new_session()  # --devices and --timeout checked; the workers open the GPU meanwhile
     source = events.best(poll)

@@ -8,26 +8,49 @@ starts a worker through :mod:`.local.process` before anything heavy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-if TYPE_CHECKING:  # the engines read the options; they do not import the session that holds them
+if TYPE_CHECKING:
     from cudalab.execute.executor import Executor
     from cudalab.plan import RunRequest
     from cudalab.progress import Observer
-    from cudalab.session.options import RunOptions
     from cudalab.execute.point import Point
 
-__all__ = ["open_executor", "open_campaign"]
+__all__ = ["Workers", "open_executor", "open_campaign"]
 
 
-def open_executor(opts: RunOptions, observer: Observer | None = None,
+@dataclass(frozen=True)
+class Workers:
+    """Where a run's points run and how its GPU workers start: all :func:`open_executor` reads of a command.
+
+    Apart from what runs (:class:`cudalab.session.options.RunOptions`): the command line types both from its
+    flags, and nothing of the family (its variants, sizes, options) reaches the engine.
+
+    Attributes:
+        device: the GPU when ``devices`` is not given (``--device``).
+        devices: ``--devices``: a comma list of GPU indices or ``all`` (None: ``device`` alone).
+        cluster: ``--cluster``: ``local`` or a Dask scheduler's address (None: this host's own workers).
+        timeout: the watchdog's limit in seconds (None: the default rule).
+        energy: workers that measure energy (``--energy``).
+        nvml_first: NVML is asked about the GPU before a worker starts (``--exclusive``, ``--lock-clocks``).
+    """
+
+    device: int = 0
+    devices: str | None = None
+    cluster: str | None = None
+    timeout: float | None = None
+    energy: bool = False
+    nvml_first: bool = False
+
+
+def open_executor(workers: Workers, observer: Observer | None = None,
                   on_ready: Callable[[dict[str, Any]], None] | None = None,
                   on_change: Callable[[list[Point]], None] | None = None) -> Executor:
     """The engine the options ask for: a Dask cluster with ``--cluster``, else this host's GPU workers.
 
     Args:
-        opts: the run's options (``cluster``, ``devices``, ``device``, ``timeout``, ``energy``, ``exclusive``,
-            ``lock_clocks`` are read here; the timeout was checked with the other options).
+        workers: where the points run (the timeout was checked with the other options).
         observer: progress.
         on_ready: gets a GPU's facts as its worker opens it.
         on_change: gets the points after every row and roofline.
@@ -37,17 +60,17 @@ def open_executor(opts: RunOptions, observer: Observer | None = None,
     """
     from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415  (the package stays light: see above)
 
-    devices = parse_devices(opts.devices, opts.device)  # None: every GPU (--devices all)
-    if opts.cluster is not None:
+    devices = parse_devices(workers.devices, workers.device)  # None: every GPU (--devices all)
+    if workers.cluster is not None:
         from cudalab.execute.dask.cluster import parse_cluster  # noqa: PLC0415  (Dask: only with --cluster)
         from cudalab.execute.dask.engine import DaskPool  # noqa: PLC0415
 
-        return DaskPool(parse_cluster(opts.cluster), devices, opts.timeout, opts.energy, observer, on_ready,
+        return DaskPool(parse_cluster(workers.cluster), devices, workers.timeout, workers.energy, observer, on_ready,
                         on_change)
     from cudalab.execute.local.engine import LocalPool  # noqa: PLC0415
 
-    return LocalPool(devices, opts.timeout, opts.energy, observer, on_ready, on_change,
-                     nvml_first=opts.exclusive or opts.lock_clocks is not None)
+    return LocalPool(devices, workers.timeout, workers.energy, observer, on_ready, on_change,
+                     nvml_first=workers.nvml_first)
 
 
 def open_campaign(cluster: str | None, device: int, devices: str | None, timeout: float | None, energy: bool,

@@ -166,7 +166,7 @@ class Judge:
             opts = run_options(fam, ",".join(rows) if rows else "none", n=n, shape=shape, dtype=dtype, add=(add,),
                                seed=DEFAULT_SEED if seed is None else seed, budget=budget, min_samples=min_samples,
                                hot=hot, roofline=spec.metric == "bandwidth", device=self.device,
-                               timeout=self.timeout, launch=launch, **options)
+                               launch=launch, **options)
             reqs = [replace(r, judge=True) for r in requests_from(spec, fam, opts)]
             if len(reqs) != 1:
                 raise UsageError(f"judge runs one point; these options make {len(reqs)} (give one value each)")

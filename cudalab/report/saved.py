@@ -1,5 +1,6 @@
-"""A saved run on the console (``cudalab report``): its lines about itself, then its points in the layout asked
-for, or the one its size calls for.
+"""A run on the console: a saved one (``cudalab report``, :func:`print_record`): its lines about itself, then its
+points in the layout asked for, or the one its size calls for; a finished one as the family command prints it
+(:func:`print_run`).
 
 One table per point repeats the GPU, protocol and legend lines for each point: right for a sweep of a few
 sizes, but a run of 100,000 points (a ``-D`` sweep) would print a million lines of headers, and rich's cost per
@@ -10,7 +11,8 @@ row; ``--layout points`` still asks for a table per point.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import sys
+from typing import Any, Callable, Sequence
 
 from rich.console import Console
 
@@ -56,3 +58,44 @@ def print_record(con: Console, record: Any, source: str, layout: str | None = No
         con.print("")
         core.print_point(con, record, point, columns(point.family))
         print_views(con, point.results)
+
+
+def print_run(con: Console, record: Any, extra_columns: Sequence[tuple[str, str]] = (), long: bool = False,
+              family: Any = None, runs: Sequence[Any] = ()) -> None:
+    """Print a finished run as the family command does: a table per point (``--layout long``: one table), each
+    followed by the views its rows hold and, with ``--show``, the inputs and each variant's result; then
+    :func:`print_logs`.
+
+    Args:
+        con: where to print.
+        record: the run's :class:`cudalab.records.results.RunRecord`.
+        extra_columns: the family's own table columns (its ``EXTRA_COLUMNS``).
+        long: one long table with a point column (a single point still gets its own table).
+        family: the family whose ``show`` renders a point's arrays when the run kept them (``--show``); None:
+            one that shows nothing.
+        runs: the run's points as they ran (:class:`cudalab.execute.point.Point`, one per record point): their
+            arrays, for ``family.show``.
+    """
+    long = long and len(record.points) > 1
+    if long:
+        core.print_long(con, record, extra_columns)
+    for i, point in enumerate(record.points):
+        if not long:
+            core.print_point(con, record, point, extra_columns, header=False)
+        print_views(con, point.results)
+        if family is not None and not long and point.results and runs[i].outputs:
+            con.print(family.show(runs[i].problem, runs[i].inputs, None), markup=False)
+            for name, out in runs[i].outputs.items():
+                con.print(f"--- {name}", markup=False)
+                con.print(family.show(runs[i].problem, {}, out), markup=False)
+    print_logs(record)
+
+
+def print_logs(record: Any) -> None:
+    """The nvcc log of every row that did not compile (on stderr, after the tables), each once."""
+    seen = set()
+    for r in (r for p in record.points for r in p.results):
+        log = r.extra.get("log", "")
+        if log and "nvcc" in log.splitlines()[0] and log not in seen:
+            seen.add(log)
+            print(f"--- {r.variant}: {log}", file=sys.stderr)

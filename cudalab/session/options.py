@@ -1,8 +1,9 @@
 """What a family run is asked to do: one typed, frozen request that every front end builds.
 
 The command line (:func:`cudalab.cli.options.run_options`), :func:`cudalab.run`, ``cudalab watch`` and the
-notebook magic all describe a run as a :class:`RunOptions`; :func:`cudalab.session.run.run_points` takes
-only this. Options that only render or save (``--json``, ``--layout``, ``--quiet``) stay with the command.
+notebook magic all describe a run as a :class:`RunOptions`, and where it runs apart, as a
+:class:`cudalab.execute.Workers`; :func:`cudalab.session.run.run_points` takes only these. Options that only
+render or save (``--json``, ``--layout``, ``--quiet``) stay with the command.
 Light on purpose: the command line builds one before it imports anything heavy.
 """
 
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudalab.errors import UsageError
+
+if TYPE_CHECKING:
+    from cudalab.catalog.user import UserKernel
 
 __all__ = ["RunOptions", "seconds", "whole", "MAX_SECONDS"]
 
@@ -51,7 +55,8 @@ def whole(value: Any, flag: str, least: int, most: int) -> int:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """One family run's choices, as the user made them (texts are parsed when the points are built).
+    """One family run's choices, as the user made them (sizes, defines and the family's options are parsed when
+    the points are built, against the family; ``--add`` when the options are made: it needs no family).
 
     Attributes:
         variants: comma list of variants (None: all; ``none`` with ``add``: only those).
@@ -59,7 +64,7 @@ class RunOptions:
         n, shape, dtype, block: sizes, element type and block dims: a text (``"1k,4k"``: a sweep), a list
             of values (a sweep) or None (the family's default).
         grid: grid dims override.
-        add: ``--add`` texts (``my.cu:my_kernel@block=32x8``).
+        add: your kernels (``--add my.cu:my_kernel@block=32x8``: :func:`cudalab.catalog.user.parse_adds`).
         defines: ``-D`` texts (``UNROLL=2,4,8``: a sweep).
         seed: the inputs' random seed (None: fresh).
         budget, min_samples, hot, roofline, energy: the timing protocol.
@@ -67,8 +72,7 @@ class RunOptions:
         drop_throttled: leave samples NVML saw throttled out of the statistics (``--drop-throttled``).
         exclusive, lock_clocks, force: what the GPU must be (``--exclusive``, ``--lock-clocks MHZ``) and whether
             the memory plan may be overridden (``--force``).
-        device, devices, timeout: where the workers run and the watchdog's limit.
-        cluster: ``--cluster``: ``local`` or a Dask scheduler's address (None: this host's own workers).
+        device: the GPU the points are planned for (``--devices`` spreads them: :class:`cudalab.execute.Workers`).
         keep_outputs: bring each variant's result array back (``--show``, ``--example``).
         options: the family's own options, name -> value (None: its default; a text or list sweeps).
     """
@@ -80,7 +84,7 @@ class RunOptions:
     dtype: Any = None
     block: Any = None
     grid: str | None = None
-    add: tuple[str, ...] = ()
+    add: tuple[UserKernel, ...] = ()
     defines: tuple[str, ...] = ()
     seed: int | None = None
     budget: float = 0.5
@@ -94,13 +98,5 @@ class RunOptions:
     lock_clocks: int | None = None
     force: bool = False
     device: int = 0
-    devices: str | None = None
-    timeout: float | None = None
-    cluster: str | None = None
     keep_outputs: bool = False
     options: tuple[tuple[str, Any], ...] = ()
-
-    def option(self, name: str) -> Any:
-        """The value given for the family's option ``name`` (``-`` or ``_``), None when not given."""
-        want = name.replace("-", "_")
-        return next((v for k, v in self.options if k.replace("-", "_") == want), None)

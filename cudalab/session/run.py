@@ -1,6 +1,7 @@
 """One family run, as the command line (``cudalab FAMILY``) and :func:`cudalab.run` both make it.
 
-Both describe the run as one typed :class:`~cudalab.session.options.RunOptions`, and both call
+Both describe the run as one typed :class:`~cudalab.session.options.RunOptions` and where it runs as a
+:class:`~cudalab.execute.Workers`, and both call
 :func:`run_points`: the GPU workers start, the points are built (:func:`requests_from`) and planned once
 each on the CPU while the workers come up (refusing what can be refused), then every planned point runs.
 What differs is only what each does with the points (the command line prints and saves them, the API
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cudalab.session import sweep
-from cudalab.catalog import user
 from cudalab.bench import LAUNCH_METHODS, Protocol
 from cudalab.catalog import FamilySpec
 from cudalab.build.defines import parse_defines
@@ -22,11 +22,11 @@ from cudalab.families import Family
 from cudalab.progress import Observer
 from cudalab.plan import Plan, RunRequest
 from cudalab.execute.point import Point
-from cudalab.execute import open_executor
+from cudalab.execute import Workers, open_executor
 from cudalab.execute.executor import Executor
 from cudalab.session.options import RunOptions, seconds
 
-__all__ = ["requests_from", "start_session", "Ran", "run_points"]
+__all__ = ["requests_from", "on_its_device", "start_session", "Ran", "run_points"]
 
 
 def requests_from(spec: FamilySpec, fam: Family, opts: RunOptions) -> list[RunRequest]:
@@ -45,26 +45,31 @@ def requests_from(spec: FamilySpec, fam: Family, opts: RunOptions) -> list[RunRe
                         energy_s=1.0 if opts.energy else 0.0, drop_throttled=opts.drop_throttled,
                         launch=opts.launch)
     base = sweep.base_request(
-        spec, fam, variants=opts.variants, grid=opts.grid, add=user.parse_adds(opts.add), protocol=protocol,
+        spec, fam, variants=opts.variants, grid=opts.grid, add=opts.add, protocol=protocol,
         seed=opts.seed, roofline=opts.roofline, device=opts.device, keep_outputs=opts.keep_outputs,
         force=opts.force, exclusive=opts.exclusive, lock_clocks=opts.lock_clocks)
-    options = {o.name: opts.option(o.name) for o in fam.OPTIONS}
     ax = sweep.axes(spec, fam, n=opts.n, shape=opts.shape, dtype=opts.dtype, block=opts.block,
-                    options=options, defines=parse_defines(opts.defines, spec))
+                    options=dict(opts.options), defines=parse_defines(opts.defines, spec))
     return sweep.requests(spec, base, ax)
 
 
-def check_timeout(opts: RunOptions) -> None:
+def on_its_device(opts: RunOptions, timeout: float | None = None) -> Workers:
+    """One worker on the run's own ``device`` (no ``--devices``, no cluster): the studies' runs (truth, calibrate)."""
+    return Workers(device=opts.device, timeout=timeout, energy=opts.energy,
+                   nvml_first=opts.exclusive or opts.lock_clocks is not None)
+
+
+def check_timeout(workers: Workers) -> None:
     """Refuse a ``--timeout`` that is not a positive, finite number of seconds.
 
     Raises:
         UsageError: it is not.
     """
-    if opts.timeout is not None:
-        seconds(opts.timeout, "--timeout")
+    if workers.timeout is not None:
+        seconds(workers.timeout, "--timeout")
 
 
-def start_session(opts: RunOptions, observer: Observer | None = None,
+def start_session(workers: Workers, observer: Observer | None = None,
                   on_ready: Callable[[dict[str, Any]], None] | None = None,
                   on_change: Callable[[list[Point]], None] | None = None) -> Executor:
     """The run's executor (:func:`~cudalab.execute.executor.open_executor`: the one place the engine is chosen),
@@ -76,8 +81,8 @@ def start_session(opts: RunOptions, observer: Observer | None = None,
     Raises:
         UsageError: a bad ``--cluster``, ``--devices`` or ``--timeout``.
     """
-    check_timeout(opts)
-    executor = open_executor(opts, observer, on_ready, on_change)
+    check_timeout(workers)
+    executor = open_executor(workers, observer, on_ready, on_change)
     executor.start()
     return executor
 
@@ -95,7 +100,7 @@ class Ran:
         return [p.request for p in self.plans]
 
 
-def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, observer: Observer | None = None, *,
+def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, workers: Workers, observer: Observer | None = None, *,
                check: Callable[[], None] | None = None,
                on_open: Callable[[dict[str, Any], list[Plan]], None] | None = None,
                on_change: Callable[[list[Point]], None] | None = None) -> Ran:
@@ -104,6 +109,7 @@ def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, observer: Observ
     Args:
         spec, fam: the family.
         opts: the run.
+        workers: where it runs.
         observer: progress.
         check: called once the workers are starting, before the points are built (the command line
             refuses its output paths there); what it raises ends the workers.
@@ -116,11 +122,12 @@ def run_points(spec: FamilySpec, fam: Family, opts: RunOptions, observer: Observ
     """
     plans: list[Plan] = []  # filled once planned; the GPU opens (on_open) only after that
     opened = (lambda device: on_open(device, plans)) if on_open is not None else None
-    executor = start_session(opts, observer, on_ready=opened, on_change=on_change)
+    executor = start_session(workers, observer, on_ready=opened, on_change=on_change)
     try:
         if check is not None:
             check()
-        plans += sweep.plan_points(requests_from(spec, fam, opts))  # planned once each, before using a GPU
+        requests = requests_from(spec, fam, opts)
+        plans += sweep.plan_points(requests)  # planned once each, before using a GPU
     except BaseException:
         executor.cancel()
         raise

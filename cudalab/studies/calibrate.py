@@ -184,12 +184,14 @@ def gpu_run(spec: Any, fam: Any, opts: Any) -> Callable[[int], Run]:
     """``run_once`` for :func:`calibrate` on the GPU: each call one :func:`cudalab.session.run.run_points`
     (its own worker process) of ``opts`` with the calibration kernels added, at ``opts.n`` and at
     :data:`SHORT_N` (those rows named with :data:`SHORT`)."""
-    from cudalab.session.run import run_points  # noqa: PLC0415
+    from cudalab.catalog.user import parse_adds  # noqa: PLC0415
+    from cudalab.session.run import on_its_device, run_points  # noqa: PLC0415
 
     path = kernel_file()
 
     def once(delay: int) -> Run:
-        ran = run_points(spec, fam, replace(opts, n=f"{opts.n},{SHORT_N}", add=adds(path, delay)))
+        ran = run_points(spec, fam, replace(opts, n=f"{opts.n},{SHORT_N}", add=parse_adds(adds(path, delay))),
+                         on_its_device(opts))
         ex = ran.executed
         refused = ex.refusal()
         if refused is not None:

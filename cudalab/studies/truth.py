@@ -270,8 +270,6 @@ def plan_methods(spec: FamilySpec, fam: Family, opts: RunOptions,
         raise UsageError(f"--methods: {', '.join(bad) or 'none given'}: pick from {', '.join(ALL_METHODS)}")
     from cudalab.session.run import requests_from  # noqa: PLC0415  (the run's modules: only when one is planned)
 
-    if opts.cluster is not None or opts.devices is not None:
-        raise UsageError("cudalab truth runs on one GPU: give --device N")
     seed = opts.seed if opts.seed is not None else secrets.randbits(63)
     out = []
     for temp in TEMPS:
@@ -313,7 +311,8 @@ def ncu_profiler(timeout: float, run: Callable[..., subprocess.CompletedProcess]
 
 def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | None = None, ncu_note: str = "",
           launches: int = NCU_LAUNCHES, observer: Observer | None = None,
-          execute: Callable[..., sweep.Executed] = sweep.execute, methods: Sequence[str] = METHODS) -> Truth:
+          execute: Callable[..., sweep.Executed] = sweep.execute, methods: Sequence[str] = METHODS,
+          timeout: float | None = None) -> Truth:
     """Time every selected variant by each method, cold and hot, and by ncu when ``ncu`` is given.
 
     Args:
@@ -323,6 +322,7 @@ def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | Non
         observer: progress of the timing runs.
         methods: the ``--launch`` values to run (:data:`ALL_METHODS`).
         execute: :func:`cudalab.session.sweep.execute` (tests pass a stand-in).
+        timeout: seconds a kernel may run before its worker is killed (None: the default rule).
 
     Raises:
         UsageError, LaunchConfigError: bad options (before any GPU work).
@@ -334,8 +334,10 @@ def truth(spec: FamilySpec, fam: Family, opts: RunOptions, ncu: NcuProfile | Non
     count = len(groups[0][2])
     ordered = [(temp, method, i, plans[i]) for i in range(count) for temp, method, plans in groups]  # point by point
     from cudalab.execute import open_executor  # noqa: PLC0415  (the engines: only when points run)
+    from cudalab.session.run import on_its_device  # noqa: PLC0415
 
-    ex = execute([p for *_, p in ordered], sum(len(p.variants) for *_, p in ordered), open_executor(opts, observer))
+    ex = execute([p for *_, p in ordered], sum(len(p.variants) for *_, p in ordered),
+                 open_executor(on_its_device(opts, timeout), observer))
     refused = ex.refusal()
     if refused is not None:
         raise refused
