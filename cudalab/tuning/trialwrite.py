@@ -5,9 +5,10 @@ A walk (grid, random) writes each trial once, finished (:meth:`optuna.study.Stud
 stored with another distribution, whether the trial already has each value and attribute, then counts the
 study's trials for the number: about ten statements and 3.6 ms of the driver's CPU a trial, which bounded a
 cluster's trials a second (scripts/bench_scale.py: the driver is one core). :func:`add_trials` writes the same
-rows through Optuna's own table models, a batch of trials in one transaction: the study's row locked, one count
-for the numbers, each parameter's distribution checked once a study and process (a campaign's space is fixed:
-its fingerprint says so). A storage that is not Optuna's RDB storage gets ``add_trial`` as before.
+rows into Optuna's own tables (its models' tables and column conversions), a batch of trials in one transaction:
+the study's row locked, one count for the numbers, one INSERT a trial and one a table for the batch's parameters,
+values and attributes, each parameter's distribution checked once a study and process (a campaign's space is
+fixed: its fingerprint says so). A storage that is not Optuna's RDB storage gets ``add_trial`` as before.
 
 The trials are committed when :func:`add_trials` returns: a campaign reports a trial only after that, so one
 killed outright still keeps every trial it reported.
@@ -35,7 +36,7 @@ def add_trials(study: Any, trials: Sequence[Any]) -> None:
     cached = getattr(study, "_storage", None)
     backend = getattr(cached, "_backend", cached)
     try:
-        from sqlalchemy import func  # noqa: PLC0415
+        from sqlalchemy import func, insert  # noqa: PLC0415
         from optuna.distributions import distribution_to_json  # noqa: PLC0415
         from optuna.storages import RDBStorage  # noqa: PLC0415
         from optuna.storages._rdb import models  # noqa: PLC0415
@@ -56,21 +57,34 @@ def add_trials(study: Any, trials: Sequence[Any]) -> None:
         models.StudyModel.find_or_raise_by_id(sid, session, for_update=True)  # numbers given under the lock
         _check_distributions(backend, session, models, sid, trials)
         number = session.query(func.count(models.TrialModel.trial_id)).filter(models.TrialModel.study_id == sid).scalar()
+        rows: dict[Any, list[dict[str, Any]]] = {models.TrialParamModel: [], models.TrialValueModel: [],
+                                                 models.TrialUserAttributeModel: [], models.TrialSystemAttributeModel: []}
         for t in trials:
-            row = models.TrialModel(study_id=sid, number=number, state=t.state, datetime_start=t.datetime_start,
-                                    datetime_complete=t.datetime_complete)
-            row.params = [models.TrialParamModel(param_name=k, param_value=t.distributions[k].to_internal_repr(v),
-                                                 distribution_json=distribution_to_json(t.distributions[k]))
-                          for k, v in t.params.items()]
-            values = [models.TrialValueModel.value_to_stored_repr(v) for v in (t.values or [])]
-            row.values = [models.TrialValueModel(objective=i, value=v, value_type=kind)
-                          for i, (v, kind) in enumerate(values)]
-            row.user_attributes = [models.TrialUserAttributeModel(key=k, value_json=json.dumps(v))
-                                   for k, v in t.user_attrs.items()]
-            row.system_attributes = [models.TrialSystemAttributeModel(key=k, value_json=json.dumps(v))
-                                     for k, v in t.system_attrs.items()]
-            session.add(row)
+            # the trial's row as Optuna's model makes it (its datetimes stored as this Optuna stores them)
+            made = models.TrialModel(study_id=sid, number=number, state=t.state, datetime_start=t.datetime_start,
+                                     datetime_complete=t.datetime_complete)
+            tid = session.execute(insert(models.TrialModel.__table__), _columns(made)).inserted_primary_key[0]
+            rows[models.TrialParamModel] += [
+                {"trial_id": tid, "param_name": k, "param_value": t.distributions[k].to_internal_repr(v),
+                 "distribution_json": distribution_to_json(t.distributions[k])} for k, v in t.params.items()]
+            for i, v in enumerate(t.values or []):
+                stored, kind = models.TrialValueModel.value_to_stored_repr(v)
+                rows[models.TrialValueModel].append({"trial_id": tid, "objective": i, "value": stored, "value_type": kind})
+            for model, attrs in ((models.TrialUserAttributeModel, t.user_attrs),
+                                 (models.TrialSystemAttributeModel, t.system_attrs)):
+                rows[model] += [{"trial_id": tid, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
             number += 1
+        for model, batch in rows.items():
+            if batch:  # one statement a table for the whole batch
+                session.execute(insert(model.__table__), batch)
+
+
+def _columns(made: Any) -> dict[str, Any]:
+    """A model object's columns as an INSERT takes them, its primary key left to the database."""
+    from sqlalchemy import inspect  # noqa: PLC0415
+
+    return {a.columns[0].key: getattr(made, a.key) for a in inspect(type(made)).column_attrs
+            if not a.columns[0].primary_key}
 
 
 def _check_distributions(backend: Any, session: Any, models: Any, sid: int, trials: Sequence[Any]) -> None:
