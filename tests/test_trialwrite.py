@@ -83,6 +83,32 @@ def test_what_add_trial_refuses_is_refused_and_nothing_of_the_batch_is_written(t
     assert fresh.get_trials() == []
 
 
+def test_an_interrupt_between_two_statements_leaves_no_half_batch_for_the_next_write(tmp_path, monkeypatch):
+    """Ctrl-C after a trial's row went in, before its parameters: rolled back, not committed by the next write
+    (Optuna's session rolls back only its own errors)."""
+    import optuna.storages._rdb.models as M
+
+    study = study_in(tmp_path / "i.db")
+    real, calls = M.TrialValueModel.value_to_stored_repr, []
+
+    def interrupted(v):
+        calls.append(v)
+        if len(calls) == 2:  # the second trial's value: its row is in, the first trial's too
+            raise KeyboardInterrupt
+        return real(v)
+
+    monkeypatch.setattr(M.TrialValueModel, "value_to_stored_repr", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        add_trials(study, [made(0), made(1)])
+    monkeypatch.setattr(M.TrialValueModel, "value_to_stored_repr", real)
+    add_trials(study, [made(2)])  # the next write, in the same thread's session
+    with sqlite3.connect(tmp_path / "i.db") as con:
+        assert con.execute("select count(*) from trials").fetchone()[0] == 1
+        assert con.execute("select count(*) from trials where trial_id not in (select trial_id from trial_params)"
+                           ).fetchone()[0] == 0
+    assert [t.values for t in study.get_trials()] == [[3.0]]
+
+
 def test_a_storage_that_is_not_optunas_rdb_gets_add_trial():
     study = optuna.create_study()  # in memory
     add_trials(study, [made(0), made(1)])

@@ -36,8 +36,6 @@ def add_trials(study: Any, trials: Sequence[Any]) -> None:
     cached = getattr(study, "_storage", None)
     backend = getattr(cached, "_backend", cached)
     try:
-        from sqlalchemy import func, insert  # noqa: PLC0415
-        from optuna.distributions import distribution_to_json  # noqa: PLC0415
         from optuna.storages import RDBStorage  # noqa: PLC0415
         from optuna.storages._rdb import models  # noqa: PLC0415
         from optuna.storages._rdb.storage import _create_scoped_session  # noqa: PLC0415
@@ -53,30 +51,38 @@ def add_trials(study: Any, trials: Sequence[Any]) -> None:
         if t.values is not None and len(t.values) != objectives:
             raise ValueError(f"the trial has {len(t.values)} values, the study {objectives} objectives")
     sid = study._study_id
-    with _create_scoped_session(backend.scoped_session) as session:
-        models.StudyModel.find_or_raise_by_id(sid, session, for_update=True)  # numbers given under the lock
-        _check_distributions(backend, session, models, sid, trials)
-        number = session.query(func.count(models.TrialModel.trial_id)).filter(models.TrialModel.study_id == sid).scalar()
-        rows: dict[Any, list[dict[str, Any]]] = {models.TrialParamModel: [], models.TrialValueModel: [],
-                                                 models.TrialUserAttributeModel: [], models.TrialSystemAttributeModel: []}
-        for t in trials:
-            # the trial's row as Optuna's model makes it (its datetimes stored as this Optuna stores them)
-            made = models.TrialModel(study_id=sid, number=number, state=t.state, datetime_start=t.datetime_start,
-                                     datetime_complete=t.datetime_complete)
-            tid = session.execute(insert(models.TrialModel.__table__), _columns(made)).inserted_primary_key[0]
-            rows[models.TrialParamModel] += [
-                {"trial_id": tid, "param_name": k, "param_value": t.distributions[k].to_internal_repr(v),
-                 "distribution_json": distribution_to_json(t.distributions[k])} for k, v in t.params.items()]
-            for i, v in enumerate(t.values or []):
-                stored, kind = models.TrialValueModel.value_to_stored_repr(v)
-                rows[models.TrialValueModel].append({"trial_id": tid, "objective": i, "value": stored, "value_type": kind})
-            for model, attrs in ((models.TrialUserAttributeModel, t.user_attrs),
-                                 (models.TrialSystemAttributeModel, t.system_attrs)):
-                rows[model] += [{"trial_id": tid, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
-            number += 1
-        for model, batch in rows.items():
-            if batch:  # one statement a table for the whole batch
-                session.execute(insert(model.__table__), batch)
+    with _create_scoped_session(backend.scoped_session) as session:  # committed, or closed and rolled back
+        _insert(session, models, sid, trials, backend)
+
+
+def _insert(session: Any, models: Any, sid: int, trials: Sequence[Any], backend: Any) -> None:
+    """The batch's rows, in ``session``'s transaction."""
+    from sqlalchemy import func, insert  # noqa: PLC0415
+    from optuna.distributions import distribution_to_json  # noqa: PLC0415
+
+    models.StudyModel.find_or_raise_by_id(sid, session, for_update=True)  # numbers given under the lock
+    _check_distributions(backend, session, models, sid, trials)
+    number = session.query(func.count(models.TrialModel.trial_id)).filter(models.TrialModel.study_id == sid).scalar()
+    rows: dict[Any, list[dict[str, Any]]] = {models.TrialParamModel: [], models.TrialValueModel: [],
+                                             models.TrialUserAttributeModel: [], models.TrialSystemAttributeModel: []}
+    for t in trials:
+        # the trial's row as Optuna's model makes it (its datetimes stored as this Optuna stores them)
+        made = models.TrialModel(study_id=sid, number=number, state=t.state, datetime_start=t.datetime_start,
+                                 datetime_complete=t.datetime_complete)
+        tid = session.execute(insert(models.TrialModel.__table__), _columns(made)).inserted_primary_key[0]
+        rows[models.TrialParamModel] += [
+            {"trial_id": tid, "param_name": k, "param_value": t.distributions[k].to_internal_repr(v),
+             "distribution_json": distribution_to_json(t.distributions[k])} for k, v in t.params.items()]
+        for i, v in enumerate(t.values or []):
+            stored, kind = models.TrialValueModel.value_to_stored_repr(v)
+            rows[models.TrialValueModel].append({"trial_id": tid, "objective": i, "value": stored, "value_type": kind})
+        for model, attrs in ((models.TrialUserAttributeModel, t.user_attrs),
+                             (models.TrialSystemAttributeModel, t.system_attrs)):
+            rows[model] += [{"trial_id": tid, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
+        number += 1
+    for model, batch in rows.items():
+        if batch:  # one statement a table for the whole batch
+            session.execute(insert(model.__table__), batch)
 
 
 def _columns(made: Any) -> dict[str, Any]:
