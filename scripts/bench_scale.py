@@ -50,6 +50,7 @@ def one(engine: str, n: int, rows: int, folder: Path) -> dict[str, float]:
 
     stamps = folder / f"{engine}-{n}.stamps"
     os.environ["FAKE_WORKER_STAMPS"] = str(stamps)
+    load_before = round(os.getloadavg()[0], 1)
     window = Window(stamps, n, rows)
     t0 = time.monotonic()
     if engine == "local":
@@ -65,19 +66,27 @@ def one(engine: str, n: int, rows: int, folder: Path) -> dict[str, float]:
     wall = time.monotonic() - t0
     cpu = window.per_row()
     rate, seen = _rows_per_s(stamps, n)
-    return {"rows": seen, "rows_per_s": round(rate, 2), "wall_s": round(wall, 2), "load": round(os.getloadavg()[0], 1),
-            "cpu_ms_per_row": round(cpu[0] * 1e3, 1) if cpu else None,
-            "parent_ms_per_row": round(cpu[1] * 1e3, 1) if cpu else None,
-            "cpu_bound_rows_per_s": round((os.cpu_count() or 1) / cpu[0], 1) if cpu and cpu[0] else None}
+    ms = {f"{'cpu' if k == 'all' else k}_ms_per_row": round(cpu[k] * 1e3, 1) if cpu else None for k in PARTS}
+    return {"rows": seen, "rows_per_s": round(rate, 2), "wall_s": round(wall, 2), "load_before": load_before,
+            "load": round(os.getloadavg()[0], 1), **ms,
+            "cpu_bound_rows_per_s": round((os.cpu_count() or 1) / cpu["all"], 1) if cpu and cpu["all"] else None}
 
 
-def _tree_cpu() -> tuple[float, float]:
-    """CPU-seconds so far of this process and every live process under it (its GPU workers, a local cluster's
-    Nannies and Dask workers and theirs), and of this process alone (the driver, with a local cluster's scheduler
-    and client in its threads), from /proc."""
+#: Where a run's CPU goes: every process of the run, this one, the GPU workers (fake_worker_main.py), the rest
+#: (a local cluster's Dask worker processes, Python's resource tracker).
+PARTS = ("all", "parent", "gpu_workers", "dask_workers")
+
+
+Proc = tuple[str, int, float, float]  # its part, its parent's pid, its own CPU-seconds, its reaped children's
+
+
+def _tree_cpu() -> dict[tuple[int, str], Proc]:
+    """This process and every process under it (its GPU workers, a local cluster's Dask workers and theirs), by
+    (pid, start time): its part of :data:`PARTS` (``parent``: this process, the driver, with a local cluster's
+    scheduler, Nannies and client in its threads; Python's resource tracker too), its parent, its CPU-seconds so
+    far, and those of its children that ended and were reaped (``cutime``, ``cstime``), from /proc."""
     kids: dict[int, list[int]] = {}
-    times: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
+    stat: dict[int, list[str]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -86,17 +95,63 @@ def _tree_cpu() -> tuple[float, float]:
         except OSError:
             continue
         kids.setdefault(int(f[1]), []).append(int(d.name))
-        times[int(d.name)] = (int(f[11]) + int(f[12])) / tick
-    todo, total = [os.getpid()], 0.0
+        stat[int(d.name)] = f
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[tuple[int, str], Proc] = {}
+    todo = [os.getpid()]
     while todo:
         pid = todo.pop()
-        total += times.get(pid, 0.0)
-        todo += kids.get(pid, [])
-    return total, times.get(os.getpid(), 0.0)
+        f = stat[pid]
+        kind = "parent" if pid == os.getpid() else _kind(pid, f[19])
+        if kind is not None:  # None: ended since the scan, never seen alive (its time is its reaper's)
+            out[(pid, f[19])] = (kind, int(f[1]), (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick)
+        todo += [k for k in kids.get(pid, []) if k in stat]
+    return out
+
+
+def _split(a: dict[tuple[int, str], Proc], b: dict[tuple[int, str], Proc]) -> dict[str, float]:
+    """CPU-seconds from snapshot ``a`` to ``b`` by :data:`PARTS`. A process that ended between them and was
+    reaped has its time in its reaper's children's times at ``b``: that growth is counted as the part of the
+    processes the reaper lost (a GPU worker that ends inside the window, the last row's, is not lost from it)."""
+    out = dict.fromkeys(PARTS, 0.0)
+    gone: dict[int, list[str]] = {}  # reaper's pid -> the parts of its children gone since a
+    for key, (kind, ppid, own, _) in a.items():
+        if key not in b:
+            out[kind] -= own  # its whole time is in its reaper's at b
+            gone.setdefault(ppid, []).append(kind)
+    for key, (kind, _, own, reaped) in b.items():
+        before = a.get(key, (kind, 0, 0.0, 0.0))  # a process new since a: all its time is the window's
+        out[kind] += own - before[2]
+        grew = reaped - before[3]
+        if grew:
+            lost = gone.get(key[0]) or ["gpu_workers"]  # children ended since a; else those of the window's start
+            out[max(set(lost), key=lost.count)] += grew
+    out["all"] = sum(out[k] for k in PARTS if k != "all")
+    return out
+
+
+_KINDS: dict[tuple[int, str], str] = {}  # (pid, start time) -> its part, as first seen alive
+
+
+def _kind(pid: int, started: str) -> str | None:
+    """A process's part by its command line, remembered: an ended process not yet reaped (a zombie) has none."""
+    if (pid, started) not in _KINDS:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        if not cmd:
+            return None
+        _KINDS[(pid, started)] = ("gpu_workers" if b"fake_worker_main" in cmd else
+                                  "parent" if b"resource_tracker" in cmd else "dask_workers")  # Python's, serving this one
+    return _KINDS[(pid, started)]
 
 
 class Window:
-    """The process tree's CPU-seconds between the ``n``-th row and the last (``rows``), read as the rows come."""
+    """The process tree's CPU-seconds between the ``n``-th row and the ``n``-th before the last (``rows``), read as the
+    rows come: the workers all started and none ending (a snapshot taken while a run ends its workers could read
+    a worker's parent before the worker was reaped and the worker after: its time in neither; seen as a GPU
+    worker's 0.6 ms a row against 2.4 in the runs beside it)."""
 
     def __init__(self, stamps: Path, n: int, rows: int):
         self.stamps, self.n, self.rows, self.marks = stamps, n, rows, []
@@ -105,7 +160,7 @@ class Window:
         self._thread.start()
 
     def _watch(self) -> None:
-        for goal in (self.n, self.rows):
+        for goal in (self.n, max(self.n + 1, self.rows - self.n)):
             while not self._stop.is_set():
                 try:  # a stat, not a read: the watch's own CPU is this process's (the parent's figure)
                     seen = self.stamps.stat().st_size // STAMP
@@ -116,14 +171,14 @@ class Window:
                     break
                 time.sleep(0.005)
 
-    def per_row(self) -> tuple[float, float] | None:
-        """CPU-seconds a row over the window, of every process and of this one (None: it was not seen whole)."""
+    def per_row(self) -> dict[str, float] | None:
+        """CPU-seconds a row over the window, by :data:`PARTS` (None: it was not seen whole)."""
         self._stop.set()
         self._thread.join()
         if len(self.marks) < 2 or self.marks[1][1] <= self.marks[0][1]:
             return None
         rows = self.marks[1][1] - self.marks[0][1]
-        return ((self.marks[1][0][0] - self.marks[0][0][0]) / rows, (self.marks[1][0][1] - self.marks[0][0][1]) / rows)
+        return {k: v / rows for k, v in _split(self.marks[0][0], self.marks[1][0]).items()}
 
 
 def measure(engines: list[str], counts: list[int], delays: list[float], per_worker: int) -> list[dict]:
@@ -146,29 +201,35 @@ def measure(engines: list[str], counts: list[int], delays: list[float], per_work
 
 
 def markdown(rec: dict) -> str:
+    start = rec.get("load_at_start") or []
+    shared = ("idle when it started" if start and start[0] < 0.5 else
+              f"its load average {', '.join(map(str, start))} (1, 5, 15 min) when it started: other work shared "
+              "its cores" if start else "its load not recorded")
     lines = [f"# Scale on the CPU: N fake GPU workers against one ({rec['date']})", "",
-             f"Made by `{rec['command']}` on {rec['machine']} ({rec['cores']} cores, shared with other work while "
-             "it ran); code " + rec["code"] + ".", "",
+             f"Made by `{rec['command']}` on {rec['machine']} ({rec['cores']} cores, {shared}); code "
+             + rec["code"] + ".", "",
              "Each fake GPU worker sleeps the row's time and passes it: what is measured is cudalab's and Dask's "
              "cost per row. `local`: a family sweep over `--devices 0..N-1` (the local pool); `dask`: a random-walk "
              "tune campaign on `--cluster local` with N fake GPU workers; `tune-local`: the same campaign on the "
              "local engine (one GPU). Rows/s from the workers' clocks, after the first N rows. Ratio: rows/s "
              f"over N times the engine's one-worker rows/s; target >= {rec['target']} for 50 ms rows up to N = 8. Load: "
-             "the machine's 1-minute load average after the run (other work shares its cores). CPU ms a row: the "
-             "CPU time of every process of the run (this one, the GPU workers, a cluster's scheduler, Nannies and "
-             "Dask workers) from the N-th row to the last, over those rows; parent's: the same of the user's process alone "
-             "(the driver: the study's storage, the strategy, planning, and with `--cluster local` the scheduler and "
-             "client in its threads); cores' bound: the rows/s this machine's "
-             "cores could give at that cost, were nothing else running. Builds are not measured here (the fakes "
-             "build nothing; campaigns run with --build-ahead 0): scripts/bench_campaign_cold.py measures them.", "",
-             "| engine | row | N | rows | rows/s | N x one | ratio | wall s | load | CPU ms a row | parent's | cores' bound rows/s |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "the machine's 1-minute load average before and after the run (it lags: it carries this benchmark's own "
+             "runs before it too; the load when it started says whether other work shared the cores). CPU ms a row: the CPU time of the run's processes from the N-th row to the N-th before the last, over those "
+             "rows (it does not depend on the load as the rows/s do): all of them; the parent (the user's process: "
+             "the study's storage, the strategy, planning, and with `--cluster local` the scheduler, the Nannies and "
+             "the client in its threads); the Dask worker processes; the GPU workers (the fakes: each reads the "
+             "plan and sends its rows as a real one does). Cores' bound: the rows/s this machine's cores could give "
+             "at that cost, were nothing else running. Builds are not measured here (the fakes build nothing; "
+             "campaigns run with --build-ahead 0): scripts/bench_campaign_cold.py measures them.", "",
+             "| engine | row | N | rows | rows/s | N x one | ratio | wall s | load before, after | CPU ms a row: all "
+             "| parent | Dask workers | GPU workers | cores' bound rows/s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rec["runs"]:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
         lines.append(f"| {r['engine']} | {r['delay_ms']} ms | {r['gpus']} | {r['rows']} | {r['rows_per_s']:.1f} | "
-                     f"{r['ideal_rows_per_s']:.1f} | {ratio} | {r['wall_s']:.1f} | {r['load']} | {r['cpu_ms_per_row']} | "
-                     f"{r['parent_ms_per_row']} | "
-                     f"{r['cpu_bound_rows_per_s']} |")
+                     f"{r['ideal_rows_per_s']:.1f} | {ratio} | {r['wall_s']:.1f} | {r.get('load_before', '')}, {r['load']} | "
+                     f"{r['cpu_ms_per_row']} | {r['parent_ms_per_row']} | {r.get('dask_workers_ms_per_row', '')} | "
+                     f"{r.get('gpu_workers_ms_per_row', '')} | {r['cpu_bound_rows_per_s']} |")
     lines += ["", "Verdict, 50 ms rows: " + rec["verdict_50ms"], "", "5 ms rows reach: " + rec["reach_5ms"], ""]
     return "\n".join(lines)
 
@@ -190,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     fake_dask_preload.dask_setup()  # this process's GPU workers (the local engine's) are fake ones too
     dask.config.set({"distributed.worker.preload": ["fake_dask_preload"]})
     counts = [int(x) for x in args.gpus.split(",")]
+    load_at_start = [round(x, 1) for x in os.getloadavg()]
     runs = measure(args.engines.split(","), counts, [int(x) / 1e3 for x in args.delays_ms.split(",")], args.rows)
     target = 0.85
     fifty = [r for r in runs if r["delay_ms"] == 50 and r["ratio"] is not None and r["engine"] != "tune-local"]
@@ -199,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     rec = {"date": time.strftime("%Y-%m-%d"), "machine": platform.node() or "this machine", "cores": os.cpu_count(),
            "code": code + ("+dirty" if subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT).returncode else ""),
            "command": "python scripts/bench_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "target": target, "runs": runs,
+           "load_at_start": load_at_start, "target": target, "runs": runs,
            "verdict_50ms": ("no 50 ms runs" if worst is None else
                             f"{'PASS' if worst['ratio'] >= target else 'FAIL'}: the lowest ratio is {worst['ratio']:.2f} "
                             f"({worst['engine']}, N = {worst['gpus']})"),

@@ -13,10 +13,11 @@ win the race; a default outside the space is still raced beside the best (the "v
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections import deque
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from cudalab.bench import Protocol
 from cudalab.errors import ClusterLost, LaunchConfigError, UsageError
@@ -35,6 +36,7 @@ from cudalab.tuning.runs import Runs, runs_for
 from cudalab.tuning.space import BLOCK, Space
 from cudalab.tuning.propose import WALKS, Proposer
 from cudalab.tuning.spaces import default_point
+from cudalab.tuning.trialwrite import add_trials
 
 __all__ = ["CampaignPlan", "plan", "run_campaign"]
 
@@ -67,6 +69,7 @@ class _Campaign(TrialLoops):
         # grid and random walk the valid points themselves: their trials are written once, when measured
         self.walking = self.prop.walk is not None
         self.added = len(study.get_trials(deepcopy=False)) if self.walking else 0  # the next added trial's number
+        self.held: list[Any] | None = None  # a walk's finished trials not yet written (see writes_held)
 
     def evaluated(self) -> int:
         return sum(1 for m in self.known.values() if m.status not in ("refused", "skipped"))
@@ -86,7 +89,10 @@ class _Campaign(TrialLoops):
             made = T.create_trial(params=S.encode(self.p.space, point), distributions=self.dists,
                                   values=list(values) if values is not None else None, user_attrs={C.ATTR: fact},
                                   state=T.TrialState.COMPLETE if values is not None else T.TrialState.FAIL)
-            self.study.add_trial(made)
+            if self.held is not None:  # written with the others of its task (see writes_held)
+                self.held.append(made)
+            else:
+                add_trials(self.study, [made])
             number, self.added = self.added, self.added + 1
         else:
             trial.set_user_attr(C.ATTR, fact)
@@ -97,6 +103,17 @@ class _Campaign(TrialLoops):
             number = trial.number
         self.known[point_key(point)] = C.Measured(number, point, tuple(values) if values is not None else None,
                                                   status, reason, attrs)
+
+    @contextlib.contextmanager
+    def writes_held(self) -> Iterator[None]:
+        """A walk's trials recorded inside are written together as it ends, in one transaction (a task's
+        trials: :func:`~cudalab.tuning.trialwrite.add_trials`); report them after it."""
+        self.held = []
+        try:
+            yield
+        finally:
+            held, self.held = self.held, None
+            add_trials(self.study, held)
 
     def ask(self, pending: deque) -> bool:
         """Ask for the next point worth running and queue it (``pending``: the trials asked and not yet recorded,

@@ -78,18 +78,21 @@ class TrialLoops:
                 seconds["builds"] += builds
                 seconds["trials"] += blocked - builds
                 self.account.in_workers = ex.in_workers()
-                batch = flying.pop(handle)
-                for i, (trial, point, _) in enumerate(batch):
-                    if isinstance(got, BaseException):  # the engine gave up on it (its workers kept dying)
-                        why = f"the cluster could not run it: {type(got).__name__}: {str(got).splitlines()[0][:300] if str(got) else ''}"
-                        self._record(trial, point, "failed", why, None, {})
-                    else:  # a trial the task did not reach (an interrupt) is recorded interrupted
-                        self.finish(trial, point, got[i] if i < len(got) else None)
-                    self.emit("trial", {"done": self.evaluated(), "budget": p.budget, "best": self.best(),
-                                        "builds": ex.builds_queued(), "in_flight": len(flying),
-                                        "elapsed": time.monotonic() - self.account.started,
-                                        "gpu_busy": self.meter.percent if self.meter is not None else None,
-                                        "last": self.known.get(point_key(point))})
+                batch, events = flying.pop(handle), []
+                with self.writes_held():  # the task's trials in one transaction, reported once written
+                    for i, (trial, point, _) in enumerate(batch):
+                        if isinstance(got, BaseException):  # the engine gave up on it (its workers kept dying)
+                            why = f"the cluster could not run it: {type(got).__name__}: {str(got).splitlines()[0][:300] if str(got) else ''}"
+                            self._record(trial, point, "failed", why, None, {})
+                        else:  # a trial the task did not reach (an interrupt) is recorded interrupted
+                            self.finish(trial, point, got[i] if i < len(got) else None)
+                        events.append({"done": self.evaluated(), "budget": p.budget, "best": self.best(),
+                                       "builds": ex.builds_queued(), "in_flight": len(flying),
+                                       "elapsed": time.monotonic() - self.account.started,
+                                       "gpu_busy": self.meter.percent if self.meter is not None else None,
+                                       "last": self.known.get(point_key(point))})
+                for event in events:
+                    self.emit("trial", event)
         except KeyboardInterrupt:
             return True
         except ClusterLost as exc:

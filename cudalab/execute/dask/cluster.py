@@ -40,6 +40,13 @@ OPEN_S = 300.0
 RETRIES = 3
 #: Seconds without a scheduler before the run is declared lost.
 LOST_S = 10.0
+#: Dask's settings for a cluster cudalab starts (``--cluster local``): its sampling profiler (every 10 ms in every
+#: worker), its event-loop tick (20 ms), system monitor (0.5 s) and memory monitors (0.1 s, the Nannies' in the
+#: driver's process) cost a 2-core host with 8 GPU workers a quarter of a core with nothing running, and its
+#: workers more while trials run (scripts/bench_scale.py). A cudalab task's memory is a few plans and rows, and the
+#: dashboard's task stream and progress stay; only its profile page is empty.
+LOCAL_CONFIG = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+                "distributed.admin.system-monitor.interval": "2s", "distributed.worker.memory.monitor-interval": "1s"}
 
 
 def parse_cluster(text: str | None) -> str | None:
@@ -90,7 +97,7 @@ def local_cluster(devices: Sequence[int], env: dict[int, dict[str, str]] | None 
     before = set(SpecCluster._instances)
     loop = _loop_without_sigint()
     try:  # the scheduler's scratch too (a Server's: Dask's temporary-directory, else the temporary folder)
-        with dask.config.set({"temporary-directory": scratch}):
+        with dask.config.set({"temporary-directory": scratch, **LOCAL_CONFIG}):
             cluster = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="cudalab",
                                   loop=loop.loop)
     except BaseException:

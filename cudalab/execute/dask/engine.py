@@ -18,10 +18,12 @@ from cudalab.execute.point import Point
 __all__ = ["DaskPool", "BATCH_S", "BATCH_MAX"]
 
 #: A walk's trials go to a cluster in tasks of about this many seconds in the worker (a Dask task costs the driver,
-#: the scheduler and the worker milliseconds: trials of 50 ms one a task spent a third of a GPU on it); at most
-#: :data:`BATCH_MAX` trials a task.
-BATCH_S = 0.25
-BATCH_MAX = 8
+#: the scheduler and the worker milliseconds: trials of 50 ms one a task spent a third of a GPU on it; at 0.25 s
+#: and 8 a task, still 1.5 ms of a 2-core host's CPU a trial more: scripts/bench_scale.py); at most
+#: :data:`BATCH_MAX` trials a task. An interrupt loses the unfinished tasks' trials (a walk runs them again on
+#: resume): at most this much of each GPU's work.
+BATCH_S = 0.5
+BATCH_MAX = 16
 
 
 class DaskPool(Executor):
