@@ -13,6 +13,7 @@ from cudalab import instruments as instrument
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
 from cudalab.report.grid import Column, Grid
+from cudalab.report.instruments import print_views
 from cudalab.textcells import cell_len
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
     RATE_HEADER, TELEMETRY_COLUMNS, TableView, _fmt, _ms, draw, gather, rate_of, results_table, telemetry_cell, telemetry_columns,
@@ -127,7 +128,8 @@ def device_line(device: dict[str, Any]) -> str:
 
 def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = (),
                 header: bool = True, wide: bool | None = None) -> None:
-    """Print one point of a run record: header lines, the table, its legend and notes (:func:`print_table`).
+    """Print one point of a run record: header lines, the table, its legend and notes, then the views its rows
+    hold (:func:`print_table`).
 
     Args:
         con: where to print.
@@ -143,9 +145,10 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
 def print_table(con: Console, record: Any, points: Sequence[Any], extra_columns: Iterable[tuple[str, str]] = (),
                 long: bool = False, header: bool = True, wide: bool | None = None) -> None:
     """Print one run table: a point's (``points`` holds one), or ``long`` one of several points with a point
-    column (:func:`print_long`). What the table shows is gathered once (:func:`cudalab.report.runtable.gather`:
-    the rows' rates, the instruments' columns and notes), then the lines above and below it are written and
-    the table is drawn from it.
+    column (:func:`print_long`); then the views the points' rows hold (:mod:`cudalab.report.instruments`: ncu's
+    hot lines and advice; rows without any print nothing more). What the table shows is gathered once
+    (:func:`cudalab.report.runtable.gather`: the rows' rates, the instruments' columns and notes), then the lines
+    above and below it are written and the table is drawn from it.
 
     Args:
         header: a point's table: print the GPU and protocol lines too (a live run printed them before it started).
@@ -167,13 +170,15 @@ def print_table(con: Console, record: Any, points: Sequence[Any], extra_columns:
         # One print a point (rich costs ~0.2 ms a print, which a saved sweep of 1,000 points pays per call);
         # the prose as plain lines where they fit (rich's wrapping of a Text measures it word by word).
         con.print(above, table, below)
-        return
-    con.print(above, markup=False, highlight=False)  # one print: rich costs ~0.2 ms a call
-    # crop=False: the grid fits itself to the width; rich's cropping measures every line again, char by char
-    con.print(table, crop=False)
-    con.print(below, markup=False)
-    if view.over:
-        con.print(view.over, markup=False, highlight=False)
+    else:
+        con.print(above, markup=False, highlight=False)  # one print: rich costs ~0.2 ms a call
+        # crop=False: the grid fits itself to the width; rich's cropping measures every line again, char by char
+        con.print(table, crop=False)
+        con.print(below, markup=False)
+        if view.over:
+            con.print(view.over, markup=False, highlight=False)
+    for p in points:
+        print_views(con, p.results)
 
 
 def point_lines(record: Any, point: Any, header: bool = True) -> list[str]:
@@ -294,8 +299,8 @@ def markdown_record(record: Any, source: str) -> str:
 
 def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str]] = (), wide: bool | None = None,
                points: Sequence[Any] | None = None) -> None:
-    """Print a sweep as one long table (``--layout long``): a point column, then each point's rows
-    (:func:`print_table`).
+    """Print a sweep as one long table (``--layout long``): a point column, then each point's rows; then each
+    point's views (:func:`print_table`).
 
     Args:
         points: the points of the table (default: all the record's); they share the first one's family, metric

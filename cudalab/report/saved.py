@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 
 from cudalab.report import core
-from cudalab.report.instruments import print_views
 
 #: The most points a saved run shows as one table per point unless ``--layout points`` asks.
 POINTS_LAYOUT_MAX = 1000
@@ -52,8 +51,6 @@ def print_record(con: Console, record: Any, source: str, layout: str | None = No
         if n or not long:
             con.print("")
         core.print_table(con, record, group, columns(group[0].family), long=long)
-        for p in group:
-            print_views(con, p.results)
 
 
 def print_run(con: Console, record: Any, extra_columns: Sequence[tuple[str, str]] = (), long: bool = False,
@@ -75,8 +72,6 @@ def print_run(con: Console, record: Any, extra_columns: Sequence[tuple[str, str]
     long = long and len(record.points) > 1
     for i, group in enumerate([record.points] if long else [[p] for p in record.points]):
         core.print_table(con, record, group, extra_columns, long=long, header=False)
-        for p in group:
-            print_views(con, p.results)
         if family is not None and not long and group[0].results and runs[i].outputs:
             con.print(family.show(runs[i].problem, runs[i].inputs, None), markup=False)
             for name, out in runs[i].outputs.items():
