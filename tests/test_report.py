@@ -86,3 +86,32 @@ def test_the_problem_line_names_options_as_typed_and_leaves_flags_that_are_off_o
     assert "size 64x64x64 · dtype float32 · --example · --tile 16" in md
     lines = [ln for ln in md.splitlines() if ln.startswith("size ")]
     assert len(lines) == 2 and not any("False" in ln or " example " in ln for ln in lines)
+
+
+def _printed(fn, *args, **kw) -> list[str]:
+    con = Console(file=io.StringIO(), width=250)
+    fn(con, *args, **kw)
+    return con.file.getvalue().splitlines()
+
+
+def test_a_run_prints_a_table_a_point_or_one_long_table_spaced_as_before():
+    """report: a blank line before each point's table, none before the first long table; a finished run
+    (print_run): its point tables back to back, without the protocol line the run printed as it started."""
+    from cudalab.records.results import load_record
+    from cudalab.report.saved import print_record, print_run
+
+    rec = load_record("tests/data/runs/nvidia-h200-transpose-sweep.json")
+    assert len(rec.points) == 3
+    lines = _printed(print_record, rec, "sweep.json", "points")
+    titles = [i for i, ln in enumerate(lines) if ln.startswith("cudalab transpose")]
+    assert len(titles) == 3 and all(lines[i - 1] == "" for i in titles)
+    lines = _printed(print_record, rec, "sweep.json", "long")
+    titles = [i for i, ln in enumerate(lines) if ln.startswith("cudalab transpose")]
+    assert [lines[i] for i in titles] == ["cudalab transpose: 3 points"] and lines[titles[0] - 1] != ""
+    assert sum(ln.startswith("speedup = over the first") for ln in lines) == 1
+    lines = _printed(print_run, rec)
+    titles = [i for i, ln in enumerate(lines) if ln.startswith("cudalab transpose")]
+    assert len(titles) == 3 and not any(lines[i - 1] == "" for i in titles[1:])
+    assert not any(ln.startswith("timing: CUDA events") for ln in lines)  # the run said it as it started
+    assert [ln for ln in _printed(print_run, rec, long=True) if ln.startswith("cudalab transpose")] == [
+        "cudalab transpose: 3 points"]

@@ -18,6 +18,8 @@ from cudalab.report.core import (
     markdown_record,
     markdown_table,
     pct_column,
+    print_long,
+    print_point,
     results_table,
     saved_lines,
     simple_table,
@@ -25,21 +27,7 @@ from cudalab.report.core import (
     write_json,
 )
 from cudalab.report.tooltables import *  # noqa: F401,F403
-from cudalab.report import core as _core
 from cudalab.report.instruments import View, print_views, register, render_views  # noqa: F401
 from cudalab.report.source import render_source, saved_view  # noqa: F401  (registers the ncu source view)
 from cudalab.report.saved import POINTS_LAYOUT_MAX, print_record  # noqa: F401
 
-
-def print_point(con, record, point, *args, **kw):  # noqa: ANN001
-    """:func:`cudalab.report.core.print_point`, then the views instruments saved in the rows
-    (:mod:`cudalab.report.instruments`: ncu's hot lines and advice; rows without any print nothing more)."""
-    _core.print_point(con, record, point, *args, **kw)
-    print_views(con, point.results)
-
-
-def print_long(con, record, *args, **kw):  # noqa: ANN001
-    """:func:`cudalab.report.core.print_long`, then the instruments' views of every point."""
-    _core.print_long(con, record, *args, **kw)
-    for p in kw.get("points") or record.points:
-        print_views(con, p.results)

@@ -13,9 +13,11 @@ from cudalab import instruments as instrument
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
 from cudalab.report.grid import Column, Grid
+from cudalab.report.instruments import print_views
 from cudalab.textcells import cell_len
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
-    RATE_HEADER, TELEMETRY_COLUMNS, _fmt, _ms, rate_of, results_table, telemetry_cell, telemetry_columns, over_note, pct_cell
+    RATE_HEADER, TELEMETRY_COLUMNS, TableView, _fmt, _ms, draw, gather, rate_of, results_table, telemetry_cell, telemetry_columns,
+    over_note, pct_cell
 )
 from cudalab.records.results import Result, Roofline
 from cudalab.roofline import pct_column  # noqa: F401  (re-exported: the rule is the roofline's)
@@ -126,7 +128,8 @@ def device_line(device: dict[str, Any]) -> str:
 
 def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[tuple[str, str]] = (),
                 header: bool = True, wide: bool | None = None) -> None:
-    """Print one point of a run record: header lines, the table, its legend and notes.
+    """Print one point of a run record: header lines, the table, its legend and notes, then the views its rows
+    hold (:func:`print_table`).
 
     Args:
         con: where to print.
@@ -136,21 +139,68 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         header: print the GPU and protocol lines too (a live run printed them before it started).
         wide: every column (``--wide``); None: what the command's ``--wide`` set (:data:`WIDE`).
     """
+    print_table(con, record, [point], extra_columns, header=header, wide=wide)
+
+
+def print_table(con: Console, record: Any, points: Sequence[Any], extra_columns: Iterable[tuple[str, str]] = (),
+                long: bool = False, header: bool = True, wide: bool | None = None) -> None:
+    """Print one run table: a point's (``points`` holds one), or ``long`` one of several points with a point
+    column (:func:`print_long`); then the views the points' rows hold (:mod:`cudalab.report.instruments`: ncu's
+    hot lines and advice; rows without any print nothing more). What the table shows is gathered once
+    (:func:`cudalab.report.runtable.gather`: the rows' rates, the instruments' columns and notes), then the lines
+    above and below it are written and the table is drawn from it.
+
+    Args:
+        header: a point's table: print the GPU and protocol lines too (a live run printed them before it started).
+        wide: every column (``--wide``); None: what the command's ``--wide`` set (:data:`WIDE`).
+    """
+    rows = [r for p in points for r in p.results]
+    labels = [p.label for p in points for _ in p.results] if long else None
+    view = gather(rows, points[0].metric, [i for p in points for i in instrument.of(p)], points=labels)
+    wide = WIDE.get() if wide is None else wide
+    above: Any  # what is said above and below the table: plain text for a long table, else Prose
+    below: Any
+    if long:
+        above, below = "\n".join(long_lines(record, points)), LEGEND.get(view.metric, LEGEND["none"]) + (
+            " Speedups restart at each point.")
+    else:
+        above, below = Prose(point_lines(record, points[0], header)), Prose(point_notes(points[0], view, wide))
+    table = draw(view, extra_columns, wide)
+    if not long:
+        # One print a point (rich costs ~0.2 ms a print, which a saved sweep of 1,000 points pays per call);
+        # the prose as plain lines where they fit (rich's wrapping of a Text measures it word by word).
+        con.print(above, table, below)
+    else:
+        con.print(above, markup=False, highlight=False)  # one print: rich costs ~0.2 ms a call
+        # crop=False: the grid fits itself to the width; rich's cropping measures every line again, char by char
+        con.print(table, crop=False)
+        con.print(below, markup=False)
+        if view.over:
+            con.print(view.over, markup=False, highlight=False)
+    for p in points:
+        print_views(con, p.results)
+
+
+def point_lines(record: Any, point: Any, header: bool = True) -> list[str]:
+    """The lines above a point's table (:func:`header_lines`); without ``header``, only what the run itself
+    found (a live run printed the GPU and protocol as it started)."""
     title, line = _point_title(record, point)
     lines = header_lines(record.device, title, line, _protocol(point.protocol), point.roofline, point.results)
     if point.roofline is None and point.roofline_note:  # the rows stand; the % column stays empty
         lines.append(f"roofline unavailable: {point.roofline_note}")
     if point.device is not None and record.device.get("devices"):
         lines[0] += f"  [GPU {point.device}]"
-    if not header:  # a live run printed the GPU and protocol as it started: what the run itself found
+    if not header:
         keep = ("size ", "roofline ", "clock events", "SM clock locked", "rows marked", "WARNING", "throttled = ", "timed by")
         if (record.device.get("telemetry") or {}).get("sm_mhz"):
             keep += ("GPU ",)  # it now names the clocks measured during the samples
         lines = [lines[0]] + [ln for ln in lines[1:] if ln.startswith(keep)]
-    rows = point.results
-    instruments = instrument.of(point)
-    wide = WIDE.get() if wide is None else wide
-    table = results_table(rows, point.metric, extra_columns, instrument.columns_of(instruments, rows), wide=wide)
+    return lines
+
+
+def point_notes(point: Any, view: TableView, wide: bool) -> list[str]:
+    """The lines under a point's table: the legends of the columns shown, the instruments' notes, legacy rows."""
+    rows = view.rows
     notes = []
     if wide and any("telemetry_polls" in r.extra for r in rows):  # a legend only for columns shown
         notes.append("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
@@ -160,14 +210,12 @@ def print_point(con: Console, record: Any, point: Any, extra_columns: Iterable[t
         notes.append("--energy: W busy = board power with the row's launches back to back for a second or more "
                      "(NVML's energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.")
     notes.append(LEGEND.get(point.metric, LEGEND["none"]))
-    notes += [n for n in (over_note(rows),) if n]
-    notes += instrument.notes_of(instruments, rows)  # the columns' legend, rows the instrument could not measure
+    notes += [n for n in (view.over,) if n]
+    notes += view.instrument_notes  # the columns' legend, rows the instrument could not measure
     if any(r.legacy for r in rows):
         notes.append("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
                      f"{point.family}`); its correct twin runs beside it.")
-    # One print a point (rich costs ~0.2 ms a print, which a saved sweep of 1,000 points pays per call);
-    # the prose as plain lines where they fit (rich's wrapping of a Text measures it word by word).
-    con.print(Prose(lines), table, Prose(notes))
+    return notes
 
 
 class Prose:
@@ -251,13 +299,18 @@ def markdown_record(record: Any, source: str) -> str:
 
 def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str]] = (), wide: bool | None = None,
                points: Sequence[Any] | None = None) -> None:
-    """Print a sweep as one long table (``--layout long``): a point column, then each point's rows.
+    """Print a sweep as one long table (``--layout long``): a point column, then each point's rows; then each
+    point's views (:func:`print_table`).
 
     Args:
         points: the points of the table (default: all the record's); they share the first one's family, metric
             and timing protocol (:func:`point_groups`).
     """
-    points = record.points if points is None else points
+    print_table(con, record, record.points if points is None else points, extra_columns, long=True, wide=wide)
+
+
+def long_lines(record: Any, points: Sequence[Any]) -> list[str]:
+    """The lines above a long table of ``points``: one header, the roofline once when every point shares it."""
     first = points[0]
     title = f"cudalab {first.family}: {len(points):,} points" + (
         "  [INCOMPLETE: interrupted]" if record.incomplete else "")
@@ -268,17 +321,7 @@ def print_long(con: Console, record: Any, extra_columns: Iterable[tuple[str, str
         lines.append(roofline_line(first.roofline))
     elif roofs != {None}:
         lines += [f"{p.label}: roofline {p.roofline.gbs:,.0f} GB/s = {p.roofline.source}" for p in points if p.roofline]
-    con.print("\n".join(lines), markup=False, highlight=False)  # one print: rich costs ~0.2 ms a call
-    rows = [r for p in points for r in p.results]
-    labels = [p.label for p in points for _ in p.results]
-    cols = instrument.columns_of([i for p in points for i in instrument.of(p)], rows)
-    # crop=False: the grid fits itself to the width; rich's cropping measures every line again, char by char
-    con.print(results_table(rows, first.metric, extra_columns, cols, points=labels,
-                            wide=WIDE.get() if wide is None else wide), crop=False)
-    con.print(LEGEND.get(first.metric, LEGEND["none"]) + " Speedups restart at each point.", markup=False)
-    over = over_note(rows)
-    if over:
-        con.print(over, markup=False, highlight=False)
+    return lines
 
 
 def point_groups(points: Sequence[Any]) -> list[list[Any]]:

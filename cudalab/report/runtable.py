@@ -8,9 +8,11 @@ is drawn by :class:`cudalab.report.grid.Grid`: numbers and names never split, re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from cudalab.instruments import Column as InstrumentColumn
+from cudalab.instruments import Instrument, columns_of, notes_of
 from cudalab.instruments import fmt as _fmt
 from cudalab.report.grid import Column, Grid
 from cudalab.records.results import FAILED, INCORRECT, OVER_ROOFLINE, PASSED, SKIPPED, TIMEOUT, Result
@@ -28,22 +30,76 @@ def _ms(x: float) -> str:
     return f"{x:.4f}" if x < 1 else f"{x:.3f}" if x < 100 else f"{x:,.1f}"
 
 
+@dataclass(frozen=True)
+class TableView:
+    """What a run table shows, gathered once before it is drawn (:func:`draw`): nothing below the table's
+    drawing is asked for again.
+
+    Attributes:
+        rows: the table's rows, in the order they ran.
+        metric: the family's metric (``bandwidth``, ``flops``, ``rate``, ``none``).
+        rates: each row's figure for the metric (:func:`cudalab.roofline.rate_of`).
+        over: the legend line of the rows above their roofline (:func:`over_note`), or None.
+        instrument_columns: instruments' columns (``--ncu``), shown in the default view too.
+        instrument_notes: what the instruments say under a table of these rows (:func:`cudalab.instruments.notes_of`).
+        points: one point label per row (``--layout long``: a point column); None: none.
+    """
+
+    rows: tuple[Result, ...]
+    metric: str
+    rates: tuple[float | None, ...]
+    over: str | None = None
+    instrument_columns: tuple[InstrumentColumn, ...] = ()
+    instrument_notes: tuple[str, ...] = ()
+    points: tuple[str, ...] | None = None
+
+
+def gather(rows: Sequence[Result], metric: str, instruments: Sequence[Instrument] = (),
+           columns: Iterable[InstrumentColumn] | None = None, points: Sequence[str] | None = None) -> TableView:
+    """A table's :class:`TableView`.
+
+    Args:
+        instruments: the instruments of the rows' points (:func:`cudalab.instruments.of`).
+        columns: the instruments' columns to show; None: those of ``instruments`` some row has a figure for.
+        points: one point label per row (``--layout long``).
+    """
+    rows = tuple(rows)
+    over = over_note(rows)
+    rates = tuple(rate_of(r, metric) for r in rows)
+    if columns is None:
+        columns = columns_of(instruments, rows)
+    return TableView(rows, metric, rates, over, tuple(columns), tuple(notes_of(instruments, rows)),
+                     None if points is None else tuple(points))
+
+
 def results_table(results: Sequence[Result], metric: str, extra_columns: Iterable[tuple[str, str]] = (),
                   instrument_columns: Iterable[InstrumentColumn] = (), points: Sequence[str] | None = None,
                   wide: bool = True) -> Grid:
-    """The comparison table: one row per variant, in the order they ran.
-
-    Speedup is over the first GPU variant that passed; 'step' over the previous GPU row that passed.
-    ``points`` (one label per row, ``--layout long``) adds a point column; speedups restart at each point.
+    """The comparison table of ``results`` (:func:`gather`, then :func:`draw`).
 
     Args:
         instrument_columns: instruments' columns (``--ncu``: :func:`cudalab.instruments.columns_of`), shown
             in the default view too.
+        points: one label per row (``--layout long``): a point column.
+        wide: as :func:`draw`.
+    """
+    return draw(gather(results, metric, columns=instrument_columns, points=points), extra_columns, wide)
+
+
+def draw(view: TableView, extra_columns: Iterable[tuple[str, str]] = (), wide: bool = True) -> Grid:
+    """The comparison table: one row per variant, in the order they ran.
+
+    Speedup is over the first GPU variant that passed; 'step' over the previous GPU row that passed.
+    A point column (``view.points``) restarts the speedups at each point.
+
+    Args:
+        extra_columns: the family's own columns (its ``EXTRA_COLUMNS``), shown with ``wide``.
         wide: every column (sample count, step, the family's columns, telemetry); False: the default
             view (what :func:`cudalab.report.print_point` shows without ``--wide``).
     """
+    results, metric, points = view.rows, view.metric, view.points
     extra_columns = list(extra_columns) if wide else []
-    inst_columns = list(instrument_columns)
+    inst_columns = view.instrument_columns
     # --energy's columns were asked for: the default view keeps them (the rest of the telemetry is --wide's)
     tele_columns = [c for c in telemetry_columns(results) if wide or c[0] in ENERGY_KEYS + ("throttled",)]
     occ = wide and any(r.extra.get("occupancy") is not None for r in results)
@@ -58,12 +114,12 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
     cols += [h for _, h in extra_columns] + (["occupancy"] if occ else []) + (["timed by"] if method else [])
     cols += [c.header for c in inst_columns]
     cols += [h for _, h in tele_columns] + ["check", "status"]
-    t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
+    lines: list[tuple[bool, list[Any], list[str]]] = []  # per row: a line above it (a new point), its cells, notes
     first = prev = None
     for i, r in enumerate(results, 1):
-        if points and i > 1 and points[i - 1] != points[i - 2]:
+        section = bool(points and i > 1 and points[i - 1] != points[i - 2])
+        if section:
             first = prev = None
-            t.add_section()
         med = r.median_ms
         speed = step = None
         if r.kind != "host" and r.status == PASSED and med:
@@ -79,7 +135,7 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         row += [name, r.block, r.grid, _ms(med) + batch if med is not None else "–", _ms(r.stats.iqr) if r.stats else "–"]
         row += [str(r.stats.n) if r.stats else "–"] if wide else []
         if rate:
-            row += [_fmt(rate_of(r, metric), 2 if metric == "rate" else 0), pct_cell(r)]
+            row += [_fmt(view.rates[i - 1], 2 if metric == "rate" else 0), pct_cell(r)]
         row += [_fmt(speed, 2) + "×" if speed else "–"] + ([_fmt(step, 2) + "×" if step else "–"] if wide else [])
         for key, _ in extra_columns:
             v = r.extra.get(key)
@@ -95,9 +151,16 @@ def results_table(results: Sequence[Result], metric: str, extra_columns: Iterabl
         else:
             row.append((f"✓ {r.max_error:.1g}" if r.max_error else "✓", "green"))
         row.append((str(r.status) if not r.reason else f"{r.status}: {r.reason}", _STATUS_STYLE.get(r.status, "")))
+        printed = r.extra.get("stdout")
+        lines.append((section, row, printed_lines(printed, r.extra.get("stdout_dropped"))
+                       if isinstance(printed, str) and printed else []))
+    t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
+    for section, row, under in lines:
+        if section:
+            t.add_section()
         t.add_row(*row)
-        if isinstance(r.extra.get("stdout"), str) and r.extra["stdout"]:
-            t.add_note(printed_lines(r.extra["stdout"], r.extra.get("stdout_dropped")))
+        if under:  # what the row's kernel printed, across the table
+            t.add_note(under)
     return t
 
 

@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 
 from cudalab.report import core
-from cudalab.report.instruments import print_views
 
 #: The most points a saved run shows as one table per point unless ``--layout points`` asks.
 POINTS_LAYOUT_MAX = 1000
@@ -46,18 +45,12 @@ def print_record(con: Console, record: Any, source: str, layout: str | None = No
     con.print("\n".join(lines), markup=False, highlight=False)
     if not points:
         con.print("(no points: the run saved no rows)", markup=False)
-    elif long and len(points) > 1:
-        for n, group in enumerate(core.point_groups(points)):
-            if n:
-                con.print("")
-            core.print_long(con, record, columns(group[0].family), points=group)
-            for p in group:
-                print_views(con, p.results)
         return
-    for point in points:
-        con.print("")
-        core.print_point(con, record, point, columns(point.family))
-        print_views(con, point.results)
+    long = long and len(points) > 1
+    for n, group in enumerate(core.point_groups(points) if long else [[p] for p in points]):
+        if n or not long:
+            con.print("")
+        core.print_table(con, record, group, columns(group[0].family), long=long)
 
 
 def print_run(con: Console, record: Any, extra_columns: Sequence[tuple[str, str]] = (), long: bool = False,
@@ -77,13 +70,9 @@ def print_run(con: Console, record: Any, extra_columns: Sequence[tuple[str, str]
             arrays, for ``family.show``.
     """
     long = long and len(record.points) > 1
-    if long:
-        core.print_long(con, record, extra_columns)
-    for i, point in enumerate(record.points):
-        if not long:
-            core.print_point(con, record, point, extra_columns, header=False)
-        print_views(con, point.results)
-        if family is not None and not long and point.results and runs[i].outputs:
+    for i, group in enumerate([record.points] if long else [[p] for p in record.points]):
+        core.print_table(con, record, group, extra_columns, long=long, header=False)
+        if family is not None and not long and group[0].results and runs[i].outputs:
             con.print(family.show(runs[i].problem, runs[i].inputs, None), markup=False)
             for name, out in runs[i].outputs.items():
                 con.print(f"--- {name}", markup=False)
