@@ -13,10 +13,10 @@ nvidia-smi for the architecture meanwhile: :func:`cudalab.instruments.driverquer
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
-from cudalab.build.cores import physical_cores
 from cudalab.build.priority import lower_priority
 from cudalab.families import load
 from cudalab.plan import RunRequest, make_problem, plan_launch, variant_arch
@@ -25,9 +25,8 @@ __all__ = ["BuildPool", "build_of", "default_workers"]
 
 
 def default_workers() -> int:
-    """Build threads: the machine's physical cores less one (the GPU worker's host work needs a core of its own:
-    :mod:`cudalab.build.cores`), at least 1."""
-    return max(1, physical_cores() - 1)
+    """Build threads: the machine's cores less one (the parent and the GPU worker need a core), at least 1."""
+    return max(1, (os.cpu_count() or 2) - 1)
 
 
 def build_of(req: RunRequest, arch: str) -> Callable[[], None]:

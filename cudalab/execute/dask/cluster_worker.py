@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cudalab import __version__, catalog
-from cudalab.build.cores import physical_cores
 from cudalab.plan import Plan
 from cudalab.execute.local.drive import Session
 from cudalab.execute.local.slot import WorkerError
@@ -44,10 +43,9 @@ BUILD = "BUILD"
 
 
 def build_threads(gpus: int, cores: int | None = None) -> int:
-    """Build threads per GPU worker of a host (``BUILD=K``): its physical cores (:mod:`cudalab.build.cores`) shared
-    among its GPU workers, less the one each GPU task's thread takes; at least 1 (a build is nvcc in a process of its
-    own: its thread mostly waits)."""
-    cores = cores if cores is not None else physical_cores()
+    """Build threads per GPU worker of a host (``BUILD=K``): its cores shared among its GPU workers, less the one
+    each GPU task's thread takes; at least 1 (a build is nvcc in a process of its own: its thread mostly waits)."""
+    cores = cores if cores is not None else (os.cpu_count() or 2)
     return max(1, cores // max(1, gpus) - 1)
 
 
