@@ -122,6 +122,11 @@ def walk_points(trials: int) -> list[dict]:
     return points
 
 
+def _busy(pct: float | None) -> str:
+    """GPU busy % as the table shows it (a cluster's GPUs are not read from here: -)."""
+    return "-" if pct is None else f"{pct:.0f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs/benchmarks")
@@ -193,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     for n, r in runs.items():
         a = r["account"]
         lines.append(f"| {n} | {a['wall']:.1f} | {r['wall_s']:.1f} | {a.get('in_workers', a['trials']):.1f} | {a['builds']:.1f} | "
-                     f"{a['search']:.1f} | {r['gpu_busy_pct'] if r['gpu_busy_pct'] is not None else '-'} | "
+                     f"{a['search']:.1f} | {_busy(r['gpu_busy_pct'])} | "
                      f"{'PASS' if verdicts[n] else 'FAIL'} |")
     lines += ["", f"Warm (the local run's cache, a fresh campaign file): {warm['account']['wall']:.1f} s by its time "
               f"account, {warm['wall_s']:.1f} s the command's. The first trial's build alone (an empty cache): "
