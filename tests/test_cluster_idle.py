@@ -23,7 +23,8 @@ def _config() -> dict:
 
 
 def test_a_local_clusters_workers_and_scheduler_run_without_dasks_profiler_and_fast_ticks(dask_fake):
-    from cudalab.execute.dask.cluster import LOCAL_CONFIG, Cluster
+    from cudalab.execute.dask.cluster import Cluster
+    from cudalab.execute.dask.localcluster import LOCAL_CONFIG
 
     dask_fake({})
     mine = _config()

@@ -1,6 +1,6 @@
 """Ctrl-C is the driver's (issue 57): a terminal sends it to every process of its group, and a Dask worker process
 of ``--cluster local`` still importing printed its KeyboardInterrupt's traceback under cudalab's line. The local
-cluster's worker processes are born with SIGINT blocked (:func:`cudalab.execute.dask.cluster._loop_without_sigint`),
+cluster's worker processes are born with SIGINT blocked (:func:`cudalab.execute.dask.localcluster._loop_without_sigint`),
 and a Ctrl-C that reaches click before a command kept anything is one line and exit 130."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 CHILDREN = '''
 import os, sys
-from cudalab.execute.dask.cluster import close_local, local_cluster
+from cudalab.execute.dask.localcluster import close_local, local_cluster
 
 def children(pid):
     for p in os.listdir("/proc"):

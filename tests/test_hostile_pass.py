@@ -91,7 +91,7 @@ def test_a_local_cluster_interrupted_while_it_starts_is_not_left_to_dasks_exit_h
     distributed = pytest.importorskip("distributed")
     import weakref
 
-    from cudalab.execute.dask import cluster as C
+    from cudalab.execute.dask import localcluster as C
 
     class Half:
         _instances: weakref.WeakSet = weakref.WeakSet()
