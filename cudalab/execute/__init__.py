@@ -73,15 +73,14 @@ def open_executor(workers: Workers, observer: Observer | None = None,
                      nvml_first=workers.nvml_first)
 
 
-def open_campaign(cluster: str | None, device: int, devices: str | None, timeout: float | None, energy: bool,
-                  build_ahead: int | None, builds: Callable[[], Any],
+def open_campaign(workers: Workers, build_ahead: int | None, builds: Callable[[], Any],
                   build_of: Callable[[RunRequest, str], Callable[[], None]]) -> Executor:
     """A tuning campaign's engine: a Dask cluster with ``--cluster`` (on ``--devices`` for ``local``), else this
-    host's GPU ``device``; nothing starts until :meth:`Executor.start`.
+    host's GPU ``--device``; nothing starts until :meth:`Executor.start`.
 
     Args:
-        cluster, device, devices, timeout, energy: the command's ``--cluster``, ``--device``, ``--devices``,
-            ``--timeout`` and whether an objective is energy (checked with its other options).
+        workers: where it runs (``cluster``, ``device``, ``devices``, ``timeout``, ``energy`` are read here; the
+            timeout was checked with the command's other options).
         build_ahead: ``--build-ahead`` (None: as many as there are build threads; 0: none).
         builds: makes this host's build threads (the local engine's builds ahead, at the GPU's architecture).
         build_of: the build a request needs on a GPU of an architecture, as a call.
@@ -89,12 +88,15 @@ def open_campaign(cluster: str | None, device: int, devices: str | None, timeout
     Raises:
         UsageError: a bad ``--cluster`` or ``--devices``.
     """
-    if cluster is None:
+    w = workers
+    if w.cluster is None:
         from cudalab.execute.local.engine import LocalPool  # noqa: PLC0415  (the package stays light: see above)
 
-        return LocalPool([device], timeout, energy, builds=builds if build_ahead != 0 else None, build_of=build_of)
+        return LocalPool([w.device], w.timeout, w.energy, builds=builds if build_ahead != 0 else None,
+                         build_of=build_of)
     from cudalab.execute.dask.cluster import parse_cluster  # noqa: PLC0415  (Dask: only with --cluster)
     from cudalab.execute.dask.engine import DaskPool  # noqa: PLC0415
     from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415
 
-    return DaskPool(parse_cluster(cluster), parse_devices(devices, device), timeout, energy, build_ahead=build_ahead)
+    return DaskPool(parse_cluster(w.cluster), parse_devices(w.devices, w.device), w.timeout, w.energy,
+                    build_ahead=build_ahead)

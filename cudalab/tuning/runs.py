@@ -127,5 +127,6 @@ def runs_for(opts: TuneOptions) -> Runs:
     def pool() -> BuildPool:  # this host's build threads, when its engine builds here
         return BuildPool(ahead if ahead is not None else default_workers())
 
-    return Runs(execute.open_campaign(opts.cluster, opts.device, opts.devices, opts.timeout,
-                                      "energy" in opts.objectives, ahead, pool, build_of))
+    workers = execute.Workers(device=opts.device, devices=opts.devices, cluster=opts.cluster, timeout=opts.timeout,
+                              energy="energy" in opts.objectives)
+    return Runs(execute.open_campaign(workers, ahead, pool, build_of))
