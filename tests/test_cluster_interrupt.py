@@ -57,3 +57,34 @@ def test_ctrl_c_before_a_command_kept_anything_is_one_line_and_130(invoke, tmp_p
     monkeypatch.setattr(results, "load_record", interrupted)
     res = invoke("report", str(tmp_path / "run.json"))
     assert res.exit_code == 130 and res.output == "cudalab: interrupted\n", res.output  # not click's blank line first
+
+
+def test_an_exception_the_event_loop_never_retrieved_prints_nothing_once_a_cluster_was_opened(monkeypatch, caplog):
+    """A Nanny left starting by Ctrl-C fails later in the event loop; asyncio's "exception was never retrieved"
+    (Python's last-resort handler prints it) put "RuntimeError: Nanny failed to start." under the one line."""
+    pytest.importorskip("distributed")
+    import asyncio
+    import gc
+    import logging
+
+    from cudalab.errors import ClusterError
+    from cudalab.execute.dask import cluster as CL
+
+    for name in ("distributed", "asyncio"):  # the test's process keeps its own levels afterwards
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
+    monkeypatch.setattr(CL, "CONNECT_S", 0.5)
+    with pytest.raises(ClusterError):
+        CL.Cluster.open("tcp://127.0.0.1:1")
+
+    async def nanny() -> None:
+        raise RuntimeError("Nanny failed to start.")
+
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(nanny())
+        loop.run_until_complete(asyncio.sleep(0.01))
+        del task
+        gc.collect()
+    finally:
+        loop.close()
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text

@@ -104,8 +104,12 @@ class Cluster:
         except ImportError:
             raise UsageError("--cluster needs Dask: pip install 'cudalab[cluster]'") from None
         # Dask's own log lines (a reconnect's traceback, a worker restarted) are not the user's: cudalab says
-        # in one line what happened to the run.
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        # in one line what happened to the run. asyncio's too: a Nanny left starting when Ctrl-C ends the start
+        # fails later in the event loop, and asyncio's "exception was never retrieved" (no handler: Python's last
+        # resort prints it) put a traceback under the one line (hostile pass, 1 of 417: "RuntimeError: Nanny
+        # failed to start.").
+        for name in ("distributed", "asyncio"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         cluster = None
         try:
             if address == LOCAL:
