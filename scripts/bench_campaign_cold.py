@@ -12,9 +12,9 @@ folder of its own (one campaign's builds never serve another's), then measures t
 Each cold campaign passes when its wall is at most max(builds / cores, GPU work) + 20%: the campaign's own wall,
 its time account's (from the campaign's start, its GPU worker open, to its result), since the interpreter's and the
 GPU worker's start are no trial's; the command's wall (start to exit) and the warm campaign's are printed beside it.
-A campaign on this host's engine begins its first builds while its GPU worker opens (``tuning.buildpool.head_start``):
-what they do before the worker is open is in the command's wall and not in the account's, so the cold command's
-wall less the warm one's is printed too: the cold campaign's whole extra cost (the interpreter's and the worker's
+A campaign on this host's engine begins its first builds while its GPU worker opens (``Executor.prebuild`` of
+``tuning.prepare.first_requests``): what they do before the worker is open is in the command's wall and not in the
+account's, so the cold command's wall less the warm one's is printed too: the cold campaign's whole extra cost (the interpreter's and the worker's
 start are in both and cancel).
 Prints one line per campaign and writes ``OUT/<gpu>-campaign.md`` and ``.json``::
 

@@ -7,8 +7,8 @@ instead of waiting on nvcc; two builds of one key never run at once. A build tha
 for the trial: its worker builds again and the compiler's error becomes the trial's failed row.
 
 The first trials need not wait for the GPU worker to open its GPU and say which architecture it is: the campaign
-hands :func:`cudalab.tuning.prepare.first_requests` to its executor's ``prebuild`` while the GPUs open (this host's engine asks NVML or
-nvidia-smi for the architecture meanwhile: :func:`cudalab.instruments.driverquery.arch_here`).
+hands :func:`cudalab.tuning.prepare.first_requests` to its executor's ``prebuild`` while the GPUs open (this host's
+engine asks NVML or nvidia-smi for the architecture meanwhile: :func:`cudalab.instruments.driverquery.arch_here`).
 """
 
 from __future__ import annotations
