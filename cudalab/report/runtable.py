@@ -114,12 +114,12 @@ def draw(view: TableView, extra_columns: Iterable[tuple[str, str]] = (), wide: b
     cols += [h for _, h in extra_columns] + (["occupancy"] if occ else []) + (["timed by"] if method else [])
     cols += [c.header for c in inst_columns]
     cols += [h for _, h in tele_columns] + ["check", "status"]
-    lines: list[tuple[bool, list[Any], list[str]]] = []  # per row: a line above it (a new point), its cells, notes
+    t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
     first = prev = None
     for i, r in enumerate(results, 1):
-        section = bool(points and i > 1 and points[i - 1] != points[i - 2])
-        if section:
+        if points and i > 1 and points[i - 1] != points[i - 2]:
             first = prev = None
+            t.add_section()
         med = r.median_ms
         speed = step = None
         if r.kind != "host" and r.status == PASSED and med:
@@ -151,16 +151,9 @@ def draw(view: TableView, extra_columns: Iterable[tuple[str, str]] = (), wide: b
         else:
             row.append((f"✓ {r.max_error:.1g}" if r.max_error else "✓", "green"))
         row.append((str(r.status) if not r.reason else f"{r.status}: {r.reason}", _STATUS_STYLE.get(r.status, "")))
-        printed = r.extra.get("stdout")
-        lines.append((section, row, printed_lines(printed, r.extra.get("stdout_dropped"))
-                       if isinstance(printed, str) and printed else []))
-    t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
-    for section, row, under in lines:
-        if section:
-            t.add_section()
         t.add_row(*row)
-        if under:  # what the row's kernel printed, across the table
-            t.add_note(under)
+        if isinstance(r.extra.get("stdout"), str) and r.extra["stdout"]:  # what the row's kernel printed
+            t.add_note(printed_lines(r.extra["stdout"], r.extra.get("stdout_dropped")))
     return t
 
 
