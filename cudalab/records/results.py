@@ -365,8 +365,7 @@ def _metric_of(family: str) -> str:
 
 def save_record(path: str | os.PathLike, record: RunRecord) -> None:
     """Write a record as JSON, atomically."""
-    text = json.dumps(record.to_dict(), indent=1, default=str) + "\n"
-    atomic_write(path, text)
+    atomic_write(path, json.dumps(record.to_dict(), indent=1, default=str) + "\n")
 
 
 @contextmanager

@@ -198,8 +198,8 @@ class LocalPool(Executor):
         if not arch or self._build_of is None or plan.request in self._early or self._pool() is None:
             return
         try:
-            # the first build of a campaign with nothing sent yet is the one its GPU waits for first: urgent
-            first = not self._tasks and not self._early and not self._sent
+            # the first build asked for before any task was sent is the one its GPU waits for first: urgent
+            first = not self._early and not self._sent
             fut = self._builds.submit(self._build_of(plan.request, arch), urgent=first)
         except RuntimeError:  # the threads were stopped (stop_builds): its worker builds it
             return
