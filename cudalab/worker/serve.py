@@ -80,6 +80,7 @@ def open_gpu(index: int, energy: bool = False) -> tuple[Any, Any, str]:
         raise
     if opened.telemetry is not None:
         opened.telemetry.after_open()
+    dev.build_own_soon()
     return dev, opened.telemetry, opened.note
 
 
