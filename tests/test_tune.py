@@ -271,3 +271,39 @@ def test_the_importances_come_without_optunas_warning_on_the_users_terminal(fake
         warnings.simplefilter("always")
         imp = _importances(res)
     assert set(imp) == {"UNROLL", "block"} and [str(w.message) for w in seen] == []
+
+
+def test_a_walk_is_asked_ahead_four_times_its_build_threads_and_its_first_trials_built_before_any_is_sent(
+        fake, tmp_path, monkeypatch):
+    # a long build queued behind the short ones starts while the GPU is well behind it (cudalab.tuning.loops)
+    from cudalab import build
+    from cudalab.execute.local.engine import LocalPool
+    from cudalab.instruments import driverquery
+    from cudalab.tuning.loops import WALK_AHEAD
+
+    fake()
+    monkeypatch.setattr(build, "build", lambda *a, **k: None)  # the fake workers need no cubin
+    monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
+    prebuilt, sent, outstanding = [], [], []
+    prebuild, send = LocalPool.prebuild, LocalPool.send
+
+    def spy_prebuild(self, plan):
+        if plan.request not in prebuilt:
+            prebuilt.append(plan.request)
+        outstanding.append(len(prebuilt) - len(sent))
+        return prebuild(self, plan)
+
+    def spy_send(self, plans):
+        if not sent:
+            outstanding.append(("first send", len(prebuilt)))
+        sent.extend(p.request for p in plans)
+        return send(self, plans)
+
+    monkeypatch.setattr(LocalPool, "prebuild", spy_prebuild)
+    monkeypatch.setattr(LocalPool, "send", spy_send)
+    res = tune(tmp_path / "c.db", strategy="grid", race=0, build_ahead=2)
+    assert len([m for m in res.trials if m.status == "passed"]) == 36
+    # 8 built while the worker opened (the head start), 2 more for the two tasks in flight, before the first is sent
+    assert WALK_AHEAD == 4 and ("first send", 10) in outstanding
+    assert max(n for n in outstanding if isinstance(n, int)) == 10  # never further ahead
+    assert sent == prebuilt  # each sent in the order it was built

@@ -29,7 +29,7 @@ from cudalab.tuning.account import TimeAccount
 from cudalab.tuning import race as R
 from cudalab.tuning import reference
 from cudalab.tuning import strategy as S
-from cudalab.tuning.loops import TrialLoops
+from cudalab.tuning.loops import WALK_AHEAD, TrialLoops
 from cudalab.tuning.prepare import CampaignPlan, first_requests, plan, trial_request  # noqa: F401  (plan: the command's)
 from cudalab.tuning.result import TuneResult, point_key
 from cudalab.tuning.runs import Runs, runs_for
@@ -263,7 +263,7 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
     runs.start()  # a cluster is checked here: before the campaign's first line
     try:  # the campaign's file is created (or changed) only once a GPU is there to run its first trial
         # the first trials' kernels built while the GPUs open (their turn finds them built: Executor.prebuild)
-        for req in first_requests(p, proposer(p), runs.executor.ahead()):
+        for req in first_requests(p, proposer(p), WALK_AHEAD * runs.executor.ahead()):  # a walk's as its loop asks
             runs.prebuild(req)
         runs.ready()
         study = C.open_campaign(p.url, p.name, p.meta, ["minimize"] * len(opts.objectives), sampler)

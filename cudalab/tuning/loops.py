@@ -13,11 +13,16 @@ from typing import Any
 from cudalab.errors import ClusterLost
 from cudalab.tuning.result import point_key
 
-__all__ = ["TrialLoops", "MODEL_AHEAD"]
+__all__ = ["TrialLoops", "MODEL_AHEAD", "WALK_AHEAD"]
 
-#: The most trials a model-based strategy is asked ahead of its results (a walk asks as far as there are build
-#: threads): each one asked blind is a proposal the model made without the results still to come.
+#: The most trials a model-based strategy is asked ahead of its results: each one asked blind is a proposal the
+#: model made without the results still to come.
 MODEL_AHEAD = 8
+#: How many times its executor's build threads a walk (which no result informs) is asked ahead. Its builds queue in
+#: the order the GPU takes them, so a long one starts while the GPU is well behind it: asked only as far as there
+#: were threads, the H200's cold 30-trial matmul warptile campaign waited 4.3 s of its 16.9 for builds, most for
+#: kernels that took nvcc 5-8 s, begun when the trial before them came back, where the others took about 2.
+WALK_AHEAD = 4
 
 
 class TrialLoops:
@@ -27,8 +32,9 @@ class TrialLoops:
         """Run trials until the budget, the time or the space is spent; True when interrupted or the engine went
         away (:attr:`lost`).
 
-        Up to two tasks in flight per GPU worker, and as many more trials asked ahead as the executor builds ahead
-        (a proposal's cubin is there before its turn). A walk's trials go several a task where a task costs the
+        Up to two tasks in flight per GPU worker, and more trials asked ahead: a model's as many as the executor
+        builds at once (at most :data:`MODEL_AHEAD`), a walk's :data:`WALK_AHEAD` times that (a proposal's cubin is
+        there before its turn). A walk's trials go several a task where a task costs the
         engine time of its own (:meth:`_per_task`); a model-based strategy's one a task, so it is told each result
         as it comes.
 
@@ -40,7 +46,7 @@ class TrialLoops:
         ex = self.runs.executor
         deadline = None if opts.time_s is None else self.account.started + opts.time_s
         capacity = 2 * ex.slots()
-        ahead = ex.ahead() if self.walking else min(ex.ahead(), MODEL_AHEAD)
+        ahead = WALK_AHEAD * ex.ahead() if self.walking else min(ex.ahead(), MODEL_AHEAD)
         flying: dict[Any, list[tuple[Any, dict[str, str], Any]]] = {}  # handle -> its (trial, point, request)s
         pending: deque = deque()  # asked, its build under way, not yet sent to a GPU worker
         seconds = self.account.seconds
