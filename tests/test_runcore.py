@@ -117,6 +117,9 @@ class FakeDevice:
     def flush_l2(self):
         self.flushes += 1
 
+    def build_own_soon(self):  # the real one builds flush, spin and empty: a fake has its own
+        return []
+
     def time_ms(self, enqueue):
         enqueue()
         self.timed += 1

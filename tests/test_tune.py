@@ -306,4 +306,41 @@ def test_a_walk_is_asked_ahead_four_times_its_build_threads_and_its_first_trials
     # 8 built while the worker opened (the head start), 2 more for the two tasks in flight, before the first is sent
     assert WALK_AHEAD == 4 and ("first send", 10) in outstanding
     assert max(n for n in outstanding if isinstance(n, int)) == 10  # never further ahead
-    assert sent == prebuilt  # each sent in the order it was built
+    assert sorted(map(str, sent)) == sorted(map(str, prebuilt)) and len(sent) == 36  # each built ahead, sent once
+
+
+def test_a_trial_whose_build_is_slow_is_passed_by_while_later_ones_are_ready(fake, tmp_path, monkeypatch):
+    # nvcc takes 5-8 s over a few of a campaign's kernels and 2 s over the rest: the GPU runs what is built
+    import threading
+
+    from cudalab import build
+    from cudalab.execute.local.engine import LocalPool
+    from cudalab.instruments import driverquery
+
+    fake()
+    slow = threading.Event()
+
+    def fake_build(source, defines, arch):  # the grid's third point (UNROLL=1, block 128) builds until 5 are sent
+        if (defines["UNROLL"], defines["BLOCK_X"]) == ("1", "128"):
+            slow.wait(20)
+
+    sent = []
+    send = LocalPool.send
+
+    def spy_send(self, plans):
+        sent.extend((p.request.defines, p.request.block) for p in plans)
+        if len(sent) == 5:
+            slow.set()
+        time.sleep(0.1)  # the instant builds behind the slow one are done when the loop next takes (a loaded CI host)
+        return send(self, plans)
+
+    monkeypatch.setattr(build, "build", fake_build)
+    monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
+    monkeypatch.setattr(LocalPool, "send", spy_send)
+    res = tune(tmp_path / "c.db", strategy="grid", race=0, build_ahead=2)
+    assert len([m for m in res.trials if m.status == "passed"]) == 36 and len(sent) == 36
+    # the default first, then the grid in its order, less the slow one, which goes once its build is done
+    third = ((("UNROLL", "1"),), "128")
+    assert sent[:2] == [((("UNROLL", "4"),), "256"), ((("UNROLL", "1"),), "64")] and third not in sent[:5]
+    assert sent[2:5] == [((("UNROLL", "1"),), "256"), ((("UNROLL", "1"),), "512"), ((("UNROLL", "1"),), "1024")]
+    assert third in sent[5:8]

@@ -117,6 +117,10 @@ class Executor(ABC):
         the task, whose row reports it."""
 
     @abstractmethod
+    def built(self, plan: Plan) -> bool:
+        """Whether ``plan``'s build ahead has finished (True where none was started: its task builds for itself)."""
+
+    @abstractmethod
     def builds_queued(self) -> int:
         """Builds ahead not finished yet."""
 

@@ -65,7 +65,7 @@ class TrialLoops:
                     pending.append(queue.pop())
                     left -= 1
                 while pending and len(flying) < capacity:
-                    batch = [pending.popleft() for _ in range(min(per_task, len(pending)))]
+                    batch = self._take(pending, per_task)
                     flying[self.runs.submit([req for _, _, req in batch])] = batch
                 now = time.monotonic()
                 if idle:
@@ -111,6 +111,18 @@ class TrialLoops:
             for trial, point, _ in [*(t for b in flying.values() for t in b), *pending]:  # asked again first on resume
                 if trial is not None:  # a walk's are not written: the walk comes to them again
                     self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
+
+    def _take(self, pending: deque, count: int) -> list:
+        """The next ``count`` trials (at most) to send, taken out of ``pending``: those whose builds ahead have
+        finished first, in the order they were asked, then the oldest. nvcc's time varies with a trial's defines (the
+        H200's cold matmul warptile campaign: about 2 s a build, a few 5-8 s): a slow one is passed by while later
+        ones are ready, rather than the GPU waiting for it. The order of a campaign's trials decides nothing: a walk's
+        are its points whatever their order, and a model is told each result as it comes."""
+        ready = [t for t in pending if self.runs.built(t[2])]
+        taken = (ready + [t for t in pending if not any(t is r for r in ready)])[:count]
+        for t in taken:
+            pending.remove(t)
+        return taken
 
     def _per_task(self, left: int, capacity: int) -> int:
         """Trials a task takes: one for a model-based strategy and until the first results say how long a trial

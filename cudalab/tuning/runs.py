@@ -72,6 +72,10 @@ class Runs:
         """Start the point's build ahead of its turn (:meth:`Executor.prebuild`)."""
         self.executor.prebuild(self.plan(point))
 
+    def built(self, point: RunRequest | Plan) -> bool:
+        """Whether the point's build ahead has finished (:meth:`Executor.built`)."""
+        return self.executor.built(self.plan(point))
+
     def submit(self, points: Sequence[RunRequest | Plan]) -> Any:
         """Send these points as one task, back to back on one GPU worker; its handle (:meth:`next_done`)."""
         return self.executor.send([self.plan(p) for p in points])

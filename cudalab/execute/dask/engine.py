@@ -230,6 +230,10 @@ class DaskPool(Executor):
             self._turn += 1
         return w if w.builds and w.arch else None
 
+    def built(self, plan: Plan) -> bool:
+        fut = self._early.get(plan.request)
+        return fut is None or fut.done()
+
     def builds_queued(self) -> int:
         return sum(1 for b in [*self._early.values(), *(b for bs in self._builds.values() for b in bs)]
                    if not b.done())

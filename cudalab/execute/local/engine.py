@@ -220,6 +220,10 @@ class LocalPool(Executor):
             self._guess = driverquery.arch_here() or ""
         return self._guess or None
 
+    def built(self, plan: Plan) -> bool:
+        fut = self._early.get(plan.request)
+        return fut is None or fut.done()
+
     def builds_queued(self) -> int:
         return self._builds.queued() if self._builds is not None else 0
 
