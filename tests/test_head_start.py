@@ -58,19 +58,17 @@ def test_the_first_trials_of_a_walk_are_built_in_its_order_default_first(monkeyp
     assert {(src, arch) for src, _, arch in asked} == {("matmul_warptile.cu", "sm_90")}
 
 
-@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="per-thread priority: Linux")
-def test_the_first_trial_s_build_is_the_urgent_one_and_the_others_run_niced(monkeypatch):
-    from cudalab.build.priority import NICE
+def test_the_first_trial_s_build_is_the_urgent_one_and_the_others_start_their_nvcc_low(monkeypatch):
+    from cudalab.build.priority import lowered
 
-    prio, lock = [], threading.Lock()
+    low, lock = [], threading.Lock()
 
     def spy(*a, **k):
         with lock:
-            prio.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            low.append(lowered())
 
-    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     _, asked = _built(monkeypatch, _campaign(build_ahead=3), on_build=spy)
-    assert len(asked) == 3 and sorted(prio) == [base, min(19, base + NICE), min(19, base + NICE)]
+    assert len(asked) == 3 and sorted(low) == [False, True, True]
 
 
 def test_no_more_are_built_than_the_campaign_has_trials(monkeypatch):

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from cudalab.build import cachefiles
+from cudalab.build import cachefiles, priority
 from cudalab.build.defines import validate_define  # noqa: F401  (also the name other modules use)
 from cudalab.errors import CompileError, CudalabError, UsageError
 from cudalab.files import load_json, read_bytes
@@ -109,8 +109,12 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
     env = None
     if "--keep-dir" in argv:
         env = dict(os.environ, TMPDIR=argv[argv.index("--keep-dir") + 1])
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                          start_new_session=hasattr(os, "killpg")) as proc:
+    def start() -> subprocess.Popen:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=hasattr(os, "killpg"))
+
+    # a build ahead of its turn: nvcc below the campaign (cudalab.build.priority), this thread as it is
+    with (priority.start_lowered(start) if priority.lowered() else start()) as proc:
         try:
             out, err = proc.communicate()
         except BaseException:
