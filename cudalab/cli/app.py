@@ -4,7 +4,7 @@ catalog), and the one place where cudalab's errors become a message and an exit 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -12,6 +12,9 @@ from cudalab import __version__, catalog
 from cudalab.cli.options import CONTEXT  # noqa: F401  (re-exported: every command's context settings)
 from cudalab.errors import CatalogError, CudalabError
 from cudalab.textcells import clean, wrapped
+
+if TYPE_CHECKING:
+    from cudalab.families import Family
 
 
 def echo_folded(text: str, width: int, err: bool = False) -> None:
@@ -34,16 +37,19 @@ def family_names() -> list[str]:
     return sorted({*cat, *(b.name for b in cat.broken if not name_problem(b.name))})
 
 
-def family_subcommand(name: str, make: Callable[[catalog.FamilySpec], click.Command]) -> click.Command | None:
-    """The command ``make`` builds for family ``name``; for a broken family or an unusable kernel
-    folder, a command that says so in one line (exit 2); None for a name that is no family."""
+def family_subcommand(name: str, make: Callable[[catalog.FamilySpec, Family], click.Command]) -> click.Command | None:
+    """The command ``make`` builds for family ``name`` from its spec and its loaded module (its options); for a
+    broken family or an unusable kernel folder, a command that says so in one line (exit 2); None for a name that
+    is no family."""
     try:
         cat = catalog.load_catalog()
     except CudalabError as exc:  # 'cudalab transpose' with a bad CUDALAB_SRC says what is wrong with it
         return _unusable(name, exc)
     if name in cat:
+        from cudalab.families import load  # noqa: PLC0415  (the family's module: only for its own command)
+
         try:
-            return make(cat[name])
+            return make(cat[name], load(cat[name].module))
         except CudalabError as exc:  # its module is broken (no FAMILY): the command says so, help still works
             return _unusable(name, exc)
     reason = cat.broken_reason(name)

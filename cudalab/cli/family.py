@@ -1,6 +1,7 @@
 """``cudalab <family>``: run the variants of one family, print the table, save the record.
 
-Building the command imports the family's module (its options); the run's modules (workers, tables,
+The command is built from the family's module (its options), which its caller has loaded
+(:func:`cudalab.cli.app.family_subcommand`); the run's modules (workers, tables,
 records) are imported when it runs, so ``cudalab FAMILY --help`` does without them.
 """
 
@@ -26,11 +27,8 @@ if TYPE_CHECKING:
     from cudalab.records.results import RunRecord
 
 
-def family_command(spec: catalog.FamilySpec) -> click.Command:
-    """Build ``cudalab <family>`` from the family's spec and its options."""
-    from cudalab.families import load  # noqa: PLC0415
-
-    fam = load(spec.module)
+def family_command(spec: catalog.FamilySpec, fam: Family) -> click.Command:
+    """Build ``cudalab <family>`` from the family's spec and its module's options."""
     params = problem_options(spec, fam) + timing_options() + worker_options() + [
         click.Option(["--ncu", "ncu_"], is_flag=True,
                      help="Add Nsight Compute columns (wavefronts/request, bank conflicts, ncu ms) after timing."),

@@ -38,10 +38,7 @@ class FamilyToolGroup(FamilyListing, click.Group):
             return family_summary(name)
         return family_subcommand(name, self._command)
 
-    def _command(self, spec: FamilySpec) -> click.Command:
-        from cudalab.families import load  # noqa: PLC0415  (the family's module: only for its own command)
-
-        fam = load(spec.module)
+    def _command(self, spec: FamilySpec, fam: Family) -> click.Command:
         handler = self.handler
 
         def callback(**kw: Any) -> None:
