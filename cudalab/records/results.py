@@ -364,8 +364,9 @@ def _metric_of(family: str) -> str:
 
 
 def save_record(path: str | os.PathLike, record: RunRecord) -> None:
-    """Write a record as JSON, atomically."""
-    atomic_write(path, json.dumps(record.to_dict(), indent=1, default=str) + "\n")
+    """Write a record as JSON, atomically: serialised first, then written in one replace."""
+    text = json.dumps(record.to_dict(), indent=1, default=str) + "\n"
+    atomic_write(path, text)
 
 
 @contextmanager
