@@ -114,12 +114,13 @@ def draw(view: TableView, extra_columns: Iterable[tuple[str, str]] = (), wide: b
     cols += [h for _, h in extra_columns] + (["occupancy"] if occ else []) + (["timed by"] if method else [])
     cols += [c.header for c in inst_columns]
     cols += [h for _, h in tele_columns] + ["check", "status"]
-    t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
+    # every row's cells first (a new point starts a section; what a kernel printed goes under its row), then the grid
+    lines: list[tuple[bool, list[Any], list[str] | None]] = []
     first = prev = None
     for i, r in enumerate(results, 1):
-        if points and i > 1 and points[i - 1] != points[i - 2]:
+        section = bool(points and i > 1 and points[i - 1] != points[i - 2])
+        if section:
             first = prev = None
-            t.add_section()
         med = r.median_ms
         speed = step = None
         if r.kind != "host" and r.status == PASSED and med:
@@ -151,9 +152,15 @@ def draw(view: TableView, extra_columns: Iterable[tuple[str, str]] = (), wide: b
         else:
             row.append((f"✓ {r.max_error:.1g}" if r.max_error else "✓", "green"))
         row.append((str(r.status) if not r.reason else f"{r.status}: {r.reason}", _STATUS_STYLE.get(r.status, "")))
+        printed = isinstance(r.extra.get("stdout"), str) and r.extra["stdout"]  # what the row's kernel printed
+        lines.append((section, row, printed_lines(r.extra["stdout"], r.extra.get("stdout_dropped")) if printed else None))
+    t = Grid([Column(c, right=c not in _LEFT, wrap=c == "status", drop=0 if wide else _DROP.get(c, 0)) for c in cols])
+    for section, row, note in lines:
+        if section:
+            t.add_section()
         t.add_row(*row)
-        if isinstance(r.extra.get("stdout"), str) and r.extra["stdout"]:  # what the row's kernel printed
-            t.add_note(printed_lines(r.extra["stdout"], r.extra.get("stdout_dropped")))
+        if note is not None:
+            t.add_note(note)
     return t
 
 
