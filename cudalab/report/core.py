@@ -12,12 +12,11 @@ from rich.text import Text
 from cudalab import instruments as instrument
 from cudalab.files import CSV_FIELDS, atomic_write, write_csv, write_json  # noqa: F401  (re-exported)
 from cudalab.report.console import WIDE, console  # noqa: F401  (re-exported)
-from cudalab.report.grid import Column, Grid
+from cudalab.report.grid import Column, Grid, Prose
 from cudalab.report.instruments import print_views
-from cudalab.textcells import cell_len
 from cudalab.report.runtable import (  # noqa: F401  (re-exported: the run table's pieces)
-    RATE_HEADER, TELEMETRY_COLUMNS, TableView, _fmt, _ms, draw, gather, rate_of, results_table, telemetry_cell, telemetry_columns,
-    over_note, pct_cell
+    LEGEND, RATE_HEADER, TELEMETRY_COLUMNS, TableView, _fmt, _ms, draw, gather, point_notes, rate_of, results_table,
+    telemetry_cell, telemetry_columns, over_note, pct_cell
 )
 from cudalab.records.results import Result, Roofline
 from cudalab.roofline import pct_column  # noqa: F401  (re-exported: the rule is the roofline's)
@@ -198,44 +197,6 @@ def point_lines(record: Any, point: Any, header: bool = True) -> list[str]:
     return lines
 
 
-def point_notes(point: Any, view: TableView, wide: bool) -> list[str]:
-    """The lines under a point's table: the legends of the columns shown, the instruments' notes, legacy rows."""
-    rows = view.rows
-    notes = []
-    if wide and any("telemetry_polls" in r.extra for r in rows):  # a legend only for columns shown
-        notes.append("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
-                     "W median (the board's instantaneous draw, updated every 100 ms; 'avg': the driver has only its "
-                     "one-second average), °C max.")
-    if any("sustained_w" in r.extra for r in rows):
-        notes.append("--energy: W busy = board power with the row's launches back to back for a second or more "
-                     "(NVML's energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.")
-    notes.append(LEGEND.get(point.metric, LEGEND["none"]))
-    notes += [n for n in (view.over,) if n]
-    notes += view.instrument_notes  # the columns' legend, rows the instrument could not measure
-    if any(r.legacy for r in rows):
-        notes.append("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
-                     f"{point.family}`); its correct twin runs beside it.")
-    return notes
-
-
-class Prose:
-    """Lines of prose (no markup), as rich prints a ``Text`` of them, faster: a line that fits the console's
-    width is one plain segment; a longer one is wrapped at spaces as rich wraps it."""
-
-    def __init__(self, lines: Sequence[str]):
-        self.lines = list(lines)
-
-    def __rich_console__(self, console: Console, options: Any) -> Iterable[Any]:
-        from rich.segment import Segment  # noqa: PLC0415
-
-        for ln in self.lines:
-            if "\n" not in ln and cell_len(ln) <= options.max_width:
-                yield Segment(ln)
-                yield Segment.line()
-            else:
-                yield Text(ln)
-
-
 def _point_title(record: Any, point: Any) -> tuple[str, str]:
     """The title and the problem line of one point."""
     title = f"cudalab {point.family}" + (f" --block {point.block}" if point.block else "") + (
@@ -335,18 +296,6 @@ def point_groups(points: Sequence[Any]) -> list[list[Any]]:
         else:
             groups.append([p])
     return groups
-
-
-LEGEND = {
-    "bandwidth": "speedup = over the first GPU row that passed, step = over the previous one; GB/s counts each "
-                 "necessary byte once; % roofline = the least time the row's own reads and writes take (at the read "
-                 "and write streams and the faster of memcpy_dtod and the best copy kernel, same run) over its time.",
-    "flops": "speedup = over the first GPU row that passed, step = over the previous one; GFLOP/s = 2·M·N·K / "
-             "time; % of ref = over the library (cuBLAS) row.",
-    "rate": "speedup = over the first GPU row that passed, step = over the previous one; G items/s = keys sorted, "
-            "queries answered or elements searched per second (1e9); % of ref = over the library (CuPy) row.",
-    "none": "speedup = over the first GPU row that passed, step = over the previous one.",
-}
 
 
 def simple_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,

@@ -5,7 +5,8 @@ and costs about 30 ms a table, which a saved sweep of 1,000 points pays 1,000 ti
 measures each column once, right-aligns numbers, and when the console is too narrow first wraps the
 one text column (a row's status and reason, a comparison's note) at spaces, then hides the columns
 marked droppable, in order, naming them under the table. It renders as rich segments, so a console
-prints it like any table (colours on a terminal, plain text in a pipe).
+prints it like any table (colours on a terminal, plain text in a pipe). :class:`Prose` does the same for the
+lines around a table: plain segments where they fit, rich's wrapping only where they do not.
 """
 
 from __future__ import annotations
@@ -167,3 +168,19 @@ class Grid:
                     styles[style] = console.get_style(style, default=None)
                 yield Segment(text, styles.get(style) if style else None)
             yield Segment.line()
+
+
+class Prose:
+    """Lines of prose (no markup), as rich prints a ``Text`` of them, faster: a line that fits the console's
+    width is one plain segment; a longer one is wrapped at spaces as rich wraps it."""
+
+    def __init__(self, lines: Sequence[str]):
+        self.lines = list(lines)
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterable[Any]:
+        for ln in self.lines:
+            if "\n" not in ln and cell_len(ln) <= options.max_width:
+                yield Segment(ln)
+                yield Segment.line()
+            else:
+                yield Text(ln)

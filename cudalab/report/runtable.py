@@ -164,6 +164,39 @@ def draw(view: TableView, extra_columns: Iterable[tuple[str, str]] = (), wide: b
     return t
 
 
+def point_notes(point: Any, view: TableView, wide: bool) -> list[str]:
+    """The lines under a point's table: the legends of the columns shown, the instruments' notes, legacy rows."""
+    rows = view.rows
+    notes = []
+    if wide and any("telemetry_polls" in r.extra for r in rows):  # a legend only for columns shown
+        notes.append("telemetry (NVML, polled during each row's samples): SM/mem MHz median (min when it dipped), "
+                     "W median (the board's instantaneous draw, updated every 100 ms; 'avg': the driver has only its "
+                     "one-second average), °C max.")
+    if any("sustained_w" in r.extra for r in rows):
+        notes.append("--energy: W busy = board power with the row's launches back to back for a second or more "
+                     "(NVML's energy counter); mJ/launch = W busy x median; GB/J, GFLOP/J = work per launch / that.")
+    notes.append(LEGEND.get(point.metric, LEGEND["none"]))
+    notes += [n for n in (view.over,) if n]
+    notes += view.instrument_notes  # the columns' legend, rows the instrument could not measure
+    if any(r.legacy for r in rows):
+        notes.append("[legacy] faithful textbook code that is undefined on current GPUs (see `cudalab list "
+                     f"{point.family}`); its correct twin runs beside it.")
+    return notes
+
+
+#: The legend line under a run table of each metric (its rate, % and speedup columns).
+LEGEND = {
+    "bandwidth": "speedup = over the first GPU row that passed, step = over the previous one; GB/s counts each "
+                 "necessary byte once; % roofline = the least time the row's own reads and writes take (at the read "
+                 "and write streams and the faster of memcpy_dtod and the best copy kernel, same run) over its time.",
+    "flops": "speedup = over the first GPU row that passed, step = over the previous one; GFLOP/s = 2·M·N·K / "
+             "time; % of ref = over the library (cuBLAS) row.",
+    "rate": "speedup = over the first GPU row that passed, step = over the previous one; G items/s = keys sorted, "
+            "queries answered or elements searched per second (1e9); % of ref = over the library (CuPy) row.",
+    "none": "speedup = over the first GPU row that passed, step = over the previous one.",
+}
+
+
 #: The mark of a row above its roofline beyond the noise floor (:func:`pct_cell`, :func:`over_note`).
 OVER_MARK = "‡"
 
