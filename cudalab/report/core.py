@@ -145,35 +145,32 @@ def print_table(con: Console, record: Any, points: Sequence[Any], extra_columns:
                 long: bool = False, header: bool = True, wide: bool | None = None) -> None:
     """Print one run table: a point's (``points`` holds one), or ``long`` one of several points with a point
     column (:func:`print_long`); then the views the points' rows hold (:mod:`cudalab.report.instruments`: ncu's
-    hot lines and advice; rows without any print nothing more). What the table shows is gathered once
-    (:func:`cudalab.report.runtable.gather`: the rows' rates, the instruments' columns and notes), then the lines
-    above and below it are written and the table is drawn from it.
+    hot lines and advice; rows without any print nothing more). In the order they are printed: the lines above
+    the table (from the record and its points alone), what the table shows, gathered once
+    (:func:`cudalab.report.runtable.gather`: the rows' rates, the instruments' columns and notes), the lines
+    below it (its legend, from what was gathered), and the table drawn from it.
 
     Args:
         header: a point's table: print the GPU and protocol lines too (a live run printed them before it started).
         wide: every column (``--wide``); None: what the command's ``--wide`` set (:data:`WIDE`).
     """
+    above = long_lines(record, points) if long else point_lines(record, points[0], header)
     rows = [r for p in points for r in p.results]
     labels = [p.label for p in points for _ in p.results] if long else None
     view = gather(rows, points[0].metric, [i for p in points for i in instrument.of(p)], points=labels)
     wide = WIDE.get() if wide is None else wide
-    above: Any  # what is said above and below the table: plain text for a long table, else Prose
-    below: Any
-    if long:
-        above, below = "\n".join(long_lines(record, points)), LEGEND.get(view.metric, LEGEND["none"]) + (
-            " Speedups restart at each point.")
-    else:
-        above, below = Prose(point_lines(record, points[0], header)), Prose(point_notes(points[0], view, wide))
+    below = ([LEGEND.get(view.metric, LEGEND["none"]) + " Speedups restart at each point."] if long
+             else point_notes(points[0], view, wide))
     table = draw(view, extra_columns, wide)
     if not long:
         # One print a point (rich costs ~0.2 ms a print, which a saved sweep of 1,000 points pays per call);
         # the prose as plain lines where they fit (rich's wrapping of a Text measures it word by word).
-        con.print(above, table, below)
+        con.print(Prose(above), table, Prose(below))
     else:
-        con.print(above, markup=False, highlight=False)  # one print: rich costs ~0.2 ms a call
+        con.print("\n".join(above), markup=False, highlight=False)  # one print: rich costs ~0.2 ms a call
         # crop=False: the grid fits itself to the width; rich's cropping measures every line again, char by char
         con.print(table, crop=False)
-        con.print(below, markup=False)
+        con.print("\n".join(below), markup=False)
         if view.over:
             con.print(view.over, markup=False, highlight=False)
     for p in points:
