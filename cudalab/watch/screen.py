@@ -14,7 +14,8 @@ from rich.console import Console
 from cudalab import report
 from cudalab import instruments as instrument
 from cudalab.records.compare import FASTER, SAME, SLOWER, UNSURE
-from cudalab.report.core import LEGEND, _point_title
+from cudalab.report.core import _point_title
+from cudalab.report.runtable import LEGEND
 from cudalab.records.results import FAILED, PASSED, RunRecord
 from cudalab.watch.core import Version, Watcher
 
