@@ -118,11 +118,14 @@ class TrialLoops:
         H200's cold matmul warptile campaign: about 2 s a build, a few 5-8 s): a slow one is passed by while later
         ones are ready, rather than the GPU waiting for it. The order of a campaign's trials decides nothing: a walk's
         are its points whatever their order, and a model is told each result as it comes."""
-        ready = [t for t in pending if self.runs.built(t[2])]
-        taken = (ready + [t for t in pending if not any(t is r for r in ready)])[:count]
-        for t in taken:
-            pending.remove(t)
-        return taken
+        taken: list = []
+        rest: list = []
+        for t in pending:  # asked at most 4 x the build threads ahead, a task's worth each: one pass, no search
+            (taken if len(taken) < count and self.runs.built(t[2]) else rest).append(t)
+        fill = rest[:count - len(taken)]  # none ready: the oldest, whose build began first
+        pending.clear()
+        pending.extend(rest[len(fill):])
+        return taken + fill
 
     def _per_task(self, left: int, capacity: int) -> int:
         """Trials a task takes: one for a model-based strategy and until the first results say how long a trial
