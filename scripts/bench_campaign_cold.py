@@ -43,15 +43,18 @@ CAMPAIGN = ["tune", "matmul", "--variant", "warptile", "--strategy", "random", "
 SLACK = 0.20
 
 
-def campaign(folder: Path, trials: int, extra: list[str], cache: Path, timeout: float) -> dict:
-    """One campaign in a fresh process with its own build cache; its wall, time account and trials."""
+def campaign(folder: Path, trials: int, extra: list[str], cache: Path, timeout: float,
+             profile: Path | None = None) -> dict:
+    """One campaign in a fresh process with its own build cache; its wall, time account and trials. ``profile``: a
+    folder for cProfile's files of its processes (``CUDALAB_PROFILE``: the parent's and the GPU worker's)."""
     cache.mkdir(parents=True, exist_ok=True)
     out = folder / "t.json"
     argv = [sys.executable, "-m", "cudalab", *CAMPAIGN, "--trials", str(trials),
             "--storage", f"sqlite:///{folder / 'c.db'}", "--json", str(out), *extra]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=folder, timeout=timeout,
-                          env={**os.environ, "CUDALAB_CACHE": str(cache), "COLUMNS": "160"})
+                          env={**os.environ, "CUDALAB_CACHE": str(cache), "COLUMNS": "160",
+                               **({"CUDALAB_PROFILE": str(profile)} if profile is not None else {})})
     wall = time.monotonic() - t0
     if proc.returncode != 0 or not out.exists():
         raise SystemExit(f"campaign {' '.join(extra) or 'local'} failed ({proc.returncode}):\n{proc.stdout[-2000:]}"
@@ -122,9 +125,33 @@ def walk_points(trials: int) -> list[dict]:
     return points
 
 
+def profile_summary(folder: Path, top: int = 30) -> str:
+    """The top ``top`` functions by cumulative time of each profile under ``folder`` (one folder a campaign), cudalab's
+    own and the waits they call: where a cold campaign's extra seconds go, beside the warm one's."""
+    import io
+    import pstats
+
+    out = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for prof in sorted(sub.glob("*.prof")):
+            text = io.StringIO()
+            pstats.Stats(str(prof), stream=text).sort_stats("cumulative").print_stats("cudalab|thread|queue", top)
+            out.append(f"=== {sub.name}: {prof.name}\n{text.getvalue().split('function calls', 1)[-1]}")
+    return "\n".join(out)
+
+
 def _busy(pct: float | None) -> str:
     """GPU busy % as the table shows it (a cluster's GPUs are not read from here: -)."""
     return "-" if pct is None else f"{pct:.0f}"
+
+
+def _prof(root: Path, name: str, asked: str | None) -> Path | None:
+    """The folder a campaign's profiles go to (under ``root``) when ``--profile`` asked for them."""
+    if not asked:
+        return None
+    folder = root / "profiles" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=150, help="seconds a campaign may take")
     ap.add_argument("--builds-only", action="store_true", help="measure the builds term alone (no GPU)")
     ap.add_argument("--arch", default="sm_90", help="--builds-only: the architecture to build for")
+    ap.add_argument("--profile", default=None, metavar="DIR",
+                    help="profile each campaign's processes (cProfile) and write DIR/profiles.txt: the top functions "
+                         "of each, cold and warm (a question of where the time goes: profiled, a campaign runs slower "
+                         "and its verdict is no record's; the record's command names --profile)")
     args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
     if args.builds_only:
@@ -149,18 +180,23 @@ def main(argv: list[str] | None = None) -> int:
         runs = {}
         for name, extra in (("local", []), ("cluster", ["--cluster", "local"])):
             (root / name).mkdir()
-            runs[name] = campaign(root / name, args.trials, extra, root / f"cache-{name}", args.timeout)
+            runs[name] = campaign(root / name, args.trials, extra, root / f"cache-{name}", args.timeout,
+                                  _prof(root, name, args.profile))
             a = runs[name]["account"]
             print(f"{name}: cold {runs[name]['wall_s']:.1f} s (account: {json.dumps(a)}; GPU busy "
                   f"{runs[name]['gpu_busy_pct']})", flush=True)
         (root / "warm").mkdir()
-        warm = campaign(root / "warm", args.trials, [], root / "cache-local", args.timeout)
+        warm = campaign(root / "warm", args.trials, [], root / "cache-local", args.timeout,
+                        _prof(root, "warm", args.profile))
         gpu_work = float(warm["account"].get("in_workers") or warm["account"]["trials"])
         print(f"warm (local, its cache): {warm['wall_s']:.1f} s (account: {json.dumps(warm['account'])}), the "
               f"campaign in the worker {gpu_work:.1f} s", flush=True)
         arch = "sm_" + runs["local"]["cc"].replace(".", "")
         first = first_build_s(runs["local"]["trials"][0], arch, root / "cache-first")
         cpu, bwall = builds_cpu(runs["local"]["trials"], arch, root / "cache-builds", cores)
+        if args.profile:
+            Path(args.profile).mkdir(parents=True, exist_ok=True)
+            (Path(args.profile) / "profiles.txt").write_text(profile_summary(root / "profiles"))
         print(f"builds: {cpu:.1f} CPU-s for {len(runs['local']['trials'])} trials ({bwall:.1f} s on {cores} threads); "
               f"the first trial's alone: {first:.2f} s", flush=True)
     term_builds = cpu / cores

@@ -22,7 +22,7 @@ def test_the_bound_is_the_larger_term_plus_20_percent_and_each_campaign_is_judge
     caches = []
     walls = {"local": 20.0, "cluster": 30.0, "warm": 16.0}
 
-    def campaign(folder, trials, extra, cache, timeout):
+    def campaign(folder, trials, extra, cache, timeout, profile=None):
         caches.append(cache)
         name = "cluster" if extra else ("warm" if folder.name == "warm" else "local")
         return _run(walls[name] + 3, {"trials": 15.0, "builds": 1.0, "search": 0.5, "race": 0.0, "wall": walls[name],
@@ -60,3 +60,27 @@ def test_builds_only_builds_the_campaigns_own_first_trials_default_first(monkeyp
     assert got["first"] == got["points"][0] == walk.first and got["arch"] == "sm_90"
     assert got["points"] == [pt for pt in walk.walk if not p.space.allows(pt)][:12]
     assert "builds: 30.0 CPU-s for 12 trials, 2.50 each" in capsys.readouterr().out
+
+
+def test_profile_writes_each_campaign_s_processes_top_functions_cold_and_warm(monkeypatch, tmp_path):
+    import cProfile
+
+    from cudalab.textcells import clean
+
+    def campaign(folder, trials, extra, cache, timeout, profile=None):
+        name = "cluster" if extra else ("warm" if folder.name == "warm" else "local")
+        prof = cProfile.Profile()
+        prof.enable()
+        clean("a campaign's work")  # a function of cudalab's, which the summary keeps
+        prof.disable()
+        prof.dump_stats(str(profile / f"worker-{name}.prof"))
+        return _run(20.0, {"trials": 15.0, "builds": 1.0, "search": 0.5, "race": 0.0, "wall": 17.0, "in_workers": 15.0})
+
+    monkeypatch.setattr(B, "campaign", campaign)
+    monkeypatch.setattr(B, "builds_cpu", lambda points, arch, cache, cores: (160.0, 12.0))
+    monkeypatch.setattr(B, "first_build_s", lambda point, arch, cache: 1.25)
+    B.main(["--out", str(tmp_path / "rec"), "--profile", str(tmp_path / "prof")])
+    text = (tmp_path / "prof" / "profiles.txt").read_text()
+    assert [line for line in text.splitlines() if line.startswith("===")] == [
+        "=== cluster: worker-cluster.prof", "=== local: worker-local.prof", "=== warm: worker-warm.prof"]
+    assert text.count("textcells.py") == 3  # cudalab's profiled function, in each
