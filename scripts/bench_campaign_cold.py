@@ -31,6 +31,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -165,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="profile each campaign's processes (cProfile) and write DIR/profiles.txt: the top functions "
                          "of each, cold and warm (a question of where the time goes: profiled, a campaign runs slower "
                          "and its verdict is no record's; the record's command names --profile)")
+    ap.add_argument("--tune-args", default="", metavar="ARGS",
+                    help="more arguments for every campaign (cold and warm, both engines), e.g. '--build-ahead 8': "
+                         "a question of what a setting does; the record's command and campaign name them")
     args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
     if args.builds_only:
@@ -178,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cold-campaign-") as tmp:
         root = Path(tmp)
         runs = {}
-        for name, extra in (("local", []), ("cluster", ["--cluster", "local"])):
+        more = shlex.split(args.tune_args)
+        for name, extra in (("local", more), ("cluster", [*more, "--cluster", "local"])):
             (root / name).mkdir()
             runs[name] = campaign(root / name, args.trials, extra, root / f"cache-{name}", args.timeout,
                                   _prof(root, name, args.profile))
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: cold {runs[name]['wall_s']:.1f} s (account: {json.dumps(a)}; GPU busy "
                   f"{runs[name]['gpu_busy_pct']})", flush=True)
         (root / "warm").mkdir()
-        warm = campaign(root / "warm", args.trials, [], root / "cache-local", args.timeout,
+        warm = campaign(root / "warm", args.trials, more, root / "cache-local", args.timeout,
                         _prof(root, "warm", args.profile))
         gpu_work = float(warm["account"].get("in_workers") or warm["account"]["trials"])
         print(f"warm (local, its cache): {warm['wall_s']:.1f} s (account: {json.dumps(warm['account'])}), the "
@@ -210,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = runs["local"]["gpu"]
     rec = {"date": time.strftime("%Y-%m-%d"), "gpu": gpu, "cores": cores, "trials": args.trials,
            "command": "python3 scripts/bench_campaign_cold.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "campaign": "cudalab " + " ".join(CAMPAIGN) + f" --trials {args.trials}",
+           "campaign": "cudalab " + " ".join([*CAMPAIGN, *shlex.split(args.tune_args)]) + f" --trials {args.trials}",
            "builds_cpu_s": round(cpu, 2), "builds_wall_s": round(bwall, 2), "first_build_s": round(first, 2), "builds_term_s": round(term_builds, 2),
            "gpu_work_s": round(gpu_work, 2), "bound_s": round(bound, 2), "warm_wall_s": warm["wall_s"],
            "warm_account": warm["account"],

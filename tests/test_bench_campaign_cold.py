@@ -84,3 +84,20 @@ def test_profile_writes_each_campaign_s_processes_top_functions_cold_and_warm(mo
     assert [line for line in text.splitlines() if line.startswith("===")] == [
         "=== cluster: worker-cluster.prof", "=== local: worker-local.prof", "=== warm: worker-warm.prof"]
     assert text.count("textcells.py") == 3  # cudalab's profiled function, in each
+
+
+def test_tune_args_reach_every_campaign_and_the_record_names_them(monkeypatch, tmp_path):
+    seen = {}
+
+    def campaign(folder, trials, extra, cache, timeout, profile=None):
+        seen[folder.name] = list(extra)
+        return _run(20.0, {"trials": 15.0, "builds": 1.0, "search": 0.5, "race": 0.0, "wall": 17.0, "in_workers": 15.0})
+
+    monkeypatch.setattr(B, "campaign", campaign)
+    monkeypatch.setattr(B, "builds_cpu", lambda points, arch, cache, cores: (160.0, 12.0))
+    monkeypatch.setattr(B, "first_build_s", lambda point, arch, cache: 1.25)
+    B.main(["--out", str(tmp_path), "--tune-args", "--build-ahead 8"])
+    assert seen == {"local": ["--build-ahead", "8"], "cluster": ["--build-ahead", "8", "--cluster", "local"],
+                    "warm": ["--build-ahead", "8"]}
+    rec = json.loads((tmp_path / "nvidia-h200-campaign.json").read_text())
+    assert rec["campaign"].endswith("--quiet --build-ahead 8 --trials 30") and "--tune-args" in rec["command"]
