@@ -223,3 +223,20 @@ try:
     from test_cluster import dask_fake  # noqa: F401,E402  (its fixture: Dask workers running fake GPU workers)
 except ImportError:  # pragma: no cover
     pass
+
+
+def test_a_campaign_s_build_identity_follows_the_headers_its_kernel_includes(family_tree):
+    # an edited header is a fixed kernel: its campaign starts afresh instead of inheriting the old build's failures
+    from cudalab import catalog
+    from cudalab.tuning.own import build_identity
+
+    root = family_tree("matmul")
+    spec = catalog.family("matmul")
+    v = next(x for x in spec.variants if x.name == "warptile")
+    first = build_identity(spec, v)
+    assert build_identity(spec, v) == first
+    (root / "matmul" / "notes.txt").write_text("not included by the kernel\n")
+    assert build_identity(spec, v) == first
+    header = root / "matmul" / "warptile.cuh"
+    header.write_text(header.read_text() + "\n// a fix\n")
+    assert build_identity(spec, v) != first

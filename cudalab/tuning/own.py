@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -79,9 +80,13 @@ def check_tiles(v: VariantSpec, space: Space, points: list[dict[str, str]] | Non
 
 
 def build_identity(spec: FamilySpec, v: VariantSpec) -> str:
-    """What a campaign's kernel is built from: a hash of its source file and of the variant's fixed defines
-    and launch rules. A campaign continues only on the same build, so a fixed kernel starts afresh instead of
-    inheriting its failures."""
+    """What a campaign's kernel is built from: a hash of its source file, of the local headers it includes (as nvcc
+    finds them: :func:`cudalab.build.includes`; each by its path from the source's folder, so a campaign file moved
+    with its sources keeps its identity) and of the variant's fixed defines and launch rules. A campaign continues
+    only on the same build, so a fixed kernel (its ``.cu`` or a header of it) starts afresh instead of inheriting its
+    failures."""
+    from cudalab import build  # noqa: PLC0415
+
     source = Path(v.source) if Path(v.source).is_absolute() else spec.directory / v.source
     try:
         text = source.read_bytes()
@@ -91,6 +96,12 @@ def build_identity(spec: FamilySpec, v: VariantSpec) -> str:
              "per_thread": list(v.per_thread), "kernel": v.kernel}
     h = hashlib.sha256(text)
     h.update(json.dumps(rules, sort_keys=True, default=str).encode())
+    folder = source.resolve().parent
+    for header in (build.includes(source) if text else []):
+        try:
+            h.update(f"\n{os.path.relpath(header, folder)}\n".encode() + hashlib.sha256(header.read_bytes()).digest())
+        except OSError:  # gone since it was found: nvcc says so when the trial builds
+            pass
     return h.hexdigest()[:16]
 
 
