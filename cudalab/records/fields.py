@@ -10,8 +10,8 @@ from typing import Any
 from cudalab.bench import LAUNCH_METHODS, Protocol, Stats
 from cudalab.errors import UsageError
 
-__all__ = ["MAX_STARTED", "saved_problem", "saved_protocol", "saved_rate", "saved_started", "saved_samples", "saved_stats",
-           "saved_tables", "saved_time", "shown"]
+__all__ = ["MAX_STARTED", "saved_device", "saved_float", "saved_problem", "saved_protocol", "saved_rate", "saved_started",
+           "saved_samples", "saved_stats", "saved_tables", "saved_time", "shown"]
 
 
 def saved_time(x: Any, what: str) -> float:
@@ -120,3 +120,15 @@ def saved_tables(value: Any, key: str) -> list[dict[str, Any]]:
         raise UsageError(f"not a cudalab run record ('{key}' must be a list of objects, "
                          f"got {type(value).__name__})")
     return list(value)
+
+
+def saved_device(x: Any) -> int | None:
+    """A point's GPU index as saved (None when absent or not a whole number)."""
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def saved_float(x: Any) -> float | None:
+    """A row's error or tolerance as saved (None when absent)."""
+    if x is None:
+        return None
+    return float(x)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from cudalab.bench import Stats
-from cudalab.records.fields import (saved_problem, saved_protocol, saved_rate, saved_started, saved_stats,
-                                    saved_tables)
+from cudalab.records.fields import (saved_device, saved_float, saved_problem, saved_protocol, saved_rate,
+                                    saved_started, saved_stats, saved_tables)
 from cudalab.errors import UsageError
 from cudalab.instruments import Instrument
 from cudalab.files import atomic_write, load_json
@@ -67,17 +67,6 @@ def _finite(x: Any) -> Any:
     return str(x) if isinstance(x, float) and not math.isfinite(x) else x
 
 
-def _device(x: Any) -> int | None:
-    """A point's GPU index as saved (None when absent or not a whole number)."""
-    return x if isinstance(x, int) and not isinstance(x, bool) else None
-
-
-def _float(x: Any) -> float | None:
-    if x is None:
-        return None
-    return float(x)
-
-
 @dataclass(frozen=True)
 class Result:
     """One variant's row: launch, timing statistics, rate, verification and status."""
@@ -121,7 +110,7 @@ class Result:
             reason=str(d.get("reason", "")), block=str(d.get("block", "")), grid=str(d.get("grid", "")),
             shared=int(d.get("shared", 0) or 0), stats=stats, gbs=saved_rate(d.get("gbs"), "gbs"),
             gflops=saved_rate(d.get("gflops"), "gflops"), pct_roofline=saved_rate(d.get("pct_roofline"), "pct_roofline"),
-            max_error=_float(d.get("max_error")), tolerance=_float(d.get("tolerance")),
+            max_error=saved_float(d.get("max_error")), tolerance=saved_float(d.get("tolerance")),
             legacy=str(d.get("legacy", "")), extra=dict(d.get("extra") or {}),
         )
 
@@ -226,7 +215,7 @@ class RunPoint:
             protocol=saved_protocol({} if d.get("protocol") is None else d["protocol"]), roofline=Roofline.from_dict(d.get("roofline")),
             results=tuple(Result.from_dict(r) for r in saved_tables(d.get("results", ()), "results")),
             defines=tuple((str(k), str(v)) for k, v in d.get("defines") or ()),
-            device=_device(d.get("device")), roofline_note=str(d.get("roofline_note") or ""),
+            device=saved_device(d.get("device")), roofline_note=str(d.get("roofline_note") or ""),
             instruments=tuple(Instrument.from_dict(i) for i in saved_tables(d.get("instruments") or (), "instruments")),
         )
 
