@@ -154,3 +154,73 @@ def test_a_bandwidth_family_keeps_its_roofline_percent_and_runs_no_library_row(f
 
     rec = load_record(tmp_path / "t.json")
     assert rec.points and all([r.variant for r in p.results] == ["modern"] for p in rec.points)
+
+
+def test_the_library_row_runs_first_where_the_gpu_would_wait_for_the_first_builds(fake, rows_run, tmp_path,
+                                                                                   monkeypatch):
+    # a cold campaign: nvcc is still at the first trials' kernels when the worker is open (the H200's first matmul
+    # warptile build took about a second longer than its worker's open); the row the campaign needs anyway runs then
+    import threading
+
+    from cudalab import build
+    from cudalab.execute.local.engine import LocalPool
+    from cudalab.instruments import driverquery
+
+    fake({"_ms": MATMUL_MS})
+    sent_library = threading.Event()
+    sends = []
+    send = LocalPool.send
+
+    def spy_send(self, plans):
+        sends.append([p.request.variants for p in plans])
+        if any(p.request.variants == "cublas" for p in plans):
+            sent_library.set()
+        return send(self, plans)
+
+    def slow_build(source, defines, arch):  # every build waits until the library row was sent (at most 10 s)
+        sent_library.wait(10)
+
+    monkeypatch.setattr(build, "build", slow_build)
+    monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
+    monkeypatch.setattr(LocalPool, "send", spy_send)
+    res = cudalab.tune("matmul", "warptile", trials=4, seed=1, build_ahead=2, race=0,
+                       storage=f"sqlite:///{tmp_path / 'm.db'}")
+    assert sends[0] == ["cublas"] and sum(s == ["cublas"] for s in sends) == 1, sends
+    assert rows_run()[0] == "cublas" and rows_run().count("cublas") == 1
+    assert res.reference.rate == pytest.approx(2 * 4096**3 / 0.5e-3 / 1e9, rel=1e-2) and not res.reference.reason
+    assert len([m for m in res.trials if m.status == "passed"]) == 4
+    ok = [m for m in res.trials if m.status == "passed"]
+    assert [round(res.pct(m), 1) for m in ok] == [round(50 / (1 + abs(int(m.point["WT_BK"]) - 16) / 100), 1)
+                                                  for m in ok]
+
+
+def test_the_library_row_waits_for_the_end_where_a_trial_is_built(fake, rows_run, tmp_path, monkeypatch):
+    from cudalab import build
+    from cudalab.instruments import driverquery
+    from cudalab.tuning import runs as RS
+
+    fake({"_ms": MATMUL_MS})
+    monkeypatch.setattr(build, "build", lambda *a, **k: None)
+    monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
+    monkeypatch.setattr(RS.Runs, "built", lambda self, point: True)  # every build ahead done when its turn comes
+    res = cudalab.tune("matmul", "warptile", trials=4, seed=1, build_ahead=2, race=0,
+                       storage=f"sqlite:///{tmp_path / 'm.db'}")
+    assert rows_run() == ["warptile"] * 4 + ["cublas"]  # the trials first, the library row once after them
+    assert res.reference.rate and not res.reference.reason
+
+
+def test_a_library_row_the_loop_ran_that_fails_leaves_dashes_and_is_not_run_again(fake, rows_run, tmp_path,
+                                                                                  monkeypatch):
+    from cudalab import build
+    from cudalab.instruments import driverquery
+    from cudalab.tuning import runs as RS
+
+    fake({"_ms": MATMUL_MS, "cublas": "die"})
+    monkeypatch.setattr(build, "build", lambda *a, **k: None)
+    monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
+    monkeypatch.setattr(RS.Runs, "built", lambda self, point: False)  # no trial ever built ahead: the row goes first
+    res = cudalab.tune("matmul", "warptile", trials=4, seed=1, build_ahead=2, race=0,
+                       storage=f"sqlite:///{tmp_path / 'm.db'}")
+    assert rows_run()[0] == "cublas" and rows_run().count("cublas") == 1
+    assert res.reference.rate is None and res.reference.reason
+    assert len([m for m in res.trials if m.status == "passed"]) == 4  # a fresh worker ran the trials

@@ -70,6 +70,10 @@ class _Campaign(TrialLoops):
         self.walking = self.prop.walk is not None
         self.added = len(study.get_trials(deepcopy=False)) if self.walking else 0  # the next added trial's number
         self.held: list[Any] | None = None  # a walk's finished trials not yet written (see writes_held)
+        # the library row and its request, which the loop runs where the GPU would wait for builds (TrialLoops.loop);
+        # what it measured there (None: it did not run it, measured after the trials: reference.measure)
+        self.library = reference.planned(p, runs)
+        self.ref: reference.Reference | None = None
 
     def evaluated(self) -> int:
         return sum(1 for m in self.known.values() if m.status not in ("refused", "skipped"))
@@ -301,8 +305,8 @@ def run_campaign(p: CampaignPlan, on_event: Callable[[str, dict[str, Any]], None
             def going() -> bool:  # after an interrupt its workers are gone: nothing more is measured nor raced
                 return camp.lost is None and not interrupted and caught.signum is None
 
-            try:  # the "% of" column's library row (flops, rate), once: after the trials (tuning/reference.py: why)
-                ref = reference.measure(p, runs, camp.account) if going() else None
+            try:  # the "% of" column's library row (flops, rate), once: after the trials where the loop did not run it
+                ref = camp.ref or (reference.measure(p, runs, camp.account) if going() else None)
                 camp.account.in_workers = runs.executor.in_workers()  # the library row is GPU work too
             except ClusterLost as exc:
                 ref, camp.lost = None, exc

@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any
 
 from cudalab.errors import ClusterLost
+from cudalab.tuning import reference
 from cudalab.tuning.result import point_key
 
 __all__ = ["TrialLoops", "MODEL_AHEAD", "WALK_AHEAD"]
@@ -38,6 +39,11 @@ class TrialLoops:
         engine time of its own (:meth:`_per_task`); a model-based strategy's one a task, so it is told each result
         as it comes.
 
+        The campaign's library row (:mod:`cudalab.tuning.reference`) goes first where no trial asked is built yet:
+        it is GPU work the campaign does anyway, and a cold campaign's GPU would otherwise wait for nvcc (the H200's
+        first matmul warptile build took about a second longer than its worker took to open). Where a trial is
+        built it waits for the campaign's end, as it always did.
+
         The time account is the parent's clock: waiting for a task is the trials' time (less what the task waited
         for its builds ahead: the builds'); what the parent did while tasks ran is the trials' time too when it
         then waited for one (the GPU was the bottleneck), the search's when it did not; with nothing in flight it
@@ -51,6 +57,7 @@ class TrialLoops:
         pending: deque = deque()  # asked, its build under way, not yet sent to a GPU worker
         seconds = self.account.seconds
         mark, hidden, waited = time.monotonic(), 0.0, ex.waited_builds()
+        library = self.library[1]  # the library row's request while the loop may still run it (None: it will not)
         try:
             while True:
                 idle = not flying  # nothing on the GPUs since the last task came back: the search's time alone
@@ -65,6 +72,10 @@ class TrialLoops:
                     pending.append(queue.pop())
                     left -= 1
                 while pending and len(flying) < capacity:
+                    if library is not None and not any(self.runs.built(t[2]) for t in pending):
+                        flying[self.runs.submit([library])] = []  # the library row's task: no trial of its own
+                        library = None
+                        continue
                     batch = self._take(pending, per_task)
                     flying[self.runs.submit([req for _, _, req in batch])] = batch
                 now = time.monotonic()
@@ -85,6 +96,9 @@ class TrialLoops:
                 seconds["trials"] += blocked - builds
                 self.account.in_workers = ex.in_workers()
                 batch, events = flying.pop(handle), []
+                if not batch:  # the library row's
+                    self.ref = reference.reading(self.library[0], got)
+                    continue
                 with self.writes_held():  # the task's trials in one transaction, reported once written
                     for i, (trial, point, _) in enumerate(batch):
                         if isinstance(got, BaseException):  # the engine gave up on it (its workers kept dying)

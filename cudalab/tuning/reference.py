@@ -17,7 +17,7 @@ from typing import Any
 from cudalab.errors import ClusterLost, LaunchConfigError, UsageError
 from cudalab.records.results import PASSED
 
-__all__ = ["Reference", "library_of", "measure", "unmeasured"]
+__all__ = ["Reference", "library_of", "measure", "planned", "reading", "unmeasured"]
 
 #: The trial attribute holding a row's figure, and its unit, per family metric that is judged by a library row.
 _KEY = {"flops": ("gflops", "GFLOP/s"), "rate": ("rate", "G items/s")}
@@ -85,14 +85,53 @@ def unmeasured(p: Any, why: str = "not measured: the campaign ended before it") 
     return replace(ref, reason=ref.reason or why) if ref is not None else None
 
 
-def measure(p: Any, runs: Any, account: Any) -> Reference | None:
-    """Run the campaign's library row once (the base request, the library variant, the trials' protocol) on
-    the campaign's workers, on whichever engine runs them (:meth:`~cudalab.tuning.runs.Runs.run`).
+def planned(p: Any, runs: Any) -> tuple[Reference | None, Any]:
+    """The campaign's library row and its planned request (the base request, the library variant, the trials'
+    protocol), or no request where there is nothing to run: a bandwidth family (None, None), a dtype the library
+    does not take, a request the CPU refuses (the size, the host's memory; the reference says why, no GPU work).
 
-    It runs after the trials, before the race: the first trial and ``--time``'s deadline start with the
-    campaign as before (no row of another variant before the first trial), a campaign resumed with its trials
-    all done still gets it, and it is measured on a GPU as warm as the trials' and the race's. Its seconds are
-    the trials' in the time account (a run in the worker like theirs), and GPU busy covers it too.
+    Args:
+        p: the campaign's plan (:class:`~cudalab.tuning.prepare.CampaignPlan`).
+        runs: its workers (:class:`~cudalab.tuning.runs.Runs`): the request's one plan is theirs.
+    """
+    ref = library_of(p)
+    if ref is None or ref.reason:
+        return ref, None
+    req = replace(p.base, variants=ref.variant, add=())  # the library row alone (a tuned --add kernel is a trial's)
+    try:
+        runs.plan(req)
+    except (UsageError, LaunchConfigError) as exc:
+        return replace(ref, reason=f"refused: {exc}"), None
+    return ref, req
+
+
+def reading(ref: Reference, got: Any) -> Reference:
+    """The library row's figure from its run: ``got`` the run's points (an interrupted run: none), or the exception
+    its engine gave up with (a worker that cannot start again, a bug: the column's loss, not the campaign's)."""
+    if isinstance(got, BaseException):
+        text = str(got).splitlines()[0][:300] if str(got) else ""
+        return replace(ref, reason=f"{type(got).__name__}: {text}")
+    fr = got[0] if got else None
+    row = next((r for r in (fr.results if fr is not None else ()) if r.variant == ref.variant), None)
+    if row is None:
+        return replace(ref, reason="it did not run (interrupted, or the cluster could not run it)")
+    rate = row.gflops if ref.metric == "flops" else row.extra.get("rate")
+    if row.status != PASSED or not rate:
+        return replace(ref, reason=f"{row.status}: {row.reason}" if row.reason else str(row.status), run=fr)
+    return replace(ref, rate=float(rate), run=fr)
+
+
+def measure(p: Any, runs: Any, account: Any) -> Reference | None:
+    """Run the campaign's library row once on the campaign's workers, on whichever engine runs them
+    (:meth:`~cudalab.tuning.runs.Runs.run`), after its trials: where its GPU waited for no build, the trial loop did
+    not run it (:class:`~cudalab.tuning.loops.TrialLoops`).
+
+    Where the GPU would wait for the first trials' builds the loop runs it then, in the time the GPU would idle
+    (a cold campaign's first build took the H200 about a second longer than its worker took to open). Otherwise it
+    runs here, after the trials and before the race: the first trial and ``--time``'s deadline start with the
+    campaign, a campaign resumed with its trials all done still gets it, and it is measured on a GPU as warm as the
+    trials' and the race's. Its seconds are the trials' in the time account (a run in the worker like theirs), and
+    GPU busy covers it too.
 
     Args:
         p: the campaign's plan (:class:`~cudalab.tuning.prepare.CampaignPlan`).
@@ -105,26 +144,14 @@ def measure(p: Any, runs: Any, account: Any) -> Reference | None:
     Raises:
         ClusterLost: the scheduler went away (the campaign's own end, not the row's).
     """
-    ref = library_of(p)
-    if ref is None or ref.reason:
+    ref, req = planned(p, runs)
+    if req is None:
         return ref
-    req = replace(p.base, variants=ref.variant, add=())  # the library row alone (a tuned --add kernel is a trial's)
-    try:
-        runs.plan(req)  # refused on the CPU (the size, the host's memory): no GPU work
-    except (UsageError, LaunchConfigError) as exc:
-        return replace(ref, reason=f"refused: {exc}")
     try:
         with account.timed("trials"):
             got, _ = runs.run([req])
     except ClusterLost:
         raise
     except Exception as exc:  # noqa: BLE001  (a worker that cannot start again, a bug: the column's, not the campaign's)
-        return replace(ref, reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
-    fr = got[0] if got else None
-    row = next((r for r in (fr.results if fr is not None else ()) if r.variant == ref.variant), None)
-    if row is None:
-        return replace(ref, reason="it did not run (interrupted, or the cluster could not run it)")
-    rate = row.gflops if p.spec.metric == "flops" else row.extra.get("rate")
-    if row.status != PASSED or not rate:
-        return replace(ref, reason=f"{row.status}: {row.reason}" if row.reason else str(row.status), run=fr)
-    return replace(ref, rate=float(rate), run=fr)
+        got = exc
+    return reading(ref, got)
