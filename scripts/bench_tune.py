@@ -390,7 +390,7 @@ def main(argv: Sequence[str] | None = None, device_name: Callable[[], str] = _de
     ap.add_argument("--trust-trials", type=int, default=None, help="configurations a trust campaign measures (default: all)")
     ap.add_argument("--seconds", type=float, default=0.1, help="timing budget of one trial (the protocol's, default 0.1)")
     ap.add_argument("--kernel-tuner", default=None, help="a folder (or wheel) kernel_tuner 1.5 imports from")
-    ap.add_argument("--build-ahead", type=int, default=None, help="build threads ahead of the GPU (default: half the cores)")
+    ap.add_argument("--build-ahead", type=int, default=None, help="build threads ahead of the GPU (default: the cores less one)")
     ap.add_argument("--merge", action="append", default=[], metavar="JSON",
                     help="add another call's record of the same GPU (repeatable; with --parts none, only merge)")
     ap.add_argument("--gpu", default=None, help="the record's name (default: the GPU's, as nvidia-smi names it)")

@@ -87,12 +87,3 @@ def test_a_process_that_cannot_start_raises_in_the_build_s_own_thread():
     t.start()
     t.join(timeout=30)
     assert got == ["FileNotFoundError"]
-
-
-@pytest.mark.parametrize("cores, threads", [(16, 8), (2, 1), (1, 1), (None, 1), (3, 1)])
-def test_a_campaign_builds_ahead_on_half_the_cores_leaving_the_rest_to_its_own_work(cores, threads, monkeypatch):
-    # the GPU worker's inputs and checks run on every core: builds on all of them slowed it and finished late together
-    from cudalab.tuning import buildpool
-
-    monkeypatch.setattr(buildpool.os, "cpu_count", lambda: cores)
-    assert buildpool.default_workers() == threads

@@ -87,7 +87,7 @@ def _family_options(args: list[str], family: str, ctx: click.Context) -> tuple[t
               help="Run the trials on a Dask cluster, one worker per GPU: 'local' (this host's GPUs, see --devices) "
                    "or a scheduler's address (docs/cluster.md).")
 @click.option("--devices", default=None, metavar="LIST", help="With --cluster local: the GPUs, 0,1 or all.")
-@click.option("--build-ahead", type=int, default=None, help="nvcc threads building upcoming trials (default: half the cores).")
+@click.option("--build-ahead", type=int, default=None, help="nvcc threads building upcoming trials (default: cores - 1).")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Save the run record (report, compare read it).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Convergence and importances to .png/.svg/.pdf.")
 @click.option("--replay", default=None, metavar="CAMPAIGN",

@@ -25,17 +25,8 @@ __all__ = ["BuildPool", "build_of", "default_workers"]
 
 
 def default_workers() -> int:
-    """Build threads: half the machine's cores, at least 1.
-
-    The other half is the campaign's own: the GPU worker draws inputs and checks every result on all the cores
-    (:mod:`cudalab.hostwork`), and the parent runs the strategy. On an H200 host's 16 cores, with 15 build threads a
-    cold 30-trial matmul warptile campaign waited 0.2 s in one run and 2.6 s in another for builds its GPU needed,
-    and a load of the idle class on every core slowed the worker's own work by 15% (the warm campaign 11.7 s alone,
-    13.4 s beside 15 busy loops at ``SCHED_IDLE``). With fewer at once, each build has a core to itself and the ones
-    the GPU needs first finish sooner; a build took about 2 s alone, a trial about 0.4 s in its worker, so 8 threads
-    still build faster than the GPU measures.
-    """
-    return max(1, (os.cpu_count() or 2) // 2)
+    """Build threads: the machine's cores less one (the parent and the GPU worker need a core), at least 1."""
+    return max(1, (os.cpu_count() or 2) - 1)
 
 
 def build_of(req: RunRequest, arch: str) -> Callable[[], None]:

@@ -28,7 +28,7 @@ class TuneOptions:
         device, timeout: the GPU and the watchdog's limit.
         cluster: ``--cluster``: ``local`` or a Dask scheduler's address (None: this host's worker on ``device``);
             devices: the GPUs of a ``local`` cluster (``0,1`` or ``all``; None: ``device``).
-        build_ahead: build threads ahead of the GPU (None: half the machine's cores; 0: none).
+        build_ahead: build threads ahead of the GPU (None: the machine's cores less one; 0: none).
         add: ``--add FILE.cu:KERNEL@KEY=VALUE,...``: the user's own kernel, on the family's problem, is what is
             tuned (instead of a family variant); its ``tile``/``grid``/``shared`` may be expressions over the
             tuned names.
