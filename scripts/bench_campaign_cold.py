@@ -45,9 +45,10 @@ SLACK = 0.20
 
 
 def campaign(folder: Path, trials: int, extra: list[str], cache: Path, timeout: float,
-             profile: Path | None = None) -> dict:
+             profile: Path | None = None, timeline: Path | None = None) -> dict:
     """One campaign in a fresh process with its own build cache; its wall, time account and trials. ``profile``: a
-    folder for cProfile's files of its processes (``CUDALAB_PROFILE``: the parent's and the GPU worker's)."""
+    folder for cProfile's files of its processes (``CUDALAB_PROFILE``: the parent's and the GPU worker's);
+    ``timeline``: a file for its events (``CUDALAB_TIMELINE``: scripts/campaign_timeline.py reads it)."""
     cache.mkdir(parents=True, exist_ok=True)
     out = folder / "t.json"
     argv = [sys.executable, "-m", "cudalab", *CAMPAIGN, "--trials", str(trials),
@@ -55,7 +56,8 @@ def campaign(folder: Path, trials: int, extra: list[str], cache: Path, timeout: 
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=folder, timeout=timeout,
                           env={**os.environ, "CUDALAB_CACHE": str(cache), "COLUMNS": "160",
-                               **({"CUDALAB_PROFILE": str(profile)} if profile is not None else {})})
+                               **({"CUDALAB_PROFILE": str(profile)} if profile is not None else {}),
+                               **({"CUDALAB_TIMELINE": str(timeline)} if timeline is not None else {})})
     wall = time.monotonic() - t0
     if proc.returncode != 0 or not out.exists():
         raise SystemExit(f"campaign {' '.join(extra) or 'local'} failed ({proc.returncode}):\n{proc.stdout[-2000:]}"
@@ -166,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="profile each campaign's processes (cProfile) and write DIR/profiles.txt: the top functions "
                          "of each, cold and warm (a question of where the time goes: profiled, a campaign runs slower "
                          "and its verdict is no record's; the record's command names --profile)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="write OUT/<gpu>-campaign-timeline.txt: where the local cold campaign's GPU waited, and for "
+                         "which build (CUDALAB_TIMELINE; scripts/campaign_timeline.py)")
     ap.add_argument("--tune-args", default="", metavar="ARGS",
                     help="more arguments for every campaign (cold and warm, both engines), e.g. '--build-ahead 8': "
                          "a question of what a setting does; the record's command and campaign name them")
@@ -186,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, extra in (("local", more), ("cluster", [*more, "--cluster", "local"])):
             (root / name).mkdir()
             runs[name] = campaign(root / name, args.trials, extra, root / f"cache-{name}", args.timeout,
-                                  _prof(root, name, args.profile))
+                                  _prof(root, name, args.profile),
+                                  root / name / "timeline.jsonl" if args.timeline and name == "local" else None)
             a = runs[name]["account"]
             print(f"{name}: cold {runs[name]['wall_s']:.1f} s (account: {json.dumps(a)}; GPU busy "
                   f"{runs[name]['gpu_busy_pct']})", flush=True)
@@ -199,6 +205,14 @@ def main(argv: list[str] | None = None) -> int:
         arch = "sm_" + runs["local"]["cc"].replace(".", "")
         first = first_build_s(runs["local"]["trials"][0], arch, root / "cache-first")
         cpu, bwall = builds_cpu(runs["local"]["trials"], arch, root / "cache-builds", cores)
+        told = ""
+        if args.timeline:  # the local cold campaign's (the cluster's builds and tasks run in its Dask workers)
+            sys.path.insert(0, str(ROOT / "scripts"))
+            import campaign_timeline  # noqa: PLC0415
+
+            events = root / "local" / "timeline.jsonl"
+            told = campaign_timeline.summary(campaign_timeline.read(events) if events.exists() else [])
+            print(told, flush=True)
         if args.profile:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
             (Path(args.profile) / "profiles.txt").write_text(profile_summary(root / "profiles"))
@@ -245,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
               f"account, {warm['wall_s']:.1f} s the command's. The first trial's build alone (an empty cache): "
               f"{first:.2f} s.", ""]
     stem.with_suffix(".md").write_text("\n".join(lines))
+    if told:
+        stem.with_name(stem.name + "-timeline.txt").write_text(f"{rec['command']}: the local cold campaign\n{told}\n")
     return 0 if all(verdicts.values()) else 1
 
 

@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any
 
 from cudalab.errors import ClusterLost
+from cudalab.execute import timeline
 from cudalab.tuning import reference
 from cudalab.tuning.result import point_key
 
@@ -58,6 +59,7 @@ class TrialLoops:
         seconds = self.account.seconds
         mark, hidden, waited = time.monotonic(), 0.0, ex.waited_builds()
         library = self.library[1]  # the library row's request while the loop may still run it (None: it will not)
+        timeline.mark("loop")  # CUDALAB_TIMELINE: the time account's start
         try:
             while True:
                 idle = not flying  # nothing on the GPUs since the last task came back: the search's time alone
@@ -73,10 +75,12 @@ class TrialLoops:
                     left -= 1
                 while pending and len(flying) < capacity:
                     if library is not None and not any(self.runs.built(t[2]) for t in pending):
+                        timeline.mark("send", timeline.label(library))
                         flying[self.runs.submit([library])] = []  # the library row's task: no trial of its own
                         library = None
                         continue
                     batch = self._take(pending, per_task)
+                    timeline.mark("send", "; ".join(timeline.label(req) for _, _, req in batch))
                     flying[self.runs.submit([req for _, _, req in batch])] = batch
                 now = time.monotonic()
                 if idle:
