@@ -234,9 +234,11 @@ stage_cmd() {  # the commands of stage $1 (run_stage sends their output to its l
         # issue 58: the 30-trial matmul warptile campaign cold, on this host's engine and with --cluster local, each from
         # its own empty build cache, its own wall against max(builds / cores, GPU work) + 20% (PASS/FAIL lines); the record
         # <gpu>-campaign.md/.json under $OUT/campaign-docs (copy it to docs/benchmarks/). About 2-3 minutes.
+        # With it <gpu>-campaign-timeline.txt: where the local cold campaign's GPU waited, and for which build (--timeline).
         # CAMPAIGN_ARGS="--profile $OUT/campaign-docs": also profiles.txt, each campaign's processes' top functions (cProfile).
         campaign) python3 -c 'import optuna, distributed' 2>/dev/null || python3 -m pip install -q --no-index --no-deps .wheelhouse/*.whl
-                  timeout -s KILL "$limit" python3 scripts/bench_campaign_cold.py --out "$OUT/campaign-docs" ${CAMPAIGN_ARGS:-} ;;
+                  timeout -s KILL "$limit" python3 scripts/bench_campaign_cold.py --out "$OUT/campaign-docs" --timeline \
+                      ${CAMPAIGN_ARGS:-} ;;
         # issues 44 and 48: a tune campaign without a cluster, on one GPU and on every GPU through --cluster local
         # (a Dask worker SIGKILLed mid-campaign), the record <gpu>-xN-cluster.md/.json under $OUT/cluster-docs; then a
         # sweep with and without --cluster local, compared
