@@ -24,16 +24,19 @@ ENV = "CUDALAB_TIMELINE"
 _lock = threading.Lock()  # build threads, the task runner and the loop mark at once: whole lines
 
 
-def mark(ev: str, what: str = "") -> None:
-    """Append one event to the timeline (nothing when ``CUDALAB_TIMELINE`` is unset).
+def mark(ev: str, *requests: Any) -> None:
+    """Append one event to the timeline (nothing when ``CUDALAB_TIMELINE`` is unset: the requests are named only
+    when it is set, so an unset timeline costs a campaign no formatting per trial).
 
     Args:
         ev: what happened (``build-start``, ``task-run``...).
-        what: which trial (:func:`label`), or '' for the campaign's own events.
+        requests: the run requests it happened to (:func:`label`, joined by ``; ``; None ones left out), none for
+            the campaign's own events.
     """
     path = os.environ.get(ENV)
     if not path:
         return
+    what = "; ".join(label(r) for r in requests if r is not None)
     line = json.dumps({"t": round(time.time(), 4), "ev": ev, "what": what})
     with _lock, open(path, "a", encoding="utf-8") as f:
         f.write(line + "\n")

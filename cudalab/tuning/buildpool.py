@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 
 from cudalab.build.priority import lower_priority
 from cudalab.execute import timeline
@@ -68,24 +68,24 @@ class BuildPool:
         self._urgent = ThreadPoolExecutor(1, thread_name_prefix="tune-build-first") if workers > 0 else None
         self._futures: list[Future] = []
 
-    def submit(self, job: Callable[[], None], urgent: bool = False, label: str = "") -> Future | None:
+    def submit(self, job: Callable[[], None], urgent: bool = False, request: Any = None) -> Future | None:
         """Start ``job`` on a free thread (its errors are left for the trial to report); its future (None: no
         pool), which never raises the job's error. ``urgent``: the build the GPU waits for next, at the campaign's
-        own priority (not counted in :attr:`workers`). ``label``: the trial, as the timeline names it
+        own priority (not counted in :attr:`workers`). ``request``: the trial's, for the timeline
         (:mod:`cudalab.execute.timeline`)."""
         if self._pool is None:
             return None
 
         def quiet() -> None:
-            timeline.mark("build-start", label)
+            timeline.mark("build-start", request)
             try:
                 job()
             except Exception:  # noqa: BLE001  (the trial's worker builds again and reports it in its row)
                 pass
             finally:
-                timeline.mark("build-end", label)
+                timeline.mark("build-end", request)
 
-        timeline.mark("build-urgent" if urgent else "build-queued", label)  # before its thread may start it
+        timeline.mark("build-urgent" if urgent else "build-queued", request)  # before its thread may start it
         fut = (self._urgent if urgent and self._urgent is not None else self._pool).submit(quiet)
         self._futures.append(fut)
         return fut

@@ -75,12 +75,12 @@ class TrialLoops:
                     left -= 1
                 while pending and len(flying) < capacity:
                     if library is not None and not any(self.runs.built(t[2]) for t in pending):
-                        timeline.mark("send", timeline.label(library))
+                        timeline.mark("send", library)
                         flying[self.runs.submit([library])] = []  # the library row's task: no trial of its own
                         library = None
                         continue
                     batch = self._take(pending, per_task)
-                    timeline.mark("send", "; ".join(timeline.label(req) for _, _, req in batch))
+                    timeline.mark("send", *(req for _, _, req in batch))
                     flying[self.runs.submit([req for _, _, req in batch])] = batch
                 now = time.monotonic()
                 if idle:

@@ -139,8 +139,8 @@ class LocalPool(Executor):
 
     def _task(self, plans: list[Plan], builds: list[Future]) -> list[Point]:
         """One task, on the runner's thread: wait for its builds ahead, then run its points on the session."""
-        what = "; ".join(timeline.label(p.request) for p in plans)
-        timeline.mark("task-wait", what)
+        reqs = [p.request for p in plans]
+        timeline.mark("task-wait", *reqs)
         t0 = time.monotonic()
         for b in builds:
             try:
@@ -149,10 +149,10 @@ class LocalPool(Executor):
                 pass
         t1 = time.monotonic()
         self._waited += t1 - t0
-        timeline.mark("task-run", what)
+        timeline.mark("task-run", *reqs)
         runs, _ = self.session.run(plans, 0)
         self._in_workers += time.monotonic() - t1
-        timeline.mark("task-end", what)
+        timeline.mark("task-end", *reqs)
         return runs
 
     def next_done(self) -> tuple[Any, list[Point] | BaseException]:
@@ -206,7 +206,7 @@ class LocalPool(Executor):
             # the first build asked for before any task was sent is the one its GPU waits for first: urgent
             first = not self._early and not self._sent
             fut = self._builds.submit(self._build_of(plan.request, arch), urgent=first,
-                                      label=timeline.label(plan.request))
+                                      request=plan.request)
         except RuntimeError:  # the threads were stopped (stop_builds): its worker builds it
             return
         if fut is not None:
