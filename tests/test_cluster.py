@@ -455,7 +455,10 @@ def test_completions_hand_back_results_errors_and_a_lost_scheduler():
         slow, fast, bad = (client.submit(_sleep_then, x, s, pure=False) for x, s in ((1, 0.5), (1, 0.0), (0, 0.0)))
         for f in (slow, fast, bad):
             done.add(f)
-        got = [done.next() for _ in range(3)]
+        got = [done.next() for _ in range(2)]
+        t0 = time.monotonic()
+        assert done.next(0.01) is None and time.monotonic() - t0 < 0.2  # the slow one is still running
+        got.append(done.next(5.0))
         assert got[-1] == (slow, 1) and (fast, 1) in got  # as they complete, not as they were sent
         assert isinstance(dict(got)[bad], ZeroDivisionError) and not done.pending
         hung = client.submit(_sleep_then, 1, 2.0, pure=False)  # (closing waits for its thread)

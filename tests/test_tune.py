@@ -344,3 +344,45 @@ def test_a_trial_whose_build_is_slow_is_passed_by_while_later_ones_are_ready(fak
     assert sent[:2] == [((("UNROLL", "4"),), "256"), ((("UNROLL", "1"),), "64")] and third not in sent[:5]
     assert sent[2:5] == [((("UNROLL", "1"),), "256"), ((("UNROLL", "1"),), "512"), ((("UNROLL", "1"),), "1024")]
     assert third in sent[5:8]
+
+
+def test_a_trial_still_building_is_never_queued_behind_the_running_one_the_first_built_goes_next(
+        fake, tmp_path, monkeypatch):
+    # queued behind the task on the GPU, a trial whose nvcc still works holds the GPU at its turn while builds that
+    # ended later are ready (the runner takes its tasks in order): the loop sends a trial only once it is built
+    import threading
+
+    from cudalab import build
+    from cudalab.execute.local.engine import LocalPool
+    from cudalab.instruments import driverquery
+
+    fake()
+    first_sent, third_sent = threading.Event(), threading.Event()
+
+    def fake_build(source, defines, arch):
+        key = (defines["UNROLL"], defines["BLOCK_X"])
+        if key == ("4", "256"):  # the default, the first trial: built at once
+            return
+        first_sent.wait(10)  # nothing else is built when the first trial is sent, and its slot-mate is chosen
+        if key == ("1", "64"):  # the second trial of the walk: its build ends once the third was sent
+            third_sent.wait(10)
+
+    sent = []
+    send = LocalPool.send
+
+    def spy_send(self, plans):
+        sent.extend((p.request.defines, p.request.block) for p in plans)
+        got = send(self, plans)
+        first_sent.set()
+        if ((("UNROLL", "1"),), "128") in sent:
+            third_sent.set()
+        return got
+
+    monkeypatch.setattr(build, "build", fake_build)
+    monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
+    monkeypatch.setattr(LocalPool, "send", spy_send)
+    t0 = time.monotonic()
+    res = tune(tmp_path / "c.db", strategy="grid", race=0, build_ahead=2)
+    assert len([m for m in res.trials if m.status == "passed"]) == 36 and len(sent) == 36
+    assert sent[:2] == [((("UNROLL", "4"),), "256"), ((("UNROLL", "1"),), "128")]  # the third before the second
+    assert ((("UNROLL", "1"),), "64") in sent[2:4] and time.monotonic() - t0 < 10  # nothing waited its 10 s out

@@ -218,7 +218,10 @@ def test_a_library_row_the_loop_ran_that_fails_leaves_dashes_and_is_not_run_agai
     fake({"_ms": MATMUL_MS, "cublas": "die"})
     monkeypatch.setattr(build, "build", lambda *a, **k: None)
     monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
-    monkeypatch.setattr(RS.Runs, "built", lambda self, point: False)  # no trial ever built ahead: the row goes first
+    sent = []
+    submit = RS.Runs.submit
+    monkeypatch.setattr(RS.Runs, "submit", lambda self, points: sent.append(points) or submit(self, points))
+    monkeypatch.setattr(RS.Runs, "built", lambda self, point: bool(sent))  # no trial built before the row is sent
     res = cudalab.tune("matmul", "warptile", trials=4, seed=1, build_ahead=2, race=0,
                        storage=f"sqlite:///{tmp_path / 'm.db'}")
     assert rows_run()[0] == "cublas" and rows_run().count("cublas") == 1

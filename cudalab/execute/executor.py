@@ -93,9 +93,10 @@ class Executor(ABC):
         :meth:`submit`'s points."""
 
     @abstractmethod
-    def next_done(self) -> tuple[Any, list[Point] | BaseException]:
+    def next_done(self, timeout: float | None = None) -> tuple[Any, list[Point] | BaseException] | None:
         """The next task sent to finish: its handle and its points with their rows (fewer than it was sent when an
-        interrupt cut it short), or the exception the engine gave up on it with (one task's, the campaign goes on).
+        interrupt cut it short), or the exception the engine gave up on it with (one task's, the campaign goes on);
+        None when ``timeout`` seconds passed first (None: wait for one).
 
         Raises:
             CudalabError: the engine itself is gone (no GPU could be opened; ClusterLost: the scheduler went away).

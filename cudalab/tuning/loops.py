@@ -15,7 +15,7 @@ from cudalab.execute import timeline
 from cudalab.tuning import reference
 from cudalab.tuning.result import point_key
 
-__all__ = ["TrialLoops", "MODEL_AHEAD", "WALK_AHEAD"]
+__all__ = ["TrialLoops", "BUILD_POLL_S", "MODEL_AHEAD", "WALK_AHEAD"]
 
 #: The most trials a model-based strategy is asked ahead of its results: each one asked blind is a proposal the
 #: model made without the results still to come.
@@ -25,6 +25,9 @@ MODEL_AHEAD = 8
 #: were threads, the H200's cold 30-trial matmul warptile campaign waited 4.3 s of its 16.9 for builds, most for
 #: kernels that took nvcc 5-8 s, begun when the trial before them came back, where the others took about 2.
 WALK_AHEAD = 4
+#: How often the loop looks again for a trial whose build has ended, while one is being built and a GPU slot is free
+#: (seconds): the most a built trial waits to be sent.
+BUILD_POLL_S = 0.005
 
 
 class TrialLoops:
@@ -40,15 +43,19 @@ class TrialLoops:
         engine time of its own (:meth:`_per_task`); a model-based strategy's one a task, so it is told each result
         as it comes.
 
-        The campaign's library row (:mod:`cudalab.tuning.reference`) goes first where no trial asked is built yet:
-        it is GPU work the campaign does anyway, and a cold campaign's GPU would otherwise wait for nvcc (the H200's
-        first matmul warptile build took about a second longer than its worker took to open). Where a trial is
-        built it waits for the campaign's end, as it always did.
+        A trial is never queued behind a task in flight while nvcc still works on it (:meth:`_take`): with a slot
+        free and every trial waiting still being built, the loop looks again every :data:`BUILD_POLL_S` and sends
+        the first whose build ends, whichever it is (with nothing in flight, the oldest: the GPU waits either way,
+        and the engine watches its workers meanwhile). The campaign's
+        library row (:mod:`cudalab.tuning.reference`) goes first where no trial asked is built yet: it is GPU work
+        the campaign does anyway, and a cold campaign's GPU would otherwise wait for nvcc (the H200's first matmul
+        warptile build took about a second longer than its worker took to open). Where a trial is built it waits
+        for the campaign's end, as it always did.
 
         The time account is the parent's clock: waiting for a task is the trials' time (less what the task waited
-        for its builds ahead: the builds'); what the parent did while tasks ran is the trials' time too when it
-        then waited for one (the GPU was the bottleneck), the search's when it did not; with nothing in flight it
-        is the search's. The tasks' own seconds in the workers are summed beside it."""
+        for its builds ahead: the builds'); what the parent did while tasks ran is the trials' time too when it then waited for one (the GPU was the
+        bottleneck), the search's when it did not; with nothing in flight it is the search's. The tasks' own
+        seconds in the workers are summed beside it."""
         opts, p = self.p.opts, self.p
         ex = self.runs.executor
         deadline = None if opts.time_s is None else self.account.started + opts.time_s
@@ -58,6 +65,7 @@ class TrialLoops:
         pending: deque = deque()  # asked, its build under way, not yet sent to a GPU worker
         seconds = self.account.seconds
         mark, hidden, waited = time.monotonic(), 0.0, ex.waited_builds()
+        polled = 0.0  # the parent's waits for a task since the last one ended (looking again for builds between)
         library = self.library[1]  # the library row's request while the loop may still run it (None: it will not)
         timeline.mark("loop")  # CUDALAB_TIMELINE: the time account's start
         try:
@@ -74,14 +82,15 @@ class TrialLoops:
                     pending.append(queue.pop())
                     left -= 1
                 while pending and len(flying) < capacity:
-                    if library is not None and not any(self.runs.built(t[2]) for t in pending):
-                        timeline.mark("send", library)
-                        flying[self.runs.submit([library])] = []  # the library row's task: no trial of its own
-                        library = None
-                        continue
-                    batch = self._take(pending, per_task)
-                    timeline.mark("send", *(req for _, _, req in batch))
-                    flying[self.runs.submit([req for _, _, req in batch])] = batch
+                    batch = self._take(pending, per_task, fill=not flying and library is None)
+                    if batch:
+                        reqs = [req for _, _, req in batch]
+                    elif library is not None:  # nothing built yet: the library row while nvcc works
+                        reqs, library = [library], None
+                    else:  # every trial waiting is still being built: each is sent as its build ends (below)
+                        break
+                    timeline.mark("send", *reqs)
+                    flying[self.runs.submit(reqs)] = batch  # the library row's task has no trial: []
                 now = time.monotonic()
                 if idle:
                     seconds["search"] += now - mark
@@ -89,9 +98,14 @@ class TrialLoops:
                     hidden += now - mark
                 if not flying:
                     return False
-                handle, got = self.runs.next_done()
+                # a free slot and trials still building: back as soon as a build ends, to send it behind the task
+                done = self.runs.next_done(BUILD_POLL_S if pending and len(flying) < capacity else None)
                 mark = time.monotonic()
-                blocked = mark - now
+                polled += mark - now
+                if done is None:  # no task ended: one waited for as before, once it ends (its builds' share too)
+                    continue
+                handle, got = done
+                blocked, polled = polled, 0.0
                 seconds["trials" if blocked > 0.001 else "search"] += hidden
                 hidden = 0.0
                 builds = min(blocked, max(0.0, ex.waited_builds() - waited))
@@ -130,20 +144,22 @@ class TrialLoops:
                 if trial is not None:  # a walk's are not written: the walk comes to them again
                     self._record(trial, point, "interrupted", "in flight when the campaign stopped", None, {})
 
-    def _take(self, pending: deque, count: int) -> list:
+    def _take(self, pending: deque, count: int, fill: bool) -> list:
         """The next ``count`` trials (at most) to send, taken out of ``pending``: those whose builds ahead have
-        finished first, in the order they were asked, then the oldest. nvcc's time varies with a trial's defines (the
-        H200's cold matmul warptile campaign: about 2 s a build, a few 5-8 s): a slow one is passed by while later
-        ones are ready, rather than the GPU waiting for it. The order of a campaign's trials decides nothing: a walk's
-        are its points whatever their order, and a model is told each result as it comes."""
+        finished, in the order they were asked; with none and ``fill`` (nothing in flight: the GPU waits either
+        way), the oldest, whose build began first. nvcc's time varies with a trial's defines (the H200's cold
+        matmul warptile campaign: about 2 s a build, a few 5-8 s): a slow one is passed by while later ones are
+        ready, and a trial whose build is under way is never queued behind a task in flight, where its GPU would
+        wait for it at its turn while builds that ended later were ready. The order of a campaign's trials decides
+        nothing: a walk's are its points whatever their order, and a model is told each result as it comes."""
         taken: list = []
         rest: list = []
         for t in pending:  # asked at most 4 x the build threads ahead, a task's worth each: one pass, no search
             (taken if len(taken) < count and self.runs.built(t[2]) else rest).append(t)
-        fill = rest[:count - len(taken)]  # none ready: the oldest, whose build began first
+        fill_in = rest[:count] if fill and not taken else []
         pending.clear()
-        pending.extend(rest[len(fill):])
-        return taken + fill
+        pending.extend(rest[len(fill_in):])
+        return taken + fill_in
 
     def _per_task(self, left: int, capacity: int) -> int:
         """Trials a task takes: one for a model-based strategy and until the first results say how long a trial

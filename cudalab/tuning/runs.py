@@ -80,9 +80,9 @@ class Runs:
         """Send these points as one task, back to back on one GPU worker; its handle (:meth:`next_done`)."""
         return self.executor.send([self.plan(p) for p in points])
 
-    def next_done(self) -> tuple[Any, list[Point] | BaseException]:
-        """The next task to finish (:meth:`Executor.next_done`)."""
-        return self.executor.next_done()
+    def next_done(self, timeout: float | None = None) -> tuple[Any, list[Point] | BaseException] | None:
+        """The next task to finish; None when ``timeout`` seconds passed first (:meth:`Executor.next_done`)."""
+        return self.executor.next_done(timeout)
 
     def cancel(self, handles: Sequence[Any]) -> None:
         """Stop these tasks (Ctrl-C: what finished is kept)."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import queue
+import time
 from typing import Any, Iterable
 
 __all__ = ["Completions"]
@@ -53,8 +54,9 @@ class Completions:
                 else:
                     self._done.put((f, exc))  # a result that cannot be fetched: one failed trial, with why
 
-    def next(self) -> tuple[Any, dict[str, Any] | BaseException]:
-        """The next future to complete and its result (or the exception it ended with).
+    def next(self, timeout: float | None = None) -> tuple[Any, dict[str, Any] | BaseException] | None:
+        """The next future to complete and its result (or the exception it ended with); None when ``timeout``
+        seconds passed first (None: wait for one).
 
         Raises:
             ClusterLost: the scheduler went away (the futures were cancelled under us, or no answer for
@@ -62,11 +64,14 @@ class Completions:
         """
         if not self.pending:
             raise LookupError("no future in flight")  # waiting would never end
+        end = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
-                f, got = self._done.get(timeout=TICK_S)
+                f, got = self._done.get(timeout=TICK_S if end is None else max(0.0, min(TICK_S, end - time.monotonic())))
             except queue.Empty:
                 self.cluster._watch()
+                if end is not None and time.monotonic() >= end:
+                    return None
                 continue
             if f not in self.pending:  # cancelled by the driver (Ctrl-C) or already handed back
                 continue

@@ -166,14 +166,17 @@ class DaskPool(Executor):
             self._builds[fut] = builds
         return fut
 
-    def next_done(self) -> tuple[Any, list[Point] | BaseException]:
+    def next_done(self, timeout: float | None = None) -> tuple[Any, list[Point] | BaseException] | None:
         """As :meth:`Executor.next_done`; a task Dask gave up on (its workers kept dying) is its exception.
 
         Raises:
             ClusterLost: the scheduler went away.
         """
         assert self._done is not None, "ready first"
-        fut, res = self._done.next()
+        got = self._done.next(timeout)
+        if got is None:
+            return None
+        fut, res = got
         plans = self._flying.pop(fut)
         self._builds.pop(fut, None)  # its trials ended: a build still queued is of no use (Dask forgets it)
         if isinstance(res, BaseException):

@@ -155,14 +155,17 @@ class LocalPool(Executor):
         timeline.mark("task-end", *reqs)
         return runs
 
-    def next_done(self) -> tuple[Any, list[Point] | BaseException]:
+    def next_done(self, timeout: float | None = None) -> tuple[Any, list[Point] | BaseException] | None:
         """As :meth:`Executor.next_done`; a task that raised (no worker could open its GPU) raises it here."""
+        end = None if timeout is None else time.monotonic() + timeout
         while True:
             if not self._tasks:
                 raise LookupError("no task in flight")  # waiting would never end
             try:
-                fut = self._done.get(timeout=TICK_S)
+                fut = self._done.get(timeout=TICK_S if end is None else max(0.0, min(TICK_S, end - time.monotonic())))
             except queue.Empty:
+                if end is not None and time.monotonic() >= end:
+                    return None
                 continue
             if self._tasks.pop(fut, None) is None or fut.cancelled():  # cancelled by the caller
                 continue
