@@ -56,7 +56,9 @@ def diff_moments(result: np.ndarray, reference: np.ndarray) -> Moments:
             first = a + int(np.argmin(finite))
             d[~finite] = 0.0
         r = ref[a:b].astype(np.float64, copy=False)
-        sq, sq_ref = float(np.dot(d, d)), float(np.dot(r, r))
+        # einsum, not np.dot: a dot of more than 10,000 float64 is BLAS, which OpenBLAS spreads over every core
+        # from each of these threads at once, and whose threads then spin for a while before they sleep
+        sq, sq_ref = float(np.einsum("i,i->", d, d)), float(np.einsum("i,i->", r, r))
         np.abs(d, out=d)
         w = int(np.argmax(d)) if d.size else -1
         parts[i] = Moments(bad, first if bad else -1, sq, sq_ref, a + w if w >= 0 else -1,
