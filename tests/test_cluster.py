@@ -466,3 +466,29 @@ def test_completions_hand_back_results_errors_and_a_lost_scheduler():
         client.cancel([hung])
         with pytest.raises(ClusterLost, match="went away"):
             done.next()
+
+
+def test_the_gpu_worker_a_dask_worker_starts_has_every_core_for_blas_not_the_nanny_s_one(monkeypatch):
+    # a Nanny sets OMP/MKL/OPENBLAS_NUM_THREADS=1 in its worker; the GPU worker process it starts inherits them, and
+    # its references (NumPy's float64 matmul) ran on one core: a value set on purpose stays
+    from cudalab.execute.dask import cluster_worker as CW
+
+    seen = {}
+
+    class Started:
+        def __init__(self, *a, **k):
+            pass
+
+        def start(self):
+            seen.update({k: os.environ.get(k) for k in CW.NANNY_THREAD_VARS})
+            return self
+
+        def count(self):
+            return 1
+
+    monkeypatch.setattr(CW, "Session", Started)
+    monkeypatch.setattr(CW, "_STATE", {"session": None, "energy": None, "error": None})
+    for name, value in zip(CW.NANNY_THREAD_VARS, ("1", "1", "4")):
+        monkeypatch.setenv(name, value)
+    CW._session(False, None)
+    assert seen == dict(zip(CW.NANNY_THREAD_VARS, (None, None, "4")))

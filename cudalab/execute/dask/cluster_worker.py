@@ -26,14 +26,14 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, MutableMapping, Sequence
 
 from cudalab import __version__, catalog
 from cudalab.plan import Plan
 from cudalab.execute.local.drive import Session
 from cudalab.execute.local.slot import WorkerError
 
-__all__ = ["run_plans", "probe", "prebuild", "wire_version"]
+__all__ = ["run_plans", "probe", "prebuild", "wire_version", "unpin_blas"]
 
 #: The Dask resource a cudalab GPU worker holds (``--resources GPU=1``).
 RESOURCE = "GPU"
@@ -47,6 +47,22 @@ def build_threads(gpus: int, cores: int | None = None) -> int:
     each GPU task's thread takes; at least 1 (a build is nvcc in a process of its own: its thread mostly waits)."""
     cores = cores if cores is not None else (os.cpu_count() or 2)
     return max(1, cores // max(1, gpus) - 1)
+
+
+#: What a Dask Nanny sets to 1 in its worker's environment (``distributed.nanny.pre-spawn-environ``), so that the
+#: worker's task threads do not each start a BLAS pool on every core. cudalab's tasks in a Dask worker do no BLAS;
+#: the GPU worker process they start does (a point's reference: NumPy's float64 product for matmul), on one core
+#: only with these set.
+NANNY_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def unpin_blas(environ: MutableMapping[str, str]) -> None:
+    """Drop a Nanny's single-thread settings (:data:`NANNY_THREAD_VARS` where they are ``1``) from ``environ``, so
+    that the GPU worker started from it computes its references with the host's cores, as on this host's engine
+    (another value, set on purpose, stays)."""
+    for name in NANNY_THREAD_VARS:
+        if environ.get(name) == "1":
+            del environ[name]
 
 
 _LOCK = threading.Lock()
@@ -76,6 +92,7 @@ def _session(energy: bool, timeout: float | None) -> Session:
     if s is None or _STATE.get("energy") != energy:
         if s is not None:
             s.close()
+        unpin_blas(os.environ)  # before the GPU worker process starts: it inherits this environment
         s = Session([0], energy=energy, keep_workers=True).start()
         _STATE.update(session=s, energy=energy)
         if len(_STATE) == 2:
