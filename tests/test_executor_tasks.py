@@ -5,6 +5,7 @@ next task; the interface has exactly two implementations. On fake GPU workers, n
 from __future__ import annotations
 
 import ast
+import threading
 import time
 from pathlib import Path
 
@@ -107,3 +108,44 @@ def test_the_executor_interface_has_exactly_two_implementations():
                     (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")) == "Executor" for b in node.bases):
                 found.append(f"{path.relative_to(ROOT / 'cudalab')}:{node.name}")
     assert sorted(found) == ["execute/dask/engine.py:DaskPool", "execute/local/engine.py:LocalPool"]
+
+
+def test_a_local_cluster_s_first_trials_are_built_on_this_host_while_it_starts_the_first_urgently(tmp_path, monkeypatch):
+    # --cluster local: its GPU workers share this host's build cache, so its first trials need not wait for the
+    # cluster to start; a remote cluster's hosts are not known before its workers answer
+    pytest.importorskip("distributed")
+    from cudalab.execute.dask.engine import DaskPool
+    from cudalab.instruments import driverquery
+    from cudalab.tuning.buildpool import BuildPool
+
+    gate = threading.Event()
+    built, urgents = [], []
+
+    class Pool(BuildPool):
+        def submit(self, job, urgent=False, request=None):
+            urgents.append(urgent)
+            return super().submit(job, urgent, request)
+
+    def build_of(req, arch):
+        return lambda: (gate.wait(5), built.append((dict(req.defines)["UNROLL"], arch)))
+
+    monkeypatch.setattr(driverquery, "arch_here", lambda: "sm_90")
+    first, second = plans(tmp_path, [1, 2])
+    ex = DaskPool("local", [0], builds=lambda: Pool(2), build_of=build_of)
+    assert ex.ahead() == 2  # before the cluster opens: this host's build threads
+    ex.prebuild(first)
+    ex.prebuild(second)
+    ex.prebuild(first)  # asked again: built once
+    assert not ex.built(first) and ex.builds_queued() == 2
+    gate.set()
+    deadline = time.monotonic() + 5
+    while not (ex.built(first) and ex.built(second)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ex.built(first) and ex.built(second) and ex.builds_queued() == 0
+    assert sorted(built) == [("1", "sm_90"), ("2", "sm_90")] and urgents == [True, False]
+    ex.close()
+
+    remote = DaskPool("tcp://gpu1:8786", [0], builds=lambda: Pool(2), build_of=build_of)
+    assert remote.ahead() == 0
+    remote.prebuild(first)
+    assert remote.built(first) and remote.builds_queued() == 0 and len(built) == 2

@@ -82,7 +82,8 @@ def open_campaign(workers: Workers, build_ahead: int | None, builds: Callable[[]
         workers: where it runs (``cluster``, ``device``, ``devices``, ``timeout``, ``energy`` are read here; the
             timeout was checked with the command's other options).
         build_ahead: ``--build-ahead`` (None: as many as there are build threads; 0: none).
-        builds: makes this host's build threads (the local engine's builds ahead, at the GPU's architecture).
+        builds: makes this host's build threads (the local engine's builds ahead, at the GPU's architecture; a
+            local cluster's first trials, built while it starts).
         build_of: the build a request needs on a GPU of an architecture, as a call.
 
     Raises:
@@ -99,4 +100,4 @@ def open_campaign(workers: Workers, build_ahead: int | None, builds: Callable[[]
     from cudalab.execute.local.devices import parse_devices  # noqa: PLC0415
 
     return DaskPool(parse_cluster(w.cluster), parse_devices(w.devices, w.device), w.timeout, w.energy,
-                    build_ahead=build_ahead)
+                    build_ahead=build_ahead, builds=builds if build_ahead != 0 else None, build_of=build_of)
