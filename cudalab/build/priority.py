@@ -8,6 +8,8 @@ A nice value alone left the worker slowed: on an H200 host (16 cores) the 30-tri
 trials took 14.0 s in the GPU worker cold, beside builds at nice +10, and 11.0 s warm; the worker's verification
 (its NumPy threads on every core) took 4.2 s against 3.2 s. Linux's ``SCHED_IDLE`` runs a process only on a core
 nothing else wants, so the nvcc processes now take that class as well (where it is refused, the nice value holds).
+(Most of that verification's "threads on every core" were OpenBLAS's, spinning after each ``np.dot`` of the check's
+blocks, and they starved the idle-class builds too: :mod:`cudalab.hostcheck` calls no BLAS since.)
 
 Only nvcc is lowered, never a thread of the campaign's process: a thread in the idle class that holds Python's
 lock while the machine is busy starves for as long, and every other thread of its process waits with it (the
