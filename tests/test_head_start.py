@@ -41,7 +41,7 @@ def _built(monkeypatch, p, arch="sm_90", on_build=lambda *a, **k: None):
     pool = LocalPool((0,), builds=lambda: buildpool.BuildPool(p.opts.build_ahead), build_of=buildpool.build_of)
     for req in first_requests(p, proposer(p), pool.ahead()):
         pool.prebuild(precheck(req))
-    for fut in list(pool._early.values()):
+    for fut in list(pool._here._early.values()):
         fut.result(timeout=30)
     pool.stop_builds()
     return pool, asked

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from cudalab.execute.dask.cluster import LOCAL, Cluster, one_line
 from cudalab.execute.dask.completions import Completions
 from cudalab.execute.executor import Executor
+from cudalab.execute.hostbuilds import HostBuilds
 from cudalab.plan import Plan
 from cudalab.progress import Observer
 from cudalab.execute.point import Point
@@ -62,11 +63,8 @@ class DaskPool(Executor):
         # --cluster local: its GPU workers run on this host and read its build cache, so its first trials are built
         # here while the cluster starts and its GPUs open (seconds), as on this host's engine; a remote cluster's
         # hosts and architectures are known only once its workers answer
-        self._make_builds = builds if address == LOCAL and build_of is not None else None
-        self._build_of = build_of
-        self._here: Any = None  # this host's build threads (the first build while the cluster opens makes them)
-        self._early_here: dict[Any, Any] = {}  # a plan's request -> its build on this host (a concurrent Future)
-        self._arch_here: str | None = None  # this host's GPUs' architecture, asked once ('': none)
+        self._here = (HostBuilds(builds, build_of) if address == LOCAL and builds is not None and build_of is not None
+                      else None)
 
     def start(self) -> None:
         """Nothing yet: the cluster is opened (and checked) with the points, in :meth:`submit`."""
@@ -128,7 +126,7 @@ class DaskPool(Executor):
 
     def close(self) -> None:
         if self._here is not None:  # the builds not started are dropped
-            self._here.close()
+            self._here.stop()
         if self.cluster is not None:
             self._facts = self.cluster.facts()
             self.cluster.close()
@@ -176,7 +174,8 @@ class DaskPool(Executor):
             self.prebuild(plan)  # its kernels built on a worker's host, unless they were when it was asked
         builds = [b for b in (self._early.pop(p.request, None) for p in plans) if b is not None]
         for plan in plans:
-            self._early_here.pop(plan.request, None)  # built here or still building: its task waits on the cache's lock
+            if self._here is not None:  # built here or still building: its task waits on the cache's lock
+                self._here.take(plan.request)
         if builds:
             self._builds[fut] = builds
         return fut
@@ -219,7 +218,7 @@ class DaskPool(Executor):
         local cluster's: this host's build threads (:meth:`prebuild`); another's none (its workers and their hosts
         are not known yet)."""
         if self.cluster is None:
-            return self._host().workers if self._host() is not None else 0
+            return self._here.threads() if self._here is not None else 0
         threads = sum(w.builds for w in self.cluster.workers if w.arch)
         return threads if self.build_ahead is None else min(threads, self.build_ahead)
 
@@ -227,37 +226,15 @@ class DaskPool(Executor):
         """On a build thread of the GPU worker's host likely to run it next (:meth:`_builder`); :meth:`send` ties
         it to the task. Before :meth:`ready`, a local cluster's on this host's build threads, for this host's GPUs'
         architecture (the first at the campaign's own priority: its GPU waits for it first)."""
-        if plan.request in self._early_here:
+        if self._here is not None and self._here.has(plan.request):
             return
         if self.cluster is None:
-            self._prebuild_here(plan)
+            if self._here is not None:
+                self._here.submit(plan.request, self._here.arch_here(), urgent=not self._here.asked())
         elif self.ahead() and plan.request not in self._early:
             worker = self._builder()
             if worker is not None:
                 self._early[plan.request] = self._cluster().prebuild(plan, worker)
-
-    def _host(self) -> Any:
-        """This host's build threads for a local cluster's first trials (None: none)."""
-        if self._here is None and self._make_builds is not None:
-            self._here = self._make_builds()
-            if not self._here.workers:
-                self._here, self._make_builds = None, None
-        return self._here
-
-    def _prebuild_here(self, plan: Plan) -> None:
-        from cudalab.instruments import driverquery  # noqa: PLC0415  (NVML: only when a campaign builds ahead)
-
-        if self._host() is None or self._build_of is None:
-            return
-        if self._arch_here is None:
-            self._arch_here = driverquery.arch_here() or ""
-        if not self._arch_here:  # GPUs of several architectures, or none NVML sees: the workers build for themselves
-            return
-        try:
-            self._early_here[plan.request] = self._here.submit(
-                self._build_of(plan.request, self._arch_here), urgent=not self._early_here, request=plan.request)
-        except RuntimeError:  # the threads were stopped (stop_builds): its worker builds it
-            pass
 
     def _builder(self) -> Any:
         """The GPU worker whose host builds the next trial ahead (None: no prebuild).
@@ -278,12 +255,15 @@ class DaskPool(Executor):
         return w if w.builds and w.arch else None
 
     def built(self, plan: Plan) -> bool:
-        fut = self._early_here.get(plan.request) or self._early.get(plan.request)
+        if self._here is not None and not self._here.built(plan.request):
+            return False
+        fut = self._early.get(plan.request)
         return fut is None or fut.done()
 
     def builds_queued(self) -> int:
-        return sum(1 for b in [*self._early_here.values(), *self._early.values(),
-                               *(b for bs in self._builds.values() for b in bs)] if not b.done())
+        here = self._here.queued() if self._here is not None else 0
+        return here + sum(1 for b in [*self._early.values(), *(b for bs in self._builds.values() for b in bs)]
+                          if not b.done())
 
     def stop_builds(self) -> None:
         """Cancel the builds of trials asked but not sent (a sent task's go with it); this host's not started are
@@ -292,7 +272,7 @@ class DaskPool(Executor):
             self.cluster.cancel(list(self._early.values()))
         self._early.clear()
         if self._here is not None:
-            self._here.close()
+            self._here.stop()
 
     def in_workers(self) -> float:
         return self._seconds

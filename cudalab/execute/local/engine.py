@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from cudalab.execute import timeline
 from cudalab.execute.executor import Executor
+from cudalab.execute.hostbuilds import HostBuilds
 from cudalab.execute.local.drive import Session
 from cudalab.instruments.busy import BusyMeter, gpu_of
 from cudalab.plan import Plan, RunRequest
@@ -57,10 +58,7 @@ class LocalPool(Executor):
         self._runner: ThreadPoolExecutor | None = None
         self._tasks: dict[Future, list[Plan]] = {}  # in flight
         self._done: queue.Queue = queue.Queue()  # finished, in the order they finished
-        self._make_builds, self._build_of = builds, build_of
-        self._builds: Any = None  # the build threads, made by the first build ahead
-        self._early: dict[RunRequest, Future] = {}  # a plan's build ahead, until its task takes it
-        self._guess: str | None = None  # this host's arch before a worker said it ('': none; see _arch)
+        self._here = HostBuilds(builds, build_of) if builds is not None and build_of is not None else None
         self._sent = False  # a task was sent (its builds ahead are no longer the GPU's first wait)
         self._in_workers = 0.0
         self._waited = 0.0
@@ -131,7 +129,7 @@ class LocalPool(Executor):
         if self._runner is None:
             self._runner = ThreadPoolExecutor(1, thread_name_prefix="tune-trial")
         plans = list(plans)
-        builds = [b for b in (self._early.pop(p.request, None) for p in plans) if b is not None]
+        builds = [b for b in (self._here.take(p.request) for p in plans) if b is not None] if self._here else []
         fut = self._runner.submit(self._task, plans, builds)
         self._tasks[fut] = plans
         fut.add_done_callback(self._done.put)
@@ -193,53 +191,33 @@ class LocalPool(Executor):
 
     def ahead(self) -> int:
         """This host's build threads (0: none)."""
-        return self._pool().workers if self._make_builds is not None else 0
-
-    def _pool(self) -> Any:
-        if self._builds is None and self._make_builds is not None:
-            self._builds = self._make_builds()
-        return self._builds
+        return self._here.threads() if self._here is not None else 0
 
     def prebuild(self, plan: Plan) -> None:
         """On this host's build threads, for the GPU's architecture once its worker has opened it."""
-        arch = self._arch()
-        if not arch or self._build_of is None or plan.request in self._early or self._pool() is None:
-            return
-        try:
+        if self._here is not None:
             # the first build asked for before any task was sent is the one its GPU waits for first: urgent
-            first = not self._early and not self._sent
-            fut = self._builds.submit(self._build_of(plan.request, arch), urgent=first,
-                                      request=plan.request)
-        except RuntimeError:  # the threads were stopped (stop_builds): its worker builds it
-            return
-        if fut is not None:
-            self._early[plan.request] = fut
+            self._here.submit(plan.request, self._arch(), urgent=not self._here.asked() and not self._sent)
 
     def _arch(self) -> str | None:
-        """The first GPU's architecture (``sm_90``) once its worker has opened it; before, this host's as NVML or
-        nvidia-smi name it without a CUDA context, when all its GPUs share one (asked once: the first trials are
-        built while the worker opens); else None (nothing is built ahead)."""
+        """The first GPU's architecture (``sm_90``) once its worker has opened it; before, this host's
+        (:meth:`HostBuilds.arch_here`: the first trials are built while the worker opens); else None."""
         for slot in self.session.slots:
             cc = str((slot.info or {}).get("compute_capability", ""))
             if cc:
                 return "sm_" + cc.replace(".", "")
-        if self._guess is None:
-            from cudalab.instruments import driverquery  # noqa: PLC0415  (NVML: only when a campaign builds ahead)
-
-            self._guess = driverquery.arch_here() or ""
-        return self._guess or None
+        return self._here.arch_here() if self._here is not None else None
 
     def built(self, plan: Plan) -> bool:
-        fut = self._early.get(plan.request)
-        return fut is None or fut.done()
+        return self._here is None or self._here.built(plan.request)
 
     def builds_queued(self) -> int:
-        return self._builds.queued() if self._builds is not None else 0
+        return self._here.queued() if self._here is not None else 0
 
     def stop_builds(self) -> None:
         """Drop the builds not started; running ones finish in their threads (their results are cached)."""
-        if self._builds is not None:
-            self._builds.close()
+        if self._here is not None:
+            self._here.stop()
 
     def in_workers(self) -> float:
         return self._in_workers
